@@ -1,0 +1,153 @@
+/*
+ * recur.h — the public API of librecur.
+ *
+ * Anything not declared here is not API. Handles are opaque; every object has a
+ * _new/_load and a _free, and _free(NULL) is a harmless no-op. Fallible calls
+ * return a recur_status (0 = OK) and, when given a buffer, write a one-line
+ * message there. Nothing in the library aborts or exits on bad input.
+ *
+ * Typical use:
+ *
+ *   recur_init();
+ *   recur_model_params mp = recur_model_default_params();
+ *   recur_model *m; char err[256];
+ *   if (recur_model_load("model.gguf", &mp, &m, err, sizeof err)) { puts(err); return 1; }
+ *   recur_ctx_params cp = recur_ctx_default_params();
+ *   recur_ctx *ctx;
+ *   if (recur_ctx_new(m, &cp, &ctx, err, sizeof err)) { ... }
+ *   recur_batch b = { .n_tokens = n, .token = ids, .pos = pos, .seq_id = seq, .logits = want };
+ *   if (recur_decode(ctx, &b, err, sizeof err)) { ... }
+ *   const float *logits = recur_get_logits(ctx, n - 1);
+ *   recur_ctx_free(ctx); recur_model_free(m);
+ */
+#ifndef RECUR_H
+#define RECUR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+typedef enum recur_status {
+    RECUR_OK = 0,
+    RECUR_E_IO,          /* a file could not be opened, read, mapped or written */
+    RECUR_E_FORMAT,      /* a file is malformed (the message names the field and offset) */
+    RECUR_E_NOMEM,       /* an allocation failed */
+    RECUR_E_INVALID,     /* an argument is out of range or inconsistent */
+    RECUR_E_UNSUPPORTED, /* valid, but not implemented (architecture, tensor type, ...) */
+    RECUR_E_FULL,        /* no room: context cells, batch size or sequence slots */
+    RECUR_E_STATE,       /* the operation would need state that no longer exists */
+} recur_status;
+
+/* A short constant name for a status ("ok", "io error", ...). */
+const char *recur_status_str(recur_status s);
+
+/* Detects the CPU features and fills the kernel tables. Idempotent and thread-safe;
+ * every other call does it implicitly if it was not done. */
+void recur_init(void);
+
+/* The instruction set the kernels use on this machine: "avx512", "avx2" or "scalar". */
+const char *recur_cpu_isa(void);
+
+/* ---- model -------------------------------------------------------------------------------- */
+
+typedef struct recur_model recur_model;
+typedef int32_t recur_token;
+
+typedef struct recur_model_params {
+    bool use_mmap;   /* map the file (default) instead of reading it into memory */
+} recur_model_params;
+
+recur_model_params recur_model_default_params(void);
+
+/* Loads a GGUF model. On failure *out is NULL and err holds the reason. */
+recur_status recur_model_load(const char *path, const recur_model_params *params,
+                              recur_model **out, char *err, size_t err_len);
+void recur_model_free(recur_model *m);
+
+int         recur_model_n_vocab(const recur_model *m);
+int         recur_model_n_embd(const recur_model *m);
+int         recur_model_n_layer(const recur_model *m);
+int         recur_model_n_ctx_train(const recur_model *m);
+uint64_t    recur_model_n_params(const recur_model *m);
+uint64_t    recur_model_size_bytes(const recur_model *m);   /* bytes of all weight tensors */
+const char *recur_model_arch(const recur_model *m);         /* general.architecture */
+/* A one-line description ("qwen3 28 layers, 1024 embd, Q8_0, 596.0M params"). */
+void        recur_model_desc(const recur_model *m, char *buf, size_t buf_len);
+
+/* ---- vocabulary (what the model file carries) --------------------------------------------- */
+
+recur_token recur_token_bos(const recur_model *m);   /* -1 when the model has none */
+recur_token recur_token_eos(const recur_model *m);
+bool        recur_token_is_eog(const recur_model *m, recur_token t);
+bool        recur_vocab_add_bos(const recur_model *m);
+
+/* Text to tokens. Returns the number of tokens; when that exceeds max_tokens nothing past
+ * max_tokens is written and the caller retries with a larger buffer. Negative on error. */
+int recur_tokenize(const recur_model *m, const char *text, size_t text_len, recur_token *tokens,
+                   int max_tokens, bool add_special, bool parse_special);
+
+/* The bytes of one token (byte tokens give their byte; control tokens give their text only
+ * when special is true). Returns the number of bytes, which may exceed buf_len (nothing
+ * then is written past buf_len); negative when the token is out of range. */
+int recur_token_to_piece(const recur_model *m, recur_token t, char *buf, int buf_len, bool special);
+
+/* ---- context: sequence memory + a batch evaluator ----------------------------------------- */
+
+typedef struct recur_ctx recur_ctx;
+typedef int32_t recur_pos;
+typedef int32_t recur_seq_id;
+
+typedef struct recur_ctx_params {
+    uint32_t n_ctx;      /* attention cells in all (0 = the model's training context, capped at 4096) */
+    uint32_t n_seq_max;  /* distinct sequences that may live at once (ids 0 .. n_seq_max-1) */
+    uint32_t n_batch;    /* most tokens one recur_decode call accepts */
+    uint32_t n_ubatch;   /* tokens evaluated together inside a call (results never depend on it) */
+    int      n_threads;  /* kernel threads (results never depend on it) */
+} recur_ctx_params;
+
+recur_ctx_params recur_ctx_default_params(void);
+
+recur_status recur_ctx_new(recur_model *m, const recur_ctx_params *params, recur_ctx **out,
+                           char *err, size_t err_len);
+void recur_ctx_free(recur_ctx *ctx);
+const recur_ctx_params *recur_ctx_params_of(const recur_ctx *ctx);
+
+/* A batch: n_tokens entries, each (token, position, sequence, want-logits). Tokens of one
+ * sequence must come in increasing position order and continue that sequence (its next
+ * position is recur_seq_pos_max + 1). logits may be NULL: then only the last token's
+ * logits are kept. */
+typedef struct recur_batch {
+    int32_t            n_tokens;
+    const recur_token *token;
+    const recur_pos   *pos;
+    const recur_seq_id *seq_id;
+    const int8_t      *logits;
+} recur_batch;
+
+/* Evaluates a batch. Guarantees: the logits of every token are bit-identical whatever the
+ * batch composition, the ubatch size and the thread count.
+ * Returns RECUR_OK; RECUR_E_INVALID for a malformed batch (nothing changed);
+ * RECUR_E_FULL when the cells are exhausted (nothing changed: cells are planned before any
+ * work is done). */
+recur_status recur_decode(recur_ctx *ctx, const recur_batch *batch, char *err, size_t err_len);
+
+/* Logits (n_vocab floats) of batch entry i of the last recur_decode, or NULL when that entry
+ * did not ask for logits. Valid until the next recur_decode. */
+const float *recur_get_logits(const recur_ctx *ctx, int32_t i);
+
+/* Sequence operations. p0 < 0 means 0; p1 < 0 means infinity. */
+recur_status recur_seq_rm(recur_ctx *ctx, recur_seq_id seq, recur_pos p0, recur_pos p1);
+recur_status recur_seq_cp(recur_ctx *ctx, recur_seq_id src, recur_seq_id dst, recur_pos p0, recur_pos p1);
+recur_status recur_seq_keep(recur_ctx *ctx, recur_seq_id seq);
+recur_pos    recur_seq_pos_max(const recur_ctx *ctx, recur_seq_id seq);   /* -1 when empty */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RECUR_H */

@@ -1,0 +1,81 @@
+/* tensor.h — weight formats, quantization, dot products and matrix multiplication.
+ *
+ * Formats are ggml's, bit for bit (block layouts in ../shared/docs/FORMATS.md), identified by
+ * the ggml type ids of gguf.h (GGUF_T_*).
+ *
+ * Kernels come in tables, one per instruction set (scalar reference, AVX2, AVX-512), all with
+ * the same signatures; tensor_kernels_active() picks the best one the CPU has, once, at
+ * recur_init time. Tests compare every SIMD entry against the scalar one.
+ *
+ * Invariants:
+ *  1. A dot product of one weight row with one activation row is computed in one fixed order
+ *     that depends only on the kernel table and n — never on which thread runs it, how many
+ *     rows or tokens are in the call, or the memory address (alignment) of the rows.
+ *  2. tensor_matmul produces, for every element, exactly the value vec_dot gives for that
+ *     (weight row, quantized activation row) pair. Hence results are bit-identical for any
+ *     batch composition and thread count.
+ *  3. Activations are quantized per token row into the weight type's vec_dot_type (as ggml
+ *     does: Q8_0 for Q4_0/Q8_0, Q8_K for K-quants and IQ4_XS, F16 for F16, BF16 for BF16,
+ *     F32 for F32), each row independently.
+ */
+#ifndef RECUR_TENSOR_H
+#define RECUR_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "gguf/gguf.h"
+
+/* Dequantize n elements (n a multiple of the block size) of a row. */
+typedef void (*tensor_to_float_fn)(const void *src, float *dst, int64_t n);
+/* Quantize n floats (n a multiple of the block size) into blocks. */
+typedef void (*tensor_from_float_fn)(const float *src, void *dst, int64_t n);
+/* Dot product of n elements: w in the weight type, x in that type's vec_dot_type. */
+typedef float (*tensor_vec_dot_fn)(int64_t n, const void *w, const void *x);
+
+typedef struct tensor_kernels {
+    const char          *isa;                       /* "scalar", "avx2", "avx512" */
+    tensor_to_float_fn   to_float[GGUF_T_COUNT];    /* NULL where the type is not supported */
+    tensor_from_float_fn from_float[GGUF_T_COUNT];  /* quantizers, for activations and weights */
+    tensor_vec_dot_fn    vec_dot[GGUF_T_COUNT];     /* indexed by the weight type */
+} tensor_kernels;
+
+/* Fills the tables; safe to call more than once (recur_init calls it). */
+void tensor_init(void);
+const tensor_kernels *tensor_kernels_scalar(void);
+const tensor_kernels *tensor_kernels_avx2(void);    /* NULL when the CPU lacks AVX2+FMA+F16C */
+const tensor_kernels *tensor_kernels_avx512(void);  /* NULL when the CPU lacks AVX-512 F/BW/VL/DQ */
+/* The best table for this CPU. The environment variable RECUR_ISA=scalar|avx2|avx512 can
+ * force a lower one (for tests and benchmarks). */
+const tensor_kernels *tensor_kernels_active(void);
+
+/* Types recur can compute with (to_float, from_float and vec_dot present in every table):
+ * F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS (+ Q8_K as an activation type). */
+bool     tensor_type_supported(uint32_t type);
+/* The activation format the dot product of a weight type uses. */
+uint32_t tensor_vec_dot_type(uint32_t type);
+/* Bytes of a row of n elements of type (n a multiple of the block size). */
+size_t   tensor_row_bytes(uint32_t type, int64_t n);
+
+/* ---- matrix multiplication -------------------------------------------------------------
+ *
+ * Y[t][o] = sum_i W[o][i] * X[t][i]   for t < n_tok, o < n_out
+ *
+ * W: n_out rows of n_in elements of wtype, contiguous (row o at W + o*tensor_row_bytes).
+ * X: n_tok rows of n_in floats, contiguous. Y: n_tok rows with a stride of ldy floats.
+ * scratch: at least tensor_matmul_scratch_bytes(wtype, n_in, n_tok) bytes, 64-byte aligned;
+ *          holds X quantized to the vec_dot type. Y must not alias X or scratch.
+ * Work is split over the pool's threads by output rows (invariant 2).
+ */
+size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
+void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
+                     int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
+                     float *Y, int64_t ldy, void *scratch);
+
+/* Row `row` of a 2-D weight (n_in elements per row) as floats: embedding lookup. */
+void tensor_get_row(const tensor_kernels *k, uint32_t type, const void *W, int64_t n_in,
+                    int64_t row, float *dst);
+
+#endif
