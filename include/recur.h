@@ -59,8 +59,10 @@ const char *recur_cpu_isa(void);
 typedef struct recur_model recur_model;
 typedef int32_t recur_token;
 
+/* Weights are used in place from a read-only mapping of the file: no second copy. */
+
 typedef struct recur_model_params {
-    bool use_mmap;   /* map the file (default) instead of reading it into memory */
+    bool vocab_only;   /* load the tokenizer only (no weights are bound) */
 } recur_model_params;
 
 recur_model_params recur_model_default_params(void);
@@ -96,6 +98,36 @@ int recur_tokenize(const recur_model *m, const char *text, size_t text_len, recu
  * when special is true). Returns the number of bytes, which may exceed buf_len (nothing
  * then is written past buf_len); negative when the token is out of range. */
 int recur_token_to_piece(const recur_model *m, recur_token t, char *buf, int buf_len, bool special);
+
+/* Streaming detokenizer: turns tokens into text and never emits half a UTF-8 character
+ * (incomplete sequences are held back until completed; invalid bytes become U+FFFD). */
+typedef struct recur_detok recur_detok;
+recur_detok *recur_detok_new(const recur_model *m, bool special);
+void recur_detok_free(recur_detok *d);
+/* Appends the text that token t completes to out (capacity out_cap >= 256); returns the bytes
+ * written, negative on error (out of range token, or out_cap too small). */
+int  recur_detok_push(recur_detok *d, recur_token t, char *out, int out_cap);
+/* Flushes what is held back (an unfinished character comes out as U+FFFD). */
+int  recur_detok_flush(recur_detok *d, char *out, int out_cap);
+
+/* A metadata value of the model file as text (numbers printed, arrays summarised). Returns
+ * the length, which may exceed buf_len; -1 when the key is absent. */
+int recur_model_meta_str(const recur_model *m, const char *key, char *buf, size_t buf_len);
+
+/* ---- sampling ----------------------------------------------------------------------------- */
+
+typedef struct recur_sampler_params {
+    float    temp;     /* <= 0: greedy (the lowest id wins ties) */
+    int32_t  top_k;    /* <= 0: all tokens */
+    float    top_p;    /* >= 1: off */
+    uint64_t seed;     /* same seed + same logits -> same tokens */
+} recur_sampler_params;
+
+typedef struct recur_sampler recur_sampler;
+recur_sampler_params recur_sampler_default_params(void);
+recur_sampler *recur_sampler_new(const recur_sampler_params *p, int32_t n_vocab);
+void           recur_sampler_free(recur_sampler *s);
+recur_token    recur_sampler_sample(recur_sampler *s, const float *logits);
 
 /* ---- context: sequence memory + a batch evaluator ----------------------------------------- */
 

@@ -1,0 +1,83 @@
+/* api.c — library initialisation and the model/vocab getters of recur.h. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "model/model.h"
+#include "tensor/tensor.h"
+
+void recur_init(void) { tensor_init(); }
+
+const char *recur_cpu_isa(void) {
+    recur_init();
+    return tensor_kernels_active()->isa;
+}
+
+int recur_model_n_vocab(const recur_model *m) { return m->hp.n_vocab ? m->hp.n_vocab : vocab_n_tokens(m->vocab); }
+int recur_model_n_embd(const recur_model *m) { return m->hp.n_embd; }
+int recur_model_n_layer(const recur_model *m) { return m->hp.n_layer; }
+int recur_model_n_ctx_train(const recur_model *m) { return m->hp.n_ctx_train; }
+uint64_t recur_model_n_params(const recur_model *m) { return m->n_params; }
+uint64_t recur_model_size_bytes(const recur_model *m) { return m->n_bytes; }
+const char *recur_model_arch(const recur_model *m) { return m->hp.arch; }
+
+void recur_model_desc(const recur_model *m, char *buf, size_t buf_len) {
+    snprintf(buf, buf_len, "%s %d layers, %d embd, %s, %.1fM params, %.1f MiB", m->hp.arch, m->hp.n_layer,
+             m->hp.n_embd, gguf_type_name(m->file_type), (double)m->n_params / 1e6, (double)m->n_bytes / 1048576.0);
+}
+
+recur_token recur_token_bos(const recur_model *m) { return vocab_bos(m->vocab); }
+recur_token recur_token_eos(const recur_model *m) { return vocab_eos(m->vocab); }
+bool recur_token_is_eog(const recur_model *m, recur_token t) { return vocab_is_eog(m->vocab, t); }
+bool recur_vocab_add_bos(const recur_model *m) { return vocab_add_bos(m->vocab); }
+
+int recur_tokenize(const recur_model *m, const char *text, size_t text_len, recur_token *tokens, int max_tokens,
+                   bool add_special, bool parse_special) {
+    return vocab_tokenize(m->vocab, text, text_len, tokens, max_tokens, add_special, parse_special);
+}
+
+int recur_token_to_piece(const recur_model *m, recur_token t, char *buf, int buf_len, bool special) {
+    return vocab_token_to_piece(m->vocab, t, buf, buf_len, special);
+}
+
+/* ---- streaming detokenizer --------------------------------------------------------------- */
+
+struct recur_detok {
+    const recur_model *m;
+    bool               special;
+    vocab_stream       st;
+};
+
+recur_detok *recur_detok_new(const recur_model *m, bool special) {
+    recur_detok *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->m = m;
+    d->special = special;
+    vocab_stream_init(&d->st);
+    return d;
+}
+
+void recur_detok_free(recur_detok *d) { free(d); }
+
+int recur_detok_push(recur_detok *d, recur_token t, char *out, int out_cap) {
+    return vocab_stream_push(d->m->vocab, &d->st, t, d->special, out, out_cap);
+}
+
+int recur_detok_flush(recur_detok *d, char *out, int out_cap) { return vocab_stream_flush(&d->st, out, out_cap); }
+
+/* ---- metadata ---------------------------------------------------------------------------- */
+
+int recur_model_meta_str(const recur_model *m, const char *key, char *buf, size_t buf_len) {
+    const int64_t i = gguf_find_key(m->g, key);
+    if (i < 0) return -1;
+    gguf_str s;
+    int64_t iv;
+    double fv;
+    gguf_arr a;
+    if (buf_len) buf[0] = 0;
+    if (gguf_kv_str(m->g, i, &s)) return snprintf(buf, buf_len, "%.*s", (int)s.len, s.ptr);
+    if (gguf_kv_int(m->g, i, &iv)) return snprintf(buf, buf_len, "%lld", (long long)iv);
+    if (gguf_kv_float(m->g, i, &fv)) return snprintf(buf, buf_len, "%g", fv);
+    if (gguf_kv_arr(m->g, i, &a))
+        return snprintf(buf, buf_len, "[%s x %llu]", gguf_kv_type_name(a.elem_type), (unsigned long long)a.n);
+    return snprintf(buf, buf_len, "?");
+}

@@ -1,0 +1,17 @@
+/* arch_table.c — the one table of supported architectures. */
+#include <string.h>
+
+#include "model/model.h"
+
+extern const model_arch model_arch_llama;
+extern const model_arch model_arch_qwen3;
+
+static const model_arch *const ARCHES[] = { &model_arch_llama, &model_arch_qwen3 };
+
+const model_arch *model_arch_find(const char *name) {
+    for (size_t i = 0; i < sizeof ARCHES / sizeof ARCHES[0]; i++)
+        if (strcmp(ARCHES[i]->name, name) == 0) return ARCHES[i];
+    return NULL;
+}
+
+const char *model_arch_list(void) { return "llama, qwen3"; }

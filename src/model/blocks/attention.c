@@ -1,0 +1,100 @@
+/* attention.c — causal self-attention with GQA over the F16 KV cells.
+ *
+ * Follows llama.cpp's non-flash path closely: K and V are stored as F16, the query is rounded
+ * to F16 before q·k, the scores are scaled by 1/sqrt(head_dim) and soft-maxed in F32, and the
+ * probabilities are rounded to F16 before they weight V.
+ *
+ * Determinism: each (token, head) output is computed by one thread, reading the sequence's
+ * positions 0..pos in increasing order, whatever cells they live in. */
+#include <math.h>
+#include <string.h>
+
+#include "model/forward.h"
+#include "tensor/fp16.h"
+#include "tensor/ops.h"
+
+typedef struct att_job {
+    const struct recur_model *m;
+    model_fwd *f;
+    int        kv_layer;
+} att_job;
+
+/* One (token, head): scores over the sequence's context, softmax, weighted sum of V. */
+static void att_one(const att_job *j, int32_t t, int h, float *ws) {
+    const model_hparams *hp = &j->m->hp;
+    model_fwd *f = j->f;
+    const int dk = hp->head_dim_k, dv = hp->head_dim_v;
+    const int g = h / (hp->n_head / hp->n_head_kv);
+    const int32_t n_ctx = f->pos[t] + 1;
+    float *qr = ws;                       /* [dk] query rounded to F16 */
+    float *sc = ws + dk;                  /* [n_ctx] scores, then probabilities */
+    uint16_t *q16 = (uint16_t *)(sc + kv_n_cells(f->kv));  /* [dk] */
+    float *out = f->att + (int64_t)t * hp->n_head * dv + (int64_t)h * dv;
+
+    f->kern->f32_to_f16_row(f->q + (int64_t)t * hp->n_head * dk + (int64_t)h * dk, q16, dk);
+    f->kern->to_float[GGUF_T_F16](q16, qr, dk);
+
+    const float scale = 1.0f / sqrtf((float)dk);
+    for (int32_t p = 0; p < n_ctx; p++) {
+        const int32_t c = kv_seq_cell(f->kv, f->seq[t], p);
+        sc[p] = c < 0 ? -INFINITY
+                      : f->kern->dot_f16_f32(dk, kv_k_row(f->kv, j->kv_layer, c) + (int64_t)g * dk, qr) * scale;
+    }
+    op_softmax(sc, n_ctx);
+
+    memset(out, 0, (size_t)dv * sizeof *out);
+    for (int32_t p = 0; p < n_ctx; p++) {
+        const int32_t c = kv_seq_cell(f->kv, f->seq[t], p);
+        if (c < 0) continue;
+        const float pr = rt_f16_to_f32(rt_f32_to_f16(sc[p]));
+        f->kern->axpy_f16(dv, pr, kv_v_row(f->kv, j->kv_layer, c) + (int64_t)g * dv, out);
+    }
+}
+
+static void att_job_fn(void *arg, int ith, int nth) {
+    const att_job *j = arg;
+    model_fwd *f = j->f;
+    const long n = (long)f->n_tok * j->m->hp.n_head;
+    long lo, hi;
+    tp_split(n, ith, nth, 1, &lo, &hi);
+    float *ws = f->att_ws + (int64_t)ith * f->att_ws_floats;
+    for (long i = lo; i < hi; i++) att_one(j, (int32_t)(i / j->m->hp.n_head), (int)(i % j->m->hp.n_head), ws);
+}
+
+/* Per-head RMSNorm (qwen3 q/k norm) and RoPE of the ubatch's q and k, then K/V into cells. */
+static void att_prepare(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
+    const model_hparams *hp = &m->hp;
+    const int dk = hp->head_dim_k, dv = hp->head_dim_v;
+    for (int32_t t = 0; t < f->n_tok; t++) {
+        float *q = f->q + (int64_t)t * hp->n_head * dk;
+        float *k = f->k + (int64_t)t * hp->n_head_kv * dk;
+        const float *cs = f->rope + (int64_t)t * hp->n_rot;
+        for (int h = 0; h < hp->n_head; h++) {
+            if (L->q_norm.data) op_rmsnorm(q + h * dk, q + h * dk, L->q_norm.data, dk, hp->rms_eps);
+            op_rope_apply(q + h * dk, cs, hp->n_rot, hp->rope_kind);
+        }
+        for (int h = 0; h < hp->n_head_kv; h++) {
+            if (L->k_norm.data) op_rmsnorm(k + h * dk, k + h * dk, L->k_norm.data, dk, hp->rms_eps);
+            op_rope_apply(k + h * dk, cs, hp->n_rot, hp->rope_kind);
+        }
+        f->kern->f32_to_f16_row(k, kv_k_row(f->kv, kv_layer, f->cell[t]), (int64_t)hp->n_head_kv * dk);
+        f->kern->f32_to_f16_row(f->v + (int64_t)t * hp->n_head_kv * dv, kv_v_row(f->kv, kv_layer, f->cell[t]),
+                                (int64_t)hp->n_head_kv * dv);
+    }
+}
+
+void block_attention(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
+    fwd_matmul(f, &L->wq, f->xb, f->q);
+    fwd_matmul(f, &L->wk, f->xb, f->k);
+    fwd_matmul(f, &L->wv, f->xb, f->v);
+    att_prepare(m, f, L, kv_layer);
+
+    att_job j = { m, f, kv_layer };
+    tp_run(f->pool, att_job_fn, &j);
+
+    fwd_matmul(f, &L->wo, f->att, f->tmp);
+    if (L->bo.data) {
+        for (int32_t t = 0; t < f->n_tok; t++) op_add(f->tmp + (int64_t)t * m->hp.n_embd, L->bo.data, m->hp.n_embd);
+    }
+    fwd_add_rows(f, f->x, f->tmp, m->hp.n_embd);
+}

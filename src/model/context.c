@@ -1,0 +1,237 @@
+/* context.c — recur_ctx: sequence memory, buffers and the batch evaluator.
+ *
+ * recur_decode plans first (validates the batch and checks there are enough free cells) and
+ * only then changes anything, so a rejected batch leaves the context as it was. The batch is
+ * cut into ubatches of n_ubatch consecutive entries; every token's result depends only on its
+ * own row and the cells of its sequence at positions <= its own, so the cut never changes a
+ * logit (see the determinism tests). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/err.h"
+#include "memory/kv.h"
+#include "model/forward.h"
+#include "tensor/ops.h"
+
+struct recur_ctx {
+    recur_model     *m;
+    recur_ctx_params p;
+    tp_pool         *pool;
+    kv_cache        *kv;
+    model_fwd        f;          /* buffers of one ubatch */
+    int32_t         *cells;      /* [n_ubatch] */
+    recur_pos       *next_pos;   /* [n_seq_max] planning scratch */
+    float           *out_x;      /* [n_ubatch][n_embd] normed rows that want logits */
+    float           *logits;     /* [n_batch][n_vocab] */
+    int32_t         *logit_row;  /* [n_batch] row in logits of batch entry i, -1 = none */
+    int32_t          n_batch_last;
+    void            *arena;      /* one block for every float buffer of f */
+};
+
+recur_ctx_params recur_ctx_default_params(void) {
+    recur_ctx_params p = { .n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .n_ubatch = 512, .n_threads = 0 };
+    return p;
+}
+
+const recur_ctx_params *recur_ctx_params_of(const recur_ctx *ctx) { return &ctx->p; }
+
+/* Largest quantized-activation scratch any matmul of the model needs for n_tok rows. */
+static size_t mm_scratch_bytes(const recur_model *m, int64_t n_tok) {
+    const model_hparams *hp = &m->hp;
+    const int64_t n_in[3] = { hp->n_embd, hp->n_ff, (int64_t)hp->n_head * hp->head_dim_v };
+    size_t best = 0;
+    for (uint32_t ty = 0; ty < GGUF_T_COUNT; ty++) {
+        if (!tensor_type_supported(ty)) continue;
+        for (int i = 0; i < 3; i++) {
+            size_t b = tensor_matmul_scratch_bytes(ty, n_in[i], n_tok);
+            if (b > best) best = b;
+        }
+    }
+    return best;
+}
+
+/* Carves every activation buffer of one ubatch out of one allocation. */
+static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
+    const model_hparams *hp = &c->m->hp;
+    const int64_t U = c->p.n_ubatch, nth = tp_n_threads(c->pool);
+    c->f.att_ws_floats = 2 * (int64_t)hp->head_dim_k + c->p.n_ctx + 16;
+    const int64_t sizes[] = {
+        U * hp->n_embd, U * hp->n_embd, U * hp->n_embd,                        /* x xb tmp */
+        U * hp->n_head * hp->head_dim_k, U * hp->n_head_kv * hp->head_dim_k,   /* q k */
+        U * hp->n_head_kv * hp->head_dim_v, U * hp->n_head * hp->head_dim_v,   /* v att */
+        U * hp->n_ff, U * hp->n_ff, U * hp->n_rot,                             /* hb hb2 rope */
+        nth * c->f.att_ws_floats, U * hp->n_embd,                              /* att_ws out_x */
+    };
+    float **dst[] = { &c->f.x, &c->f.xb, &c->f.tmp, &c->f.q, &c->f.k, &c->f.v, &c->f.att,
+                      &c->f.hb, &c->f.hb2, &c->f.rope, &c->f.att_ws, &c->out_x };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += ((size_t)sizes[i] * 4 + 63) / 64 * 64;
+    const size_t mm = mm_scratch_bytes(c->m, U);
+    c->arena = rc_calloc_aligned(total + mm);
+    c->logits = malloc((size_t)c->p.n_batch * hp->n_vocab * sizeof(float));
+    c->logit_row = malloc((size_t)c->p.n_batch * sizeof(int32_t));
+    c->cells = malloc((size_t)U * sizeof(int32_t));
+    c->next_pos = malloc((size_t)c->p.n_seq_max * sizeof(recur_pos));
+    if (!c->arena || !c->logits || !c->logit_row || !c->cells || !c->next_pos)
+        return rc_fail(err, err_len, RECUR_E_NOMEM, "ctx: cannot allocate %zu MiB of buffers",
+                       (total + mm + (size_t)c->p.n_batch * hp->n_vocab * 4) >> 20);
+    char *p = c->arena;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        *dst[i] = (float *)p;
+        p += ((size_t)sizes[i] * 4 + 63) / 64 * 64;
+    }
+    c->f.mm_scratch = p;
+    return RECUR_OK;
+}
+
+recur_status recur_ctx_new(recur_model *m, const recur_ctx_params *params, recur_ctx **out, char *err,
+                           size_t err_len) {
+    *out = NULL;
+    if (!m || !m->arch) return rc_fail(err, err_len, RECUR_E_INVALID, "ctx: the model has no weights loaded");
+    recur_ctx_params p = params ? *params : recur_ctx_default_params();
+    if (p.n_ctx == 0) p.n_ctx = m->hp.n_ctx_train < 4096 ? (uint32_t)m->hp.n_ctx_train : 4096;
+    if (p.n_batch == 0) p.n_batch = 512;
+    if (p.n_ubatch == 0 || p.n_ubatch > p.n_batch) p.n_ubatch = p.n_batch;
+    if (p.n_seq_max == 0) p.n_seq_max = 1;
+    if (p.n_seq_max > KV_MAX_SEQ || p.n_batch > (1u << 20))
+        return rc_fail(err, err_len, RECUR_E_INVALID, "ctx: n_seq_max %u (max %d) or n_batch %u out of range",
+                       p.n_seq_max, KV_MAX_SEQ, p.n_batch);
+    recur_ctx *c = calloc(1, sizeof *c);
+    if (!c) return rc_fail(err, err_len, RECUR_E_NOMEM, "ctx: out of memory");
+    c->m = m;
+    c->p = p;
+    c->pool = tp_new(p.n_threads);
+    recur_status st = RECUR_OK;
+    if (!c->pool) st = rc_fail(err, err_len, RECUR_E_NOMEM, "ctx: cannot start %d threads", p.n_threads);
+    c->p.n_threads = tp_n_threads(c->pool);
+    kv_params kp = { .n_layer = m->hp.n_layer, .n_embd_k = (int64_t)m->hp.n_head_kv * m->hp.head_dim_k,
+                     .n_embd_v = (int64_t)m->hp.n_head_kv * m->hp.head_dim_v, .n_cells = p.n_ctx,
+                     .n_seq_max = p.n_seq_max };
+    if (!st) st = kv_new(&kp, &c->kv, err, err_len);
+    if (!st) st = ctx_alloc_buffers(c, err, err_len);
+    if (st) {
+        recur_ctx_free(c);
+        return st;
+    }
+    c->f.kv = c->kv;
+    c->f.pool = c->pool;
+    c->f.kern = tensor_kernels_active();
+    *out = c;
+    return RECUR_OK;
+}
+
+void recur_ctx_free(recur_ctx *c) {
+    if (!c) return;
+    tp_free(c->pool);
+    kv_free(c->kv);
+    rc_free_aligned(c->arena);
+    free(c->logits);
+    free(c->logit_row);
+    free(c->cells);
+    free(c->next_pos);
+    free(c);
+}
+
+/* ---- decode ------------------------------------------------------------------------------ */
+
+static recur_status batch_check(recur_ctx *c, const recur_batch *b, char *err, size_t err_len) {
+    if (!b || b->n_tokens < 1 || (uint32_t)b->n_tokens > c->p.n_batch || !b->token || !b->pos || !b->seq_id)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "decode: batch must hold 1..%u tokens with token, pos, seq_id",
+                       c->p.n_batch);
+    for (uint32_t s = 0; s < c->p.n_seq_max; s++) c->next_pos[s] = kv_seq_pos_max(c->kv, (recur_seq_id)s) + 1;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        const recur_seq_id s = b->seq_id[i];
+        if (b->token[i] < 0 || b->token[i] >= c->m->hp.n_vocab)
+            return rc_fail(err, err_len, RECUR_E_INVALID, "decode: token %d at entry %d is outside the vocabulary (%d)",
+                           b->token[i], i, c->m->hp.n_vocab);
+        if (s < 0 || (uint32_t)s >= c->p.n_seq_max)
+            return rc_fail(err, err_len, RECUR_E_INVALID, "decode: seq_id %d at entry %d outside 0..%u", s, i,
+                           c->p.n_seq_max - 1);
+        if (b->pos[i] != c->next_pos[s])
+            return rc_fail(err, err_len, RECUR_E_INVALID, "decode: entry %d of seq %d has pos %d, expected %d", i, s,
+                           b->pos[i], c->next_pos[s]);
+        if ((uint32_t)b->pos[i] >= c->p.n_ctx)
+            return rc_fail(err, err_len, RECUR_E_FULL, "decode: position %d exceeds the context size %u", b->pos[i],
+                           c->p.n_ctx);
+        c->next_pos[s]++;
+    }
+    if (kv_n_free(c->kv) < (uint32_t)b->n_tokens)
+        return rc_fail(err, err_len, RECUR_E_FULL, "decode: %d tokens need cells, %u are free", b->n_tokens,
+                       kv_n_free(c->kv));
+    return RECUR_OK;
+}
+
+/* Final norm + lm head for the rows of this ubatch that want logits. */
+static void ubatch_logits(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t n) {
+    const model_hparams *hp = &c->m->hp;
+    int32_t n_out = 0, first_row = -1;
+    for (int32_t t = 0; t < n; t++) {
+        if (c->logit_row[i0 + t] < 0) continue;
+        if (first_row < 0) first_row = c->logit_row[i0 + t];
+        op_rmsnorm(c->out_x + (int64_t)n_out * hp->n_embd, c->f.x + (int64_t)t * hp->n_embd,
+                   c->m->w.output_norm.data, hp->n_embd, hp->rms_eps);
+        n_out++;
+    }
+    (void)b;
+    if (!n_out) return;
+    const int32_t saved = c->f.n_tok;
+    c->f.n_tok = n_out;   /* rows wanting logits are consecutive in the logits buffer */
+    fwd_matmul(&c->f, &c->m->w.output, c->out_x, c->logits + (int64_t)first_row * hp->n_vocab);
+    c->f.n_tok = saved;
+}
+
+static void ubatch_eval(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t n) {
+    const recur_model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    const float *ff = m->w.rope_freqs.data;
+    for (int32_t t = 0; t < n; t++) {
+        c->cells[t] = kv_cell_alloc(c->kv, b->seq_id[i0 + t], b->pos[i0 + t]);
+        tensor_get_row(c->f.kern, m->w.token_embd.type, m->w.token_embd.data, hp->n_embd, b->token[i0 + t],
+                       c->f.x + (int64_t)t * hp->n_embd);
+        op_rope_cache(c->f.rope + (int64_t)t * hp->n_rot, b->pos[i0 + t], hp->n_rot, hp->rope_base,
+                      hp->rope_freq_scale, ff);
+    }
+    c->f.n_tok = n;
+    c->f.token = b->token + i0;
+    c->f.pos = b->pos + i0;
+    c->f.seq = b->seq_id + i0;
+    c->f.cell = c->cells;
+    m->arch->forward(m, &c->f);
+    ubatch_logits(c, b, i0, n);
+}
+
+recur_status recur_decode(recur_ctx *c, const recur_batch *b, char *err, size_t err_len) {
+    recur_status st = batch_check(c, b, err, err_len);
+    if (st) return st;
+    int32_t rows = 0;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        const bool want = b->logits ? b->logits[i] != 0 : i == b->n_tokens - 1;
+        c->logit_row[i] = want ? rows++ : -1;
+    }
+    c->n_batch_last = b->n_tokens;
+    for (int32_t i0 = 0; i0 < b->n_tokens; i0 += (int32_t)c->p.n_ubatch) {
+        const int32_t n = b->n_tokens - i0 < (int32_t)c->p.n_ubatch ? b->n_tokens - i0 : (int32_t)c->p.n_ubatch;
+        ubatch_eval(c, b, i0, n);
+    }
+    return RECUR_OK;
+}
+
+const float *recur_get_logits(const recur_ctx *c, int32_t i) {
+    if (i < 0 || i >= c->n_batch_last || c->logit_row[i] < 0) return NULL;
+    return c->logits + (int64_t)c->logit_row[i] * c->m->hp.n_vocab;
+}
+
+/* ---- sequences --------------------------------------------------------------------------- */
+
+recur_status recur_seq_rm(recur_ctx *c, recur_seq_id seq, recur_pos p0, recur_pos p1) {
+    return kv_seq_rm(c->kv, seq, p0, p1);
+}
+
+recur_status recur_seq_cp(recur_ctx *c, recur_seq_id src, recur_seq_id dst, recur_pos p0, recur_pos p1) {
+    return kv_seq_cp(c->kv, src, dst, p0, p1);
+}
+
+recur_status recur_seq_keep(recur_ctx *c, recur_seq_id seq) { return kv_seq_keep(c->kv, seq); }
+
+recur_pos recur_seq_pos_max(const recur_ctx *c, recur_seq_id seq) { return kv_seq_pos_max(c->kv, seq); }

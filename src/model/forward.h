@@ -1,0 +1,62 @@
+/* forward.h — the state of one ubatch while it passes through the layers (internal).
+ *
+ * The context (model/context.c) fills the inputs and owns every buffer, sized worst-case at
+ * context creation: a forward pass allocates nothing. Rows are token-major: buffer[t][...]. */
+#ifndef RECUR_MODEL_FORWARD_H
+#define RECUR_MODEL_FORWARD_H
+
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "memory/kv.h"
+#include "model/model.h"
+#include "tensor/tensor.h"
+
+typedef struct model_fwd {
+    /* inputs of this ubatch */
+    int32_t             n_tok;
+    const recur_token  *token;    /* [n_tok] */
+    const recur_pos    *pos;      /* [n_tok] */
+    const recur_seq_id *seq;      /* [n_tok] */
+    const int32_t      *cell;     /* [n_tok] KV cell each token writes */
+
+    /* activations */
+    float *x;        /* [n_tok][n_embd] residual stream */
+    float *xb;       /* [n_tok][n_embd] normalised input of a block */
+    float *tmp;      /* [n_tok][n_embd] block output before the residual add */
+    float *q;        /* [n_tok][n_head * head_dim_k] */
+    float *k;        /* [n_tok][n_head_kv * head_dim_k] */
+    float *v;        /* [n_tok][n_head_kv * head_dim_v] */
+    float *att;      /* [n_tok][n_head * head_dim_v] */
+    float *hb;       /* [n_tok][n_ff] */
+    float *hb2;      /* [n_tok][n_ff] */
+    float *rope;     /* [n_tok][n_rot] cos/sin pairs per token */
+    float *att_ws;   /* [n_threads][att_ws_floats] per-thread attention workspace */
+    int64_t att_ws_floats;
+    void  *mm_scratch;   /* quantized activations for tensor_matmul */
+
+    /* tools */
+    kv_cache             *kv;
+    tp_pool              *pool;
+    const tensor_kernels *kern;
+} model_fwd;
+
+/* Y[n_tok][w.ne[1]] = X[n_tok][w.ne[0]] * W^T */
+void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y);
+/* out[t] = rmsnorm(in[t]) * w for every token row (n floats per row). */
+void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps);
+/* x[t] += y[t] for every token row. */
+void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n);
+
+/* ---- blocks (model/blocks/) ---- */
+
+/* Self-attention of a llama-family layer: reads f->xb, adds the output to f->x.
+ * kv_layer is the index of this layer among the attention layers. */
+void block_attention(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer);
+/* SwiGLU feed-forward: x += down(silu(gate(norm(x))) * up(norm(x))). */
+void block_ffn_swiglu(const struct recur_model *m, model_fwd *f, const model_layer *L);
+
+/* The llama-family layer loop (model/arch/llama.c), shared by llama and qwen3. */
+void llama_like_forward(const struct recur_model *m, model_fwd *f);
+
+#endif

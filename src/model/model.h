@@ -1,0 +1,113 @@
+/* model.h — hyperparameters, weights and the per-architecture hooks (internal to librecur).
+ *
+ * A recur_model owns its gguf_file (weights are used in place from the mapping, never
+ * copied) and its vocab. Architectures live one per file in model/arch/ and are found by
+ * name in one table (model_arch_find). Each provides three hooks:
+ *   hparams  reads the arch-specific keys into model_hparams (common keys are read before),
+ *   bind     binds every tensor by name, checking types and shapes,
+ *   forward  evaluates one ubatch through all layers (model/forward.h gives the shared state).
+ */
+#ifndef RECUR_MODEL_H
+#define RECUR_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+#include "recur.h"
+#include "tensor/ops.h"
+#include "vocab/vocab.h"
+
+#define MODEL_MAX_LAYERS 512
+
+/* A weight: a view of a GGUF tensor. data == NULL when an optional tensor is absent. */
+typedef struct model_w {
+    uint32_t    type;       /* GGUF_T_* */
+    const void *data;
+    int64_t     ne[GGUF_MAX_DIMS];
+} model_w;
+
+typedef struct model_hparams {
+    char     arch[32];
+    int32_t  n_vocab;
+    int32_t  n_embd;
+    int32_t  n_layer;       /* layers of the main stack (block_count - nextn layers) */
+    int32_t  n_head;
+    int32_t  n_head_kv;
+    int32_t  head_dim_k;    /* attention.key_length */
+    int32_t  head_dim_v;    /* attention.value_length */
+    int32_t  n_ff;
+    int32_t  n_rot;         /* rope.dimension_count */
+    int32_t  n_ctx_train;
+    float    rope_base;
+    float    rope_freq_scale;   /* 1 / linear rope scaling factor */
+    float    rms_eps;
+    op_rope_kind rope_kind;
+    bool     tied_output;   /* no output.weight: the lm head is token_embd */
+} model_hparams;
+
+/* Weights of one transformer layer (llama-family names; absent ones have data == NULL). */
+typedef struct model_layer {
+    model_w attn_norm;      /* {n_embd} */
+    model_w wq;             /* {n_embd, n_head*head_dim_k} */
+    model_w wk;             /* {n_embd, n_head_kv*head_dim_k} */
+    model_w wv;             /* {n_embd, n_head_kv*head_dim_v} */
+    model_w wo;             /* {n_head*head_dim_v, n_embd} */
+    model_w bo;             /* {n_embd} optional attn_output.bias */
+    model_w q_norm;         /* {head_dim_k} qwen3 */
+    model_w k_norm;         /* {head_dim_k} qwen3 */
+    model_w ffn_norm;       /* {n_embd} */
+    model_w ffn_gate;       /* {n_embd, n_ff} */
+    model_w ffn_up;         /* {n_embd, n_ff} */
+    model_w ffn_down;       /* {n_ff, n_embd} */
+} model_layer;
+
+typedef struct model_weights {
+    model_w      token_embd;    /* {n_embd, n_vocab} */
+    model_w      output_norm;   /* {n_embd} */
+    model_w      output;        /* {n_embd, n_vocab}; = token_embd when tied */
+    model_w      rope_freqs;    /* {n_rot/2} optional (llama3 rope scaling) */
+    model_layer *layers;        /* [n_layer] */
+} model_weights;
+
+struct recur_model;
+struct model_fwd;
+
+typedef struct model_arch {
+    const char *name;
+    recur_status (*hparams)(struct recur_model *m, char *err, size_t err_len);
+    recur_status (*bind)(struct recur_model *m, char *err, size_t err_len);
+    /* Evaluates the ubatch held in f through every layer, leaving the final hidden states
+     * (before the output norm) in f->x. */
+    void (*forward)(const struct recur_model *m, struct model_fwd *f);
+} model_arch;
+
+struct recur_model {
+    gguf_file         *g;
+    const model_arch  *arch;
+    model_hparams      hp;
+    model_weights      w;
+    vocab             *vocab;
+    uint64_t           n_params;
+    uint64_t           n_bytes;
+    uint32_t           file_type;   /* dominant weight type, for descriptions */
+};
+
+/* The architecture table (model/arch/arch_table.c). NULL when unknown. */
+const model_arch *model_arch_find(const char *name);
+/* Comma-separated list of the supported architecture names. */
+const char *model_arch_list(void);
+
+/* Reads the keys every architecture shares ({arch}.embedding_length, ...). */
+recur_status model_read_common_hparams(struct recur_model *m, char *err, size_t err_len);
+
+/* Binds a tensor by printf-style name (il is substituted for %d when the name has one),
+ * checking that its shape is {ne0, ne1} (ne1 = 0 for 1-D) and its type is computable.
+ * A missing optional tensor leaves w->data NULL and succeeds. */
+recur_status model_bind(struct recur_model *m, model_w *w, const char *name_fmt, int il,
+                        int64_t ne0, int64_t ne1, bool required, char *err, size_t err_len);
+
+/* Binds the tensors of a llama-family layer stack (shared by llama and qwen3). */
+recur_status model_bind_llama_like(struct recur_model *m, bool qk_norm, char *err, size_t err_len);
+
+#endif

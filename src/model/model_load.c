@@ -1,0 +1,232 @@
+/* model_load.c — opening a GGUF model: common hyperparameters, weight binding, the vocab. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "model/model.h"
+#include "tensor/tensor.h"
+
+/* ---- hyperparameters --------------------------------------------------------------------- */
+
+/* "{arch}.suffix" */
+static void arch_key(const struct recur_model *m, const char *suffix, char *key, size_t n) {
+    snprintf(key, n, "%s.%s", m->hp.arch, suffix);
+}
+
+/* An integer key that may be stored as a scalar or a per-layer array (all equal here). */
+static recur_status get_layer_int(const struct recur_model *m, const char *suffix, bool required,
+                                  int64_t def, int64_t lo, int64_t hi, int32_t *out,
+                                  char *err, size_t err_len) {
+    char key[128];
+    arch_key(m, suffix, key, sizeof key);
+    int64_t v = def;
+    gguf_arr a;
+    if (gguf_get_arr(m->g, key, &a)) {
+        if (a.n == 0 || a.elem_type == GGUF_KV_STRING)
+            return rc_fail(err, err_len, RECUR_E_FORMAT, "model: key %s: empty or non-numeric array", key);
+        v = gguf_arr_int(&a, 0);
+        for (uint64_t i = 1; i < a.n; i++)
+            if (gguf_arr_int(&a, i) != v)
+                return rc_fail(err, err_len, RECUR_E_UNSUPPORTED,
+                               "model: key %s: per-layer values differ (not supported for arch %s)", key, m->hp.arch);
+    } else if (!gguf_get_int(m->g, key, &v)) {
+        if (gguf_find_key(m->g, key) >= 0)
+            return rc_fail(err, err_len, RECUR_E_FORMAT, "model: key %s has type %s, expected an integer", key,
+                           gguf_kv_type_name(gguf_kv_type_of(m->g, gguf_find_key(m->g, key))));
+        if (required) return rc_fail(err, err_len, RECUR_E_FORMAT, "model: required key %s is missing", key);
+        v = def;
+    }
+    if (v < lo || v > hi)
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: key %s = %lld outside %lld..%lld", key,
+                       (long long)v, (long long)lo, (long long)hi);
+    *out = (int32_t)v;
+    return RECUR_OK;
+}
+
+static float get_float(const struct recur_model *m, const char *suffix, float def) {
+    char key[128];
+    arch_key(m, suffix, key, sizeof key);
+    double v;
+    return gguf_get_float(m->g, key, &v) ? (float)v : def;
+}
+
+recur_status model_read_common_hparams(struct recur_model *m, char *err, size_t err_len) {
+    model_hparams *hp = &m->hp;
+    recur_status st;
+    int32_t n_block = 0, n_nextn = 0;
+#define GET(sfx, req, def, lo, hi, dst) \
+    if ((st = get_layer_int(m, sfx, req, def, lo, hi, dst, err, err_len))) return st
+    GET("context_length", true, 0, 1, 1 << 30, &hp->n_ctx_train);
+    GET("embedding_length", true, 0, 1, 1 << 20, &hp->n_embd);
+    GET("block_count", true, 0, 1, MODEL_MAX_LAYERS, &n_block);
+    GET("nextn_predict_layers", false, 0, 0, n_block - 1, &n_nextn);
+    GET("attention.head_count", true, 0, 1, 1 << 14, &hp->n_head);
+    GET("attention.head_count_kv", false, hp->n_head, 1, hp->n_head, &hp->n_head_kv);
+    GET("attention.key_length", false, hp->n_embd / hp->n_head, 1, 1 << 14, &hp->head_dim_k);
+    GET("attention.value_length", false, hp->head_dim_k, 1, 1 << 14, &hp->head_dim_v);
+    GET("feed_forward_length", true, 0, 1, 1 << 24, &hp->n_ff);
+    GET("rope.dimension_count", false, hp->head_dim_k, 2, hp->head_dim_k, &hp->n_rot);
+#undef GET
+    hp->n_layer = n_block - n_nextn;
+    if (hp->n_head % hp->n_head_kv)
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: head_count %d is not a multiple of head_count_kv %d",
+                       hp->n_head, hp->n_head_kv);
+    if (hp->n_rot % 2)
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: rope.dimension_count %d is odd", hp->n_rot);
+    hp->rope_base = get_float(m, "rope.freq_base", 10000.0f);
+    hp->rms_eps = get_float(m, "attention.layer_norm_rms_epsilon", 1e-5f);
+    hp->rope_freq_scale = 1.0f;
+    char key[128];
+    gguf_str stype;
+    arch_key(m, "rope.scaling.type", key, sizeof key);
+    if (gguf_get_str(m->g, key, &stype) && !gguf_str_eq(stype, "none")) {
+        const float factor = get_float(m, "rope.scaling.factor", 1.0f);
+        if (gguf_str_eq(stype, "linear") && factor > 0) hp->rope_freq_scale = 1.0f / factor;
+        else if (factor != 1.0f)
+            return rc_fail(err, err_len, RECUR_E_UNSUPPORTED, "model: rope scaling '%.*s' is not supported yet",
+                           (int)stype.len, stype.ptr);
+    }
+    if (!(hp->rope_base > 0) || !(hp->rms_eps > 0))
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: rope.freq_base or layer_norm_rms_epsilon not positive");
+    return RECUR_OK;
+}
+
+/* ---- weight binding ---------------------------------------------------------------------- */
+
+recur_status model_bind(struct recur_model *m, model_w *w, const char *name_fmt, int il, int64_t ne0,
+                        int64_t ne1, bool required, char *err, size_t err_len) {
+    char name[GGUF_MAX_NAME + 16];
+    snprintf(name, sizeof name, name_fmt, il);
+    memset(w, 0, sizeof *w);
+    const gguf_tensor *t = gguf_find_tensor(m->g, name);
+    if (!t) {
+        if (!required) return RECUR_OK;
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: tensor '%s' is missing", name);
+    }
+    const int64_t want[4] = { ne0, ne1 ? ne1 : 1, 1, 1 };
+    if (t->ne[0] != want[0] || t->ne[1] != want[1] || t->ne[2] != 1 || t->ne[3] != 1)
+        return rc_fail(err, err_len, RECUR_E_FORMAT,
+                       "model: tensor '%s' has shape {%lld, %lld, %lld, %lld}, expected {%lld, %lld}", name,
+                       (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                       (long long)want[0], (long long)want[1]);
+    if (!tensor_type_supported(t->type))
+        return rc_fail(err, err_len, RECUR_E_UNSUPPORTED, "model: tensor '%s' has type %s, not supported yet", name,
+                       gguf_type_name(t->type));
+    if (ne1 == 0 && t->type != GGUF_T_F32)
+        return rc_fail(err, err_len, RECUR_E_UNSUPPORTED, "model: 1-D tensor '%s' has type %s, expected F32", name,
+                       gguf_type_name(t->type));
+    w->type = t->type;
+    w->data = t->data;
+    memcpy(w->ne, t->ne, sizeof w->ne);
+    return RECUR_OK;
+}
+
+recur_status model_bind_llama_like(struct recur_model *m, bool qk_norm, char *err, size_t err_len) {
+    const model_hparams *hp = &m->hp;
+    model_weights *W = &m->w;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    const int64_t nq = (int64_t)hp->n_head * hp->head_dim_k, nk = (int64_t)hp->n_head_kv * hp->head_dim_k;
+    const int64_t nv = (int64_t)hp->n_head_kv * hp->head_dim_v, no = (int64_t)hp->n_head * hp->head_dim_v;
+    recur_status st;
+#define BIND(w, name, il, a, b, req) \
+    if ((st = model_bind(m, w, name, il, a, b, req, err, err_len))) return st
+    BIND(&W->token_embd, "token_embd.weight", 0, E, V, true);
+    BIND(&W->output_norm, "output_norm.weight", 0, E, 0, true);
+    BIND(&W->output, "output.weight", 0, E, V, false);
+    BIND(&W->rope_freqs, "rope_freqs.weight", 0, hp->n_rot / 2, 0, false);
+    if (!W->output.data) { W->output = W->token_embd; m->hp.tied_output = true; }
+    for (int il = 0; il < hp->n_layer; il++) {
+        model_layer *L = &W->layers[il];
+        BIND(&L->attn_norm, "blk.%d.attn_norm.weight", il, E, 0, true);
+        BIND(&L->wq, "blk.%d.attn_q.weight", il, E, nq, true);
+        BIND(&L->wk, "blk.%d.attn_k.weight", il, E, nk, true);
+        BIND(&L->wv, "blk.%d.attn_v.weight", il, E, nv, true);
+        BIND(&L->wo, "blk.%d.attn_output.weight", il, no, E, true);
+        BIND(&L->bo, "blk.%d.attn_output.bias", il, E, 0, false);
+        BIND(&L->q_norm, "blk.%d.attn_q_norm.weight", il, hp->head_dim_k, 0, qk_norm);
+        BIND(&L->k_norm, "blk.%d.attn_k_norm.weight", il, hp->head_dim_k, 0, qk_norm);
+        BIND(&L->ffn_norm, "blk.%d.ffn_norm.weight", il, E, 0, true);
+        BIND(&L->ffn_gate, "blk.%d.ffn_gate.weight", il, E, hp->n_ff, true);
+        BIND(&L->ffn_up, "blk.%d.ffn_up.weight", il, E, hp->n_ff, true);
+        BIND(&L->ffn_down, "blk.%d.ffn_down.weight", il, hp->n_ff, E, true);
+    }
+#undef BIND
+    return RECUR_OK;
+}
+
+/* ---- open / close ------------------------------------------------------------------------ */
+
+static void model_tally(struct recur_model *m) {
+    uint64_t bytes_by_type[GGUF_T_COUNT] = { 0 };
+    for (int64_t i = 0; i < gguf_n_tensors(m->g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->g, i);
+        m->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        m->n_bytes += t->nbytes;
+        if (t->n_dims >= 2 && t->type < GGUF_T_COUNT) bytes_by_type[t->type] += t->nbytes;
+    }
+    for (uint32_t ty = 0; ty < GGUF_T_COUNT; ty++)
+        if (bytes_by_type[ty] > bytes_by_type[m->file_type]) m->file_type = ty;
+}
+
+static recur_status model_open(struct recur_model *m, const char *path, const recur_model_params *p,
+                               char *err, size_t err_len) {
+    recur_status st = gguf_open(path, &m->g, err, err_len);
+    if (st) return st;
+    if ((st = vocab_load(m->g, &m->vocab, err, err_len))) return st;
+    gguf_str arch;
+    if (!gguf_get_str(m->g, "general.architecture", &arch))
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: general.architecture is missing");
+    if (arch.len >= sizeof m->hp.arch) arch.len = sizeof m->hp.arch - 1;
+    memcpy(m->hp.arch, arch.ptr, arch.len);
+    m->hp.arch[arch.len] = 0;
+    if (p->vocab_only) return RECUR_OK;
+    m->arch = model_arch_find(m->hp.arch);
+    if (!m->arch)
+        return rc_fail(err, err_len, RECUR_E_UNSUPPORTED, "model: architecture '%s' is not supported (supported: %s)",
+                       m->hp.arch, model_arch_list());
+    if ((st = model_read_common_hparams(m, err, err_len))) return st;
+    const gguf_tensor *emb = gguf_find_tensor(m->g, "token_embd.weight");
+    if (!emb) return rc_fail(err, err_len, RECUR_E_FORMAT, "model: tensor 'token_embd.weight' is missing");
+    if (emb->ne[1] < 1 || emb->ne[1] > (1 << 24))
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: token_embd has %lld rows", (long long)emb->ne[1]);
+    m->hp.n_vocab = (int32_t)emb->ne[1];
+    if (vocab_n_tokens(m->vocab) > m->hp.n_vocab)
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: the vocabulary has %d tokens but token_embd only %d rows",
+                       vocab_n_tokens(m->vocab), m->hp.n_vocab);
+    if ((st = m->arch->hparams(m, err, err_len))) return st;
+    m->w.layers = calloc((size_t)m->hp.n_layer, sizeof *m->w.layers);
+    if (!m->w.layers) return rc_fail(err, err_len, RECUR_E_NOMEM, "model: out of memory");
+    if ((st = m->arch->bind(m, err, err_len))) return st;
+    model_tally(m);
+    return RECUR_OK;
+}
+
+recur_status recur_model_load(const char *path, const recur_model_params *params, recur_model **out,
+                              char *err, size_t err_len) {
+    recur_init();
+    *out = NULL;
+    const recur_model_params def = recur_model_default_params();
+    recur_model *m = calloc(1, sizeof *m);
+    if (!m) return rc_fail(err, err_len, RECUR_E_NOMEM, "model: out of memory");
+    recur_status st = model_open(m, path, params ? params : &def, err, err_len);
+    if (st) {
+        recur_model_free(m);
+        return st;
+    }
+    *out = m;
+    return RECUR_OK;
+}
+
+void recur_model_free(recur_model *m) {
+    if (!m) return;
+    vocab_free(m->vocab);
+    free(m->w.layers);
+    gguf_close(m->g);
+    free(m);
+}
+
+recur_model_params recur_model_default_params(void) {
+    recur_model_params p = { .vocab_only = false };
+    return p;
+}

@@ -1,0 +1,43 @@
+/* ops.h — element-wise and per-row operations of the forward pass.
+ *
+ * Every op works on one token row at a time with a fixed, sequential reduction order, so its
+ * result never depends on the batch it runs in. Rows are contiguous floats; y may alias x
+ * unless a function says otherwise. */
+#ifndef RECUR_TENSOR_OPS_H
+#define RECUR_TENSOR_OPS_H
+
+#include <math.h>
+#include <stdint.h>
+
+/* y = x / sqrt(mean(x^2) + eps) * w   (w may be NULL: no weight). The sum of squares is
+ * accumulated in double, in index order. */
+void op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+
+/* x /= max(||x||_2, eps)  (L2 normalisation, ggml_l2_norm semantics). */
+void op_l2norm(float *x, int64_t n, float eps);
+
+/* Rotary position embedding on the first n_rot dims of one head of head_dim floats.
+ * NORM pairs (2i, 2i+1); NEOX pairs (i, i + n_rot/2). theta_i = pos * base^(-2i/n_rot),
+ * divided by freq_factors[i] when freq_factors != NULL. Dims >= n_rot pass through. */
+typedef enum op_rope_kind { OP_ROPE_NORM = 0, OP_ROPE_NEOX = 2 } op_rope_kind;
+
+/* Per-position table: cos/sin of n_rot/2 angles (ggml's incremental theta, in float), for
+ * position pos * freq_scale (freq_scale = 1 / linear scaling factor). */
+void op_rope_cache(float *cos_sin, int32_t pos, int n_rot, float base, float freq_scale,
+                   const float *freq_factors);
+/* Applies a cache from op_rope_cache to one head. */
+void op_rope_apply(float *head, const float *cos_sin, int n_rot, op_rope_kind kind);
+
+/* In-place softmax over n values (max-subtracted, sum in double, index order). */
+void op_softmax(float *x, int64_t n);
+
+void op_silu(float *x, int64_t n);
+/* g[i] = silu(g[i]) * u[i] */
+void op_swiglu(float *g, const float *u, int64_t n);
+/* y[i] += x[i] */
+void op_add(float *y, const float *x, int64_t n);
+
+/* silu(x) = x * sigmoid(x) */
+static inline float op_silu1(float x) { return x / (1.0f + expf(-x)); }
+
+#endif

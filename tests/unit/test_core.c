@@ -1,0 +1,70 @@
+/* test_core.c — the thread pool splits work by outputs and waits for every share. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "core/alloc.h"
+#include "core/threadpool.h"
+
+typedef struct job { long n; int *hits; } job;
+
+static void mark(void *arg, int ith, int nth) {
+    job *j = arg;
+    long lo, hi;
+    tp_split(j->n, ith, nth, 4, &lo, &hi);
+    for (long i = lo; i < hi; i++) j->hits[i]++;
+}
+
+static void test_split_covers_once(void **state) {
+    (void)state;
+    for (int nth = 1; nth <= 7; nth++) {
+        tp_pool *p = tp_new(nth);
+        assert_non_null(p);
+        assert_int_equal(tp_n_threads(p), nth);
+        for (long n = 0; n < 70; n += 3) {
+            int *hits = calloc((size_t)n + 1, sizeof *hits);
+            job j = { n, hits };
+            for (int rep = 0; rep < 3; rep++) tp_run(p, mark, &j);
+            for (long i = 0; i < n; i++) assert_int_equal(hits[i], 3);
+            free(hits);
+        }
+        tp_free(p);
+    }
+    tp_free(NULL);
+}
+
+static void test_split_units(void **state) {
+    (void)state;
+    long lo, hi, prev = 0;
+    for (int i = 0; i < 3; i++) {
+        tp_split(100, i, 3, 8, &lo, &hi);
+        assert_int_equal(lo, prev);
+        if (i < 2) assert_int_equal(lo % 8, 0);
+        prev = hi;
+    }
+    assert_int_equal(prev, 100);
+}
+
+static void test_alloc(void **state) {
+    (void)state;
+    void *p = rc_alloc_aligned(100);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % RC_ALIGN, 0);
+    rc_free_aligned(p);
+    size_t out;
+    assert_int_equal(rc_mul_size(SIZE_MAX / 2, 3, &out), -1);
+    assert_int_equal(rc_add_size(SIZE_MAX, 1, &out), -1);
+    assert_int_equal(rc_mul_size(6, 7, &out), 0);
+    assert_int_equal(out, 42);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split_covers_once), cmocka_unit_test(test_split_units), cmocka_unit_test(test_alloc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,96 @@
+/* test_memory.c — KV cell bookkeeping: alloc, seq_cp sharing, seq_rm, seq_keep, invariants. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "memory/kv.h"
+
+static kv_cache *make(uint32_t cells, uint32_t seqs) {
+    kv_params p = { .n_layer = 2, .n_embd_k = 8, .n_embd_v = 8, .n_cells = cells, .n_seq_max = seqs };
+    kv_cache *kv;
+    char err[128];
+    assert_int_equal(kv_new(&p, &kv, err, sizeof err), RECUR_OK);
+    return kv;
+}
+
+static void check(kv_cache *kv) {
+    char err[256] = "";
+    if (!kv_check(kv, err, sizeof err)) fail_msg("%s", err);
+}
+
+static void test_alloc_and_rm(void **state) {
+    (void)state;
+    kv_cache *kv = make(16, 2);
+    for (int p = 0; p < 10; p++) kv_cell_alloc(kv, 0, p);
+    assert_int_equal(kv_n_free(kv), 6);
+    assert_int_equal(kv_seq_pos_max(kv, 0), 9);
+    assert_int_equal(kv_seq_pos_max(kv, 1), -1);
+    check(kv);
+    assert_int_equal(kv_seq_rm(kv, 0, 5, -1), RECUR_OK);
+    assert_int_equal(kv_seq_pos_max(kv, 0), 4);
+    assert_int_equal(kv_n_free(kv), 11);
+    assert_int_equal(kv_seq_cell(kv, 0, 5), -1);
+    assert_true(kv_seq_cell(kv, 0, 4) >= 0);
+    check(kv);
+    kv_free(kv);
+}
+
+static void test_cp_shares_cells(void **state) {
+    (void)state;
+    kv_cache *kv = make(16, 3);
+    for (int p = 0; p < 8; p++) kv_cell_alloc(kv, 0, p);
+    assert_int_equal(kv_seq_cp(kv, 0, 1, -1, 4), RECUR_OK);
+    assert_int_equal(kv_n_free(kv), 8);              /* shared, not copied */
+    assert_int_equal(kv_seq_cell(kv, 1, 3), kv_seq_cell(kv, 0, 3));
+    assert_int_equal(kv_seq_pos_max(kv, 1), 3);
+    kv_cell_alloc(kv, 1, 4);
+    check(kv);
+    assert_int_equal(kv_seq_rm(kv, 0, -1, -1), RECUR_OK);   /* cells 0..3 stay for seq 1 */
+    assert_int_equal(kv_n_free(kv), 11);
+    assert_int_equal(kv_seq_pos_max(kv, 1), 4);
+    check(kv);
+    assert_int_equal(kv_seq_keep(kv, 2), RECUR_OK);
+    assert_int_equal(kv_n_free(kv), 16);
+    check(kv);
+    kv_free(kv);
+}
+
+static void test_rows_are_distinct(void **state) {
+    (void)state;
+    kv_cache *kv = make(4, 1);
+    int32_t a = kv_cell_alloc(kv, 0, 0), b = kv_cell_alloc(kv, 0, 1);
+    assert_ptr_not_equal(kv_k_row(kv, 0, a), kv_k_row(kv, 0, b));
+    assert_ptr_not_equal(kv_k_row(kv, 0, a), kv_k_row(kv, 1, a));
+    kv_k_row(kv, 1, b)[7] = 0x3c00;
+    kv_v_row(kv, 1, b)[7] = 0x3c00;
+    assert_int_equal(kv_k_row(kv, 1, b)[7], 0x3c00);
+    kv_free(kv);
+}
+
+static void test_bad_args(void **state) {
+    (void)state;
+    kv_params p = { .n_layer = 1, .n_embd_k = 8, .n_embd_v = 8, .n_cells = 8, .n_seq_max = KV_MAX_SEQ + 1 };
+    kv_cache *kv;
+    char err[128] = "";
+    assert_int_equal(kv_new(&p, &kv, err, sizeof err), RECUR_E_INVALID);
+    assert_null(kv);
+    assert_true(err[0] != 0);
+    kv = make(8, 2);
+    assert_int_equal(kv_seq_rm(kv, 5, -1, -1), RECUR_E_INVALID);
+    assert_int_equal(kv_seq_cp(kv, 0, 9, -1, -1), RECUR_E_INVALID);
+    assert_int_equal(kv_seq_keep(kv, -3), RECUR_E_INVALID);
+    assert_int_equal(kv_seq_cell(kv, 0, 1000), -1);
+    kv_free(kv);
+    kv_free(NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_alloc_and_rm), cmocka_unit_test(test_cp_shares_cells),
+        cmocka_unit_test(test_rows_are_distinct), cmocka_unit_test(test_bad_args),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
