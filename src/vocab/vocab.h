@@ -42,11 +42,25 @@ bool        vocab_is_eog(const vocab *v, recur_token t);   /* eos, eot, eom, ...
 bool        vocab_is_control(const vocab *v, recur_token t);
 /* The stored text of a token (not decoded); NULL when out of range. */
 const char *vocab_token_text(const vocab *v, recur_token t, size_t *len);
+/* The id whose stored text is exactly text[0, len), -1 when none (with duplicate texts the
+ * highest id, as llama.cpp). */
+recur_token vocab_text_to_token(const vocab *v, const char *text, size_t len);
+recur_token vocab_eot(const vocab *v);        /* end-of-turn token, -1 when none */
+/* The longest stored token text in bytes: no piece is longer. */
+int32_t     vocab_max_piece_len(const vocab *v);
 
 /* Same contracts as recur_tokenize / recur_token_to_piece in recur.h. */
 int vocab_tokenize(const vocab *v, const char *text, size_t text_len, recur_token *tokens,
                    int max_tokens, bool add_special, bool parse_special);
 int vocab_token_to_piece(const vocab *v, recur_token t, char *buf, int buf_len, bool special);
+/* Tokens to text as llama.cpp's llama_detokenize: remove_special drops a leading BOS and a
+ * trailing EOS when the vocab adds them; unparse_special renders CONTROL/UNKNOWN tokens; an SPM
+ * vocab with add_space_prefix drops the first piece's leading space (unless a BOS was
+ * dropped); BPE vocabs whose pre-tokenizer cleans spaces turn " ," into "," and the like.
+ * Returns the byte count, which may exceed buf_len (nothing is written past buf_len);
+ * negative (-recur_status) for an out-of-range token or no memory. Thread-safe. */
+int vocab_detokenize(const vocab *v, const recur_token *tokens, int n_tokens, char *buf, int buf_len,
+                     bool remove_special, bool unparse_special);
 
 /* ---- streaming detokenizer ---------------------------------------------------------------
  * Feeds token pieces and emits only complete UTF-8 characters: an incomplete sequence at the
@@ -57,8 +71,10 @@ typedef struct vocab_stream {
 } vocab_stream;
 
 void vocab_stream_init(vocab_stream *s);
-/* Appends the decodable text of token t to out (capacity out_cap, which must be >= 64 + the
- * longest piece); returns the bytes written, negative on error. */
+/* Appends the decodable text of token t to out (capacity out_cap); returns the bytes written,
+ * negative on error: -RECUR_E_FULL when out_cap is too small (then nothing is consumed). Each
+ * invalid byte sequence costs 3 bytes (U+FFFD), so out_cap >= 16 + 3 * vocab_max_piece_len
+ * always suffices; 64 + the longest piece suffices for valid UTF-8. */
 int  vocab_stream_push(const vocab *v, vocab_stream *s, recur_token t, bool special,
                        char *out, int out_cap);
 /* Flushes what is held back (as U+FFFD for an unfinished character). */
