@@ -104,8 +104,10 @@ int recur_token_to_piece(const recur_model *m, recur_token t, char *buf, int buf
 typedef struct recur_detok recur_detok;
 recur_detok *recur_detok_new(const recur_model *m, bool special);
 void recur_detok_free(recur_detok *d);
-/* Appends the text that token t completes to out (capacity out_cap >= 256); returns the bytes
- * written, negative on error (out of range token, or out_cap too small). */
+/* Appends the text that token t completes to out; returns the bytes written, negative on error
+ * (token out of range, or out_cap too small: then nothing was consumed). An out_cap of
+ * recur_detok_max_bytes(m) is always enough. */
+int  recur_detok_max_bytes(const recur_model *m);
 int  recur_detok_push(recur_detok *d, recur_token t, char *out, int out_cap);
 /* Flushes what is held back (an unfinished character comes out as U+FFFD). */
 int  recur_detok_flush(recur_detok *d, char *out, int out_cap);

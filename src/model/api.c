@@ -58,6 +58,8 @@ recur_detok *recur_detok_new(const recur_model *m, bool special) {
 
 void recur_detok_free(recur_detok *d) { free(d); }
 
+int recur_detok_max_bytes(const recur_model *m) { return 16 + 3 * vocab_max_piece_len(m->vocab); }
+
 int recur_detok_push(recur_detok *d, recur_token t, char *out, int out_cap) {
     return vocab_stream_push(d->m->vocab, &d->st, t, d->special, out, out_cap);
 }
