@@ -298,16 +298,16 @@ static recur_status check_layout(rd *r, gguf_file *g, const uint64_t *info_off) 
         /* the offset field is the last 8 bytes of the info */
         uint64_t at = (i + 1 < g->n_tensors ? info_off[i + 1] : r->off) - 8;
         if (t->offset % a)
-            return fail(r, "offset", at, "data offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
+            return fail(r, "offset field", at, "data offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
                         t->offset, a);
         if (t->offset != expect)
-            return fail(r, "offset", at, "data offset %" PRIu64 ", expected %" PRIu64
+            return fail(r, "offset field", at, "data offset %" PRIu64 ", expected %" PRIu64
                         " (tensors must be stored in order, each padded to %" PRIu64 " bytes)",
                         t->offset, expect, a);
         uint64_t end;
         if (__builtin_add_overflow(g->data_offset, t->offset, &end) ||
             __builtin_add_overflow(end, t->nbytes, &end) || end > g->size)
-            return fail(r, "offset", at, "data ends at %" PRIu64 ", past the end of the file (%" PRIu64 " bytes)",
+            return fail(r, "offset field", at, "data ends at %" PRIu64 ", past the end of the file (%" PRIu64 " bytes)",
                         end, g->size);
         t->data = g->base + g->data_offset + t->offset;
         expect = t->offset + (t->nbytes + a - 1) / a * a;   /* < file size: no overflow */
