@@ -153,7 +153,15 @@ recur_status gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_kv_type e
 recur_status gguf_writer_set_arr_strn(gguf_writer *w, const char *key, const char *const *strs,
                                       const uint64_t *lens, uint64_t n);
 
-/* Adds a tensor; the bytes are copied (nbytes must equal gguf_tensor_nbytes). */
+/* Copies KV i of an open file (any type, arrays included) under the same key, replacing a
+ * value already set for it. RECUR_E_INVALID when i is out of range. (Added for tools that
+ * rewrite files: quantizers, splitters, tests.) */
+recur_status gguf_writer_set_kv_from(gguf_writer *w, const gguf_file *g, int64_t i);
+
+/* Adds a tensor; the bytes are copied (nbytes must equal gguf_tensor_nbytes). Only
+ * ne[0..n_dims-1] are read; the other dimensions are 1. RECUR_E_INVALID for an empty, too
+ * long (>= GGUF_MAX_NAME bytes) or duplicate name, n_dims > 4, an unknown type, a negative or
+ * overflowing shape, or ne[0] not a multiple of the type's block size. */
 recur_status gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type,
                                     uint32_t n_dims, const int64_t ne[GGUF_MAX_DIMS],
                                     const void *data, char *err, size_t err_len);

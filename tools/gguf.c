@@ -1,0 +1,48 @@
+/* recur-gguf — inspect and produce GGUF files.
+ *
+ *   recur-gguf info FILE
+ *   recur-gguf synth --arch A --preset P -o FILE [--type T] [--seed N]
+ *
+ * main only dispatches: each subcommand lives in its own tools/gguf_<name>.c and is listed in
+ * k_cmds below (add `tokenize`, `render`, ... there). */
+#include <stdio.h>
+#include <string.h>
+
+#include "gguf_tool.h"
+
+typedef struct subcmd {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+    const char *summary;
+} subcmd;
+
+static const subcmd k_cmds[] = {
+    {"info", cmd_info, "info FILE", "print the header, every KV and every tensor of a GGUF file"},
+    {"synth", cmd_synth, "synth --arch A --preset P -o FILE [--type T] [--seed N]",
+     "write a model with random weights (see `recur-gguf synth --help`)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: recur-gguf <command> [args]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof k_cmds / sizeof k_cmds[0]; i++)
+        fprintf(f, "  %s\n      %s\n", k_cmds[i].usage, k_cmds[i].summary);
+    fprintf(f, "\n`recur-gguf <command> --help` describes a command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof k_cmds / sizeof k_cmds[0]; i++)
+        if (!strcmp(c, k_cmds[i].name)) return k_cmds[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "recur-gguf: unknown command '%s'\n\n", c);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,162 @@
+/* gguf_presets.c — model presets and the stand-in SPM vocabulary for `recur-gguf synth`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf_synth.h"
+
+/* Shapes: llama-tiny and qwen3-tiny mirror ../shared/testdata/models/pub-{llama,qwen3}-*.gguf;
+ * qwen3-0.6b is Qwen/Qwen3-0.6B's config.json. */
+static const synth_preset k_presets[] = {
+    {.name = "llama-tiny", .arch = "llama", .n_embd = 256, .n_layer = 4, .n_ff = 512, .n_vocab = 512,
+     .n_ctx = 4096, .n_head = 8, .n_head_kv = 4, .head_dim = 32, .rope_base = 10000.0f, .eps = 1e-5f,
+     .tied = false},
+    {.name = "qwen3-tiny", .arch = "qwen3", .n_embd = 256, .n_layer = 4, .n_ff = 256, .n_vocab = 512,
+     .n_ctx = 4096, .n_head = 8, .n_head_kv = 2, .head_dim = 64, .rope_base = 1e6f, .eps = 1e-6f,
+     .tied = true},
+    {.name = "qwen3-0.6b", .arch = "qwen3", .n_embd = 1024, .n_layer = 28, .n_ff = 3072, .n_vocab = 151936,
+     .n_ctx = 40960, .n_head = 16, .n_head_kv = 8, .head_dim = 128, .rope_base = 1e6f, .eps = 1e-6f,
+     .tied = true},
+};
+
+const synth_preset *synth_preset_find(const char *name) {
+    for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)
+        if (!strcmp(k_presets[i].name, name)) return &k_presets[i];
+    return NULL;
+}
+
+const char *synth_preset_names(void) { return "llama-tiny, qwen3-tiny, qwen3-0.6b"; }
+
+/* ---- vocabulary --------------------------------------------------------------------------- */
+
+/* Frequent English words, most frequent first: each becomes "▁word". */
+static const char *const k_words[] = {
+    "the", "of", "and", "to", "a", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are",
+    "with", "as", "I", "his", "they", "be", "at", "one", "have", "this", "from", "or", "had", "by",
+    "not", "word", "but", "what", "some", "we", "can", "out", "other", "were", "all", "there",
+    "when", "up", "use", "your", "how", "said", "an", "each", "she", "which", "do", "their", "time",
+    "if", "will", "way", "about", "many", "then", "them", "write", "would", "like", "so", "these",
+    "her", "long", "make", "thing", "see", "him", "two", "has", "look", "more", "day", "could", "go",
+    "come", "did", "number", "sound", "no", "most", "people", "my", "over", "know", "water", "than",
+    "call", "first", "who", "may", "down", "side", "been", "now", "find", "any", "new", "work",
+    "part", "take", "get", "place", "made", "live", "where", "after", "back", "little", "only",
+    "round", "man", "year", "came", "show", "every", "good", "me", "give", "our", "under", "name",
+    "very", "through", "just", "form", "sentence", "great", "think", "say", "help", "low", "line",
+    "differ", "turn", "cause", "much", "mean", "before", "move", "right", "boy", "old", "too",
+    "same", "tell", "does", "set", "three", "want", "air", "well", "also", "play", "small", "end",
+    "put", "home", "read", "hand", "port", "large", "spell", "add", "even", "land", "here", "must",
+    "big", "high", "such", "follow", "act", "why", "ask", "men", "change", "went", "light", "kind",
+    "off", "need", "house", "picture", "try", "us", "again", "animal", "point", "mother", "world",
+    "near", "build", "self", "earth", "father", "head", "stand", "own", "page", "should", "country",
+    "found", "answer", "school", "grow", "study", "still", "learn", "plant", "cover", "food", "sun",
+    "four", "between", "state", "keep", "eye", "never", "last", "let", "thought", "city", "tree",
+    "cross", "farm", "hard", "start", "might", "story", "saw", "far", "sea", "draw", "left", "late",
+    "run", "while", "press", "close", "night", "real", "life", "few", "north", "open", "seem",
+    "together", "next", "white", "children", "begin", "got", "walk", "example", "ease", "paper",
+    "group", "always", "music", "those", "both", "mark", "often", "letter", "until", "mile",
+    "river", "car", "feet", "care", "second", "book", "carry", "took", "science", "eat", "room",
+    "friend", "began", "idea", "fish", "mountain", "stop", "once", "base", "hear", "horse", "cut",
+    "sure", "watch", "color", "face", "wood", "main", "enough", "plain", "girl", "usual", "young",
+    "ready", "above", "ever", "red", "list", "though", "feel", "talk", "bird", "soon", "body", "dog",
+    "family", "direct", "pose", "leave", "song", "measure", "door", "product", "black", "short",
+    "numeral", "class", "wind", "question", "happen", "complete", "ship", "area", "half", "rock",
+    "order", "fire", "south", "problem", "piece", "told", "knew", "pass", "since", "top", "whole",
+    "king", "space", "heard", "best", "hour", "better", "true", "during", "hundred", "five",
+    "remember", "step", "early", "hold", "west", "ground", "interest", "reach", "fast", "verb",
+    "sing", "listen", "six", "table", "travel", "less", "morning", "ten", "simple", "several",
+    "Once", "upon", "There", "The", "She", "He", "It", "They", "Lily", "Tom", "happy", "named",
+};
+
+/* Word-internal fragments (no "▁"). */
+static const char *const k_fragments[] = {
+    "s", "ed", "ing", "er", "ly", "es", "tion", "al", "en", "est", "ment", "ness", "ful", "able",
+    "ous", "ive", "ity", "less", "ers", "ies",
+};
+
+static const char *const k_singles[] = {
+    "\xe2\x96\x81", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p",
+    "q", "r", "s", "t", "u", "v", "w", "x", "y", "z", "0", "1", "2", "3", "4", "5", "6", "7", "8",
+    "9", ".", ",", "!", "?", "'", "\"", "-", ":", ";", "(", ")",
+};
+
+/* Appends piece unless present; false when out of room or memory (*oom set on the latter). */
+static bool add_piece(synth_vocab *v, uint64_t first, uint64_t limit, const char *s, size_t len, bool *oom) {
+    for (uint64_t i = first; i < v->n; i++)
+        if (strlen(v->text[i]) == len && !memcmp(v->text[i], s, len)) return true;
+    if (v->n >= limit) return false;
+    char *p = malloc(len + 1);
+    if (!p) { *oom = true; return false; }
+    memcpy(p, s, len);
+    p[len] = 0;
+    v->text[v->n] = p;
+    v->score[v->n] = -(float)(v->n - first);
+    v->type[v->n] = 1;
+    v->n++;
+    return true;
+}
+
+/* Adds every prefix of s (at UTF-8 character boundaries) and s itself. */
+static bool add_with_prefixes(synth_vocab *v, uint64_t first, uint64_t limit, const char *s, bool *oom) {
+    size_t len = strlen(s);
+    /* all prefixes must fit, or none is added: a word must be reachable by merges */
+    uint64_t missing = 0;
+    for (size_t k = 1; k <= len; k++) {
+        if (k < len && ((unsigned char)s[k] & 0xC0) == 0x80) continue;
+        bool found = false;
+        for (uint64_t i = first; i < v->n && !found; i++)
+            found = strlen(v->text[i]) == k && !memcmp(v->text[i], s, k);
+        missing += !found;
+    }
+    if (v->n + missing > limit) return false;
+    for (size_t k = 1; k <= len; k++) {
+        if (k < len && ((unsigned char)s[k] & 0xC0) == 0x80) continue;
+        if (!add_piece(v, first, limit, s, k, oom)) return false;
+    }
+    return true;
+}
+
+static bool set_special(synth_vocab *v, const char *text, float score, int32_t type) {
+    v->text[v->n] = strdup(text);
+    v->score[v->n] = score;
+    v->type[v->n] = type;
+    return v->text[v->n++] != NULL;
+}
+
+bool synth_vocab_build(synth_vocab *v, uint64_t n_vocab) {
+    memset(v, 0, sizeof *v);
+    if (n_vocab < 259) return false;
+    v->text = calloc(n_vocab, sizeof *v->text);
+    v->score = calloc(n_vocab, sizeof *v->score);
+    v->type = calloc(n_vocab, sizeof *v->type);
+    if (!v->text || !v->score || !v->type) return false;
+    bool ok = set_special(v, "<unk>", 0, 2) && set_special(v, "<s>", 0, 3) && set_special(v, "</s>", 0, 3);
+    char buf[32];
+    for (int b = 0; b < 256 && ok; b++) {
+        snprintf(buf, sizeof buf, "<0x%02X>", b);
+        ok = set_special(v, buf, 0, 6);
+    }
+    if (!ok) return false;
+    uint64_t first = v->n;
+    bool oom = false;
+    for (size_t i = 0; i < sizeof k_singles / sizeof k_singles[0]; i++)
+        add_piece(v, first, n_vocab, k_singles[i], strlen(k_singles[i]), &oom);
+    for (size_t i = 0; i < sizeof k_words / sizeof k_words[0] && !oom; i++) {
+        snprintf(buf, sizeof buf, "\xe2\x96\x81%s", k_words[i]);
+        add_with_prefixes(v, first, n_vocab, buf, &oom);
+        if (i < sizeof k_fragments / sizeof k_fragments[0])   /* interleave the fragments early */
+            add_with_prefixes(v, first, n_vocab, k_fragments[i], &oom);
+    }
+    for (uint64_t u = 0; v->n < n_vocab && !oom; u++) {
+        snprintf(buf, sizeof buf, "<unused_%llu>", (unsigned long long)u);
+        oom = !set_special(v, buf, 0, 5);
+    }
+    return !oom;
+}
+
+void synth_vocab_free(synth_vocab *v) {
+    for (uint64_t i = 0; v->text && i < v->n; i++) free(v->text[i]);
+    free(v->text);
+    free(v->score);
+    free(v->type);
+    memset(v, 0, sizeof *v);
+}
