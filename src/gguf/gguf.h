@@ -11,6 +11,15 @@
  *  3. Metadata scalars and arrays are unaligned in the file: read array elements through the
  *     gguf_arr_* accessors, never by casting the data pointer.
  *  4. A read-only, shared mapping: the file is never written through it.
+ *  5. Nothing is allocated for a count before the count is checked against the bytes left, so
+ *     the reader's memory stays within a small multiple of the file size whatever the header
+ *     claims (a 2^62 n_kv fails at once).
+ *
+ * Accepted: n_dims 0 (a scalar), ne[i] == 0 (an empty tensor), bool values other than 0/1
+ * (read as true), and — only when there are no tensors — a file that
+ * ends right after the header without the padding (vocab-only files); gguf_data_offset then
+ * lies past the end of the file. Stricter than ggml: tensor names must be non-empty and hold no
+ * NUL byte.
  */
 #ifndef RECUR_GGUF_H
 #define RECUR_GGUF_H
@@ -78,7 +87,9 @@ typedef struct gguf_tensor {
     uint32_t    type;                 /* GGUF_T_* */
     uint64_t    offset;               /* from the start of the data section */
     uint64_t    nbytes;
-    const void *data;                 /* into the mapping; aligned to the file's alignment */
+    const void *data;                 /* into the mapping; its file offset is a multiple of the
+                                         alignment (so is the address for gguf_open when the
+                                         alignment is at most the page size) */
 } gguf_tensor;
 
 typedef struct gguf_file gguf_file;
@@ -96,7 +107,8 @@ uint32_t gguf_alignment(const gguf_file *g);
 uint64_t gguf_data_offset(const gguf_file *g);      /* file offset of the tensor data blob */
 uint64_t gguf_file_size(const gguf_file *g);
 
-/* Metadata, by index in file order. */
+/* Metadata, by index in file order. Out of range, gguf_kv_key gives an empty string and
+ * gguf_kv_type_of GGUF_KV_COUNT. */
 int64_t      gguf_n_kv(const gguf_file *g);
 gguf_str     gguf_kv_key(const gguf_file *g, int64_t i);
 gguf_kv_type gguf_kv_type_of(const gguf_file *g, int64_t i);
@@ -117,7 +129,8 @@ bool gguf_kv_str(const gguf_file *g, int64_t i, gguf_str *out);
 bool gguf_kv_arr(const gguf_file *g, int64_t i, gguf_arr *out);
 
 /* Array element i as a number (any integer/bool/float element type; 0 when out of range or
- * a string array). */
+ * a string array). gguf_arr_int truncates floats toward zero and saturates values outside
+ * int64 (uint64 elements above INT64_MAX give INT64_MAX). */
 int64_t gguf_arr_int(const gguf_arr *a, uint64_t i);
 double  gguf_arr_float(const gguf_arr *a, uint64_t i);
 
@@ -133,7 +146,12 @@ bool gguf_str_eq(gguf_str s, const char *c);
 
 /* Builds a GGUF v3 file in memory order: KVs in the order set (setting an existing key again
  * replaces its value in place), tensors in the order added, data padded to the alignment
- * (general.alignment when set, else 32). */
+ * (general.alignment when set, else 32). A file without tensors ends right after the header,
+ * unpadded, as ggml writes vocab-only files: a file rewritten from the KVs and tensors of a
+ * ggml-written one is byte-identical to it.
+ *
+ * The setters return RECUR_OK, RECUR_E_INVALID (NULL writer, NULL or empty key, NULL value,
+ * bad element type) or RECUR_E_NOMEM; on failure the writer is unchanged. */
 typedef struct gguf_writer gguf_writer;
 
 gguf_writer *gguf_writer_new(void);
@@ -145,8 +163,9 @@ recur_status gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v);
 recur_status gguf_writer_set_f32(gguf_writer *w, const char *key, float v);
 recur_status gguf_writer_set_bool(gguf_writer *w, const char *key, bool v);
 recur_status gguf_writer_set_str(gguf_writer *w, const char *key, const char *v);
-/* Any scalar or array value with raw little-endian element bytes (for copying KVs between
- * files): for elem_type STRING, data is an array of n `const char *` (NUL-terminated). */
+/* An array of n elements of elem_type (any type but ARRAY) from raw little-endian element
+ * bytes (for copying KVs between files): for elem_type STRING, data is an array of n
+ * `const char *` (NUL-terminated). data may be NULL when n is 0. */
 recur_status gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_kv_type elem_type,
                                  const void *data, uint64_t n);
 /* Strings with explicit lengths (may contain NUL bytes). */
@@ -166,7 +185,9 @@ recur_status gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t t
                                     uint32_t n_dims, const int64_t ne[GGUF_MAX_DIMS],
                                     const void *data, char *err, size_t err_len);
 
-/* Writes the file atomically: to "<path>.tmp", fsync, rename over path. */
+/* Writes the file atomically: to "<path>.tmp", fsync, rename over path (the temp file is
+ * removed on failure). RECUR_E_INVALID when general.alignment is set but is not a uint32
+ * power of 2; RECUR_E_IO when the file cannot be written. Both serialisers leave w as is. */
 recur_status gguf_writer_write(const gguf_writer *w, const char *path, char *err, size_t err_len);
 /* Serialises into a malloc'd buffer (*out, *out_len); for tests and fuzz corpora. */
 recur_status gguf_writer_to_memory(const gguf_writer *w, void **out, size_t *out_len,

@@ -3,7 +3,7 @@
  * The reader keeps, per KV, where its value starts in the mapping; scalars and array elements
  * are read from there with memcpy (they are unaligned, invariant 3 of gguf.h). Keys and tensor
  * names are indexed by an open-addressing hash table built once at open, so lookups and the
- * uniqueness checks stay O(1) even for hostile files with a million entries.
+ * uniqueness checks take expected O(1) time even in files with a million entries.
  */
 #ifndef RECUR_GGUF_INTERNAL_H
 #define RECUR_GGUF_INTERNAL_H
@@ -17,7 +17,7 @@ typedef struct gguf_kv {
     gguf_str     key;
     gguf_kv_type type;
     uint64_t     val_off;  /* file offset of the value (arrays: of the first element) */
-    uint64_t     val_len;  /* bytes of the value as stored after the type field(s) */
+    uint64_t     val_len;  /* bytes from val_off to the end of the value */
     gguf_arr     arr;      /* type == ARRAY: elem_type, n, data, strs */
 } gguf_kv;
 

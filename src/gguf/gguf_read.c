@@ -22,7 +22,6 @@
 #include "core/err.h"
 
 #define GGUF_MAGIC "GGUF"
-#define GGUF_HEADER_BYTES 24           /* magic, version, n_tensors, n_kv */
 #define GGUF_MIN_KV_BYTES 14           /* key len (8) + 1 key byte + type (4) + 1 value byte */
 #define GGUF_MIN_TENSOR_BYTES 25       /* name len (8) + 1 byte + n_dims (4) + type (4) + offset (8) */
 
