@@ -6,6 +6,7 @@
 #include "core/threadpool.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
