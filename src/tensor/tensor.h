@@ -84,15 +84,18 @@ size_t   tensor_row_bytes(uint32_t type, int64_t n);
  * W: n_out rows of n_in elements of wtype, contiguous (row o at W + o*tensor_row_bytes).
  * X: n_tok rows of n_in floats, contiguous. Y: n_tok rows with a stride of ldy floats.
  * scratch: at least tensor_matmul_scratch_bytes(wtype, n_in, n_tok) bytes, 64-byte aligned;
- *          holds X quantized to the vec_dot type. Y must not alias X or scratch.
- * Work is split over the pool's threads by output rows (invariant 2).
+ *          holds X quantized to the vec_dot type, one row per token at a stride of the
+ *          row's bytes rounded up to 64. Y must not alias X or scratch.
+ * k: a table from the accessors above; wtype must be supported (tensor_type_supported).
+ * Work is split over the pool's threads by output rows (invariant 2); pool may be NULL.
  */
 size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                      float *Y, int64_t ldy, void *scratch);
 
-/* Row `row` of a 2-D weight (n_in elements per row) as floats: embedding lookup. */
+/* Row `row` of a 2-D weight (n_in elements per row) as floats: embedding lookup. type must
+ * have a to_float (the supported types and Q8_K). */
 void tensor_get_row(const tensor_kernels *k, uint32_t type, const void *W, int64_t n_in,
                     int64_t row, float *dst);
 

@@ -64,6 +64,17 @@ static inline void rt_unpack_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t 
     }
 }
 
+/* rt_unpack_k4_scales on 32-bit words, without a trip through memory (for SIMD code):
+ * byte j of *sc is sc[j], byte j of *m is m[j]. */
+static inline void rt_k4_scales_u64(const uint8_t *q, uint64_t *sc, uint64_t *m) {
+    uint32_t w0, w1, w2;
+    memcpy(&w0, q, 4);
+    memcpy(&w1, q + 4, 4);
+    memcpy(&w2, q + 8, 4);
+    *sc = (w0 & 0x3f3f3f3fu) | (uint64_t)((w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u)) << 32;
+    *m = (w1 & 0x3f3f3f3fu) | (uint64_t)(((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)) << 32;
+}
+
 /* IQ4_XS: the 6-bit scale of sub-block ib (0-7), biased by 32. */
 static inline int rt_iq4xs_scale(const uint8_t *blk, int ib) {
     const uint16_t h = rd_u16(blk + IQ4_XS_SH);

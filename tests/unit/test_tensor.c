@@ -20,6 +20,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "tensor/fp16.h"
@@ -448,8 +450,41 @@ static void test_matmul(void **state) {
     tp_free(p1); tp_free(p2); tp_free(p3);
 }
 
-int main(void) {
+/* ---- RECUR_ISA ------------------------------------------------------------------------------ */
+
+static int isa_index(const char *isa) {
+    return strcmp(isa, "scalar") == 0 ? 10 : strcmp(isa, "avx2") == 0 ? 11 : strcmp(isa, "avx512") == 0 ? 12 : 1;
+}
+
+/* Runs this program again with RECUR_ISA=value; its exit status names the active table. */
+static int child_isa(const char *value) {
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (value) setenv("RECUR_ISA", value, 1); else unsetenv("RECUR_ISA");
+        execl("/proc/self/exe", "test_tensor", "--exit-with-isa", (char *)NULL);
+        _exit(2);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static void test_isa_override(void **state) {
+    (void)state;
+    const int best = tensor_kernels_avx512() ? 12 : tensor_kernels_avx2() ? 11 : 10;
+    assert_int_equal(child_isa(NULL), best);
+    assert_int_equal(child_isa("bogus"), best);
+    assert_int_equal(child_isa("avx512"), best);
+    assert_int_equal(child_isa("scalar"), 10);
+    assert_int_equal(child_isa("avx2"), best >= 11 ? 11 : 10);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--exit-with-isa") == 0) return isa_index(tensor_kernels_active()->isa);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_override),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_quantize_identical),

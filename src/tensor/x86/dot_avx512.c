@@ -84,54 +84,58 @@ static float dot_q4_0(int64_t n, const void *w, const void *x) {
     return s;
 }
 
-/* Q4_K / Q5_K: sum_k bsums[k] * m[k/2] as 8 int32 lanes. */
-static inline __m256i k4_min_lanes(const uint8_t *b, const uint8_t m[8]) {
-    const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
+/* Q4_K / Q5_K: sum_k bsums[k] * m[k/2] as 8 int32 lanes (m: the 8 mins as bytes). */
+static inline __m256i k4_min_lanes(const uint8_t *b, uint64_t m) {
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
     const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
     return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)), m16);
 }
 
 /* int16 lanes 0-15 = s[k], 16-31 = s[k+1], from the 8 int16 in the low 128 bits of s16. */
 static inline __m512i scale_pair(__m512i s16, int k) {
-    return _mm512_permutexvar_epi16(_mm512_set_epi16(
-        k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1,
-        k, k, k, k, k, k, k, k, k, k, k, k, k, k, k, k), s16);
+    const __m512i idx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_epi16(_mm512_add_epi16(idx, _mm512_set1_epi16((short)k)), s16);
 }
 
-/* Q4_K / Q5_K integer part of one block: 16 int32 lanes; qh = the high bits (NULL: Q4_K). */
-static inline __m512i k4_block(const uint8_t *qs, const uint8_t *qh, const int8_t *y, const uint8_t sc[8]) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
-    const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+/* Chunk j (64 elements: sub-blocks 2j, 2j+1) of a Q4_K/Q5_K block as 16 int32 lanes; h holds
+ * the fifth bits, pre-shifted so bit 2j of a byte serves both halves (zero for Q4_K). */
+static inline __m512i k4_chunk(const uint8_t *qs, __m512i h, const int8_t *y, __m512i s16, int j) {
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+    __m512i v = _mm512_and_si512(join256(q, _mm256_srli_epi16(q, 4)), _mm512_set1_epi8(0x0F));
+    const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(h, 2 * j), _mm512_set1_epi8(1));
+    v = _mm512_or_si512(v, _mm512_slli_epi16(hb, 4));
+    const __m512i p16 = _mm512_maddubs_epi16(v, _mm512_loadu_si512(y + 64 * j));
+    return _mm512_madd_epi16(p16, scale_pair(s16, 2 * j));
+}
+
+/* One Q4_K/Q5_K block (qh NULL for Q4_K; d, dmin and the scales sit at the same offsets in
+ * both): acc += d*yd*sum, accm += dmin*yd*mins. */
+static inline void k4_block(const uint8_t *a, const uint8_t *qh, const uint8_t *qs, const uint8_t *b,
+                            __m512 *acc, __m256 *accm) {
+    uint64_t sc, m;
+    rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &m);
+    const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
     __m512i h = _mm512_setzero_si512();
     if (qh) {
         const __m256i h256 = _mm256_loadu_si256((const __m256i *)qh);
         h = join256(h256, _mm256_srli_epi16(h256, 1));
     }
-    __m512i sumi = _mm512_setzero_si512();
-    for (int j = 0; j < 4; j++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m512i v = _mm512_and_si512(join256(q, _mm256_srli_epi16(q, 4)), m4);
-        v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(h, one), 4));
-        h = _mm512_srli_epi16(h, 2);
-        const __m512i p16 = _mm512_maddubs_epi16(v, _mm512_loadu_si512(y + 64 * j));
-        sumi = _mm512_dpwssd_epi32(sumi, p16, scale_pair(s16, 2 * j));
-    }
-    return sumi;
+    const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+    const __m512i s01 = _mm512_add_epi32(k4_chunk(qs, h, y, s16, 0), k4_chunk(qs, h, y, s16, 1));
+    const __m512i s23 = _mm512_add_epi32(k4_chunk(qs, h, y, s16, 2), k4_chunk(qs, h, y, s16, 3));
+    const float yd = rd_f32(b);
+    *acc = _mm512_fmadd_ps(_mm512_set1_ps(x86_f16(a) * yd), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), *acc);
+    *accm = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q4_K_DMIN) * yd),
+                            _mm256_cvtepi32_ps(k4_min_lanes(b, m)), *accm);
 }
 
 static float dot_q4_K(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
-        uint8_t sc[8], m[8];
-        rt_unpack_k4_scales(a + Q4_K_SCALES, sc, m);
-        const __m512i sumi = k4_block(a + Q4_K_QS, NULL, (const int8_t *)(b + Q8_K_QS), sc);
-        const float yd = rd_f32(b);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(x86_f16(a) * yd), _mm512_cvtepi32_ps(sumi), acc);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q4_K_DMIN) * yd),
-                               _mm256_cvtepi32_ps(k4_min_lanes(b, m)), accm);
-    }
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES)
+        k4_block(a, NULL, a + Q4_K_QS, b, &acc, &accm);
     return hsum512(acc) - x86_hsum_ps(accm);
 }
 
@@ -139,15 +143,8 @@ static float dot_q5_K(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q5_K_BYTES, b += Q8_K_BYTES) {
-        uint8_t sc[8], m[8];
-        rt_unpack_k4_scales(a + Q5_K_SCALES, sc, m);
-        const __m512i sumi = k4_block(a + Q5_K_QS, a + Q5_K_QH, (const int8_t *)(b + Q8_K_QS), sc);
-        const float yd = rd_f32(b);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(x86_f16(a) * yd), _mm512_cvtepi32_ps(sumi), acc);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q5_K_DMIN) * yd),
-                               _mm256_cvtepi32_ps(k4_min_lanes(b, m)), accm);
-    }
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q5_K_BYTES, b += Q8_K_BYTES)
+        k4_block(a, a + Q5_K_QH, a + Q5_K_QS, b, &acc, &accm);
     return hsum512(acc) - x86_hsum_ps(accm);
 }
 
@@ -189,24 +186,28 @@ static float dot_q6_K(int64_t n, const void *w, const void *x) {
     return hsum512(acc);
 }
 
+/* Sub-blocks 2j, 2j+1 of an IQ4_XS block: nibbles looked up in the level table, dotted with
+ * y[64j..] (sign trick; |level| <= 127), weighted by ls - 32: 16 int32 lanes. */
+static inline __m512i iq4_pair(const uint8_t *qs, const int8_t *y, __m512i table, __m512i ls, int j) {
+    const uint8_t *q = qs + 32 * j;
+    const __m512i v = _mm512_shuffle_epi8(table, unpack_nib_x2(q, q + 16));
+    const __m512i yv = _mm512_loadu_si512(y + 64 * j);
+    const __m512i p16 = _mm512_maddubs_epi16(_mm512_abs_epi8(v), neg_where(yv, v));
+    return _mm512_madd_epi16(p16, scale_pair(ls, 2 * j));
+}
+
 static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)rt_kvalues_iq4nl));
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++, a += IQ4_XS_BYTES, b += Q8_K_BYTES) {
-        int16_t ls[8];
-        for (int ib = 0; ib < 8; ib++) ls[ib] = (int16_t)rt_iq4xs_scale(a, ib);
-        const __m512i s16 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)ls));
+        const __m128i ls8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)x86_iq4xs_scales(a)));
+        const __m512i ls = _mm512_castsi128_si512(_mm_sub_epi16(ls8, _mm_set1_epi16(32)));
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
-        __m512i sumi = _mm512_setzero_si512();
-        for (int j = 0; j < 4; j++) {
-            const uint8_t *q = a + IQ4_XS_QS + 32 * j;
-            const __m512i v = _mm512_shuffle_epi8(table, unpack_nib_x2(q, q + 16));
-            const __m512i yv = _mm512_loadu_si512(y + 64 * j);
-            const __m512i p16 = _mm512_maddubs_epi16(_mm512_abs_epi8(v), neg_where(yv, v));
-            sumi = _mm512_dpwssd_epi32(sumi, p16, scale_pair(s16, 2 * j));
-        }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(x86_f16(a) * rd_f32(b)), _mm512_cvtepi32_ps(sumi), acc);
+        const uint8_t *qs = a + IQ4_XS_QS;
+        const __m512i s01 = _mm512_add_epi32(iq4_pair(qs, y, table, ls, 0), iq4_pair(qs, y, table, ls, 1));
+        const __m512i s23 = _mm512_add_epi32(iq4_pair(qs, y, table, ls, 2), iq4_pair(qs, y, table, ls, 3));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(x86_f16(a) * rd_f32(b)), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
     }
     return hsum512(acc);
 }

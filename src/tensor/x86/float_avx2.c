@@ -29,7 +29,8 @@ static float dot_f32_f32(int64_t n, const float *a, const float *b) {
     }
     for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     float s = reduce4(s0, s1, s2, s3);
-    for (; i < n; i++) s += a[i] * b[i];
+    /* memcpy loads: vec_dot_f32 passes weight rows that need not be 4-byte aligned */
+    for (; i < n; i++) s += rd_f32((const uint8_t *)(a + i)) * rd_f32((const uint8_t *)(b + i));
     return s;
 }
 

@@ -52,6 +52,25 @@ static inline __m256i x86_unpack_nib16(const uint8_t *p) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
+/* int16 lane k of each 128-bit half of s (both halves equal) broadcast to all 16 lanes. */
+static inline __m256i x86_bcast_i16(__m256i s, int k) {
+    return _mm256_shuffle_epi8(s, _mm256_set1_epi16((short)(((2 * k + 1) << 8) | (2 * k))));
+}
+
+/* The 8 unsigned bytes of v widened to int16, in both 128-bit halves. */
+static inline __m256i x86_u8x8_to_i16x2(uint64_t v) {
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)v)));
+}
+
+/* IQ4_XS: the 8 six-bit sub-block scales (unbiased: ls + 32) as bytes of a u64 (BMI2 pdep:
+ * nibble ib of scales_l goes to the low nibble of byte ib, bit pair ib of scales_h to bits
+ * 4-5). */
+static inline uint64_t x86_iq4xs_scales(const uint8_t *blk) {
+    uint32_t sl;
+    memcpy(&sl, blk + IQ4_XS_SL, 4);
+    return _pdep_u64(sl, 0x0F0F0F0F0F0F0F0Full) | _pdep_u64(rd_u16(blk + IQ4_XS_SH), 0x3030303030303030ull);
+}
+
 /* roundf (half away from zero) of every lane, exactly, for |v| < 2^23. */
 static inline __m256 x86_roundf_ps(__m256 v) {
     const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
