@@ -41,7 +41,9 @@ static void *tp_worker(void *varg) {
     tp_pool *p = wa->p;
     const int ith = wa->ith;
     free(wa);
-    unsigned seen = atomic_load(&p->gen);
+    /* gen was 0 when the thread was created; reading it here instead would miss a job
+     * published before this thread first ran (and tp_run would wait forever). */
+    unsigned seen = 0;
     for (;;) {
         int spins = 0;
         while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen && !atomic_load(&p->stop)) {

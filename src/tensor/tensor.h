@@ -40,23 +40,41 @@ typedef struct tensor_kernels {
     tensor_to_float_fn   to_float[GGUF_T_COUNT];    /* NULL where the type is not supported */
     tensor_from_float_fn from_float[GGUF_T_COUNT];  /* quantizers, for activations and weights */
     tensor_vec_dot_fn    vec_dot[GGUF_T_COUNT];     /* indexed by the weight type */
+
+    /* Float helpers for attention over an F16 KV cache. Any n >= 0; no alignment required;
+     * the operands must not overlap (except a == b for the dots). */
+    /* sum_i f16(a[i]) * b[i], in a fixed order that depends only on the table and n. */
+    float (*dot_f16_f32)(int64_t n, const uint16_t *a, const float *b);
+    /* y[i] = fmaf(alpha, f16(x[i]), y[i]): one rounding per element, so every table gives
+     * bit-identical results. */
+    void  (*axpy_f16)(int64_t n, float alpha, const uint16_t *x, float *y);
+    /* sum_i a[i] * b[i], in a fixed order that depends only on the table and n. */
+    float (*dot_f32)(int64_t n, const float *a, const float *b);
+    /* dst[i] = rt_f32_to_f16(src[i]) (fp16.h), bit-identical in every table, NaN included. */
+    void  (*f32_to_f16_row)(const float *src, uint16_t *dst, int64_t n);
 } tensor_kernels;
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */
 void tensor_init(void);
 const tensor_kernels *tensor_kernels_scalar(void);
-const tensor_kernels *tensor_kernels_avx2(void);    /* NULL when the CPU lacks AVX2+FMA+F16C */
-const tensor_kernels *tensor_kernels_avx512(void);  /* NULL when the CPU lacks AVX-512 F/BW/VL/DQ */
+const tensor_kernels *tensor_kernels_avx2(void);    /* NULL when the CPU lacks AVX2+FMA+F16C+BMI2 */
+/* NULL when the CPU (or the OS, via XGETBV) lacks AVX-512 F/BW/VL/DQ/VNNI. */
+const tensor_kernels *tensor_kernels_avx512(void);
 /* The best table for this CPU. The environment variable RECUR_ISA=scalar|avx2|avx512 can
  * force a lower one (for tests and benchmarks). */
 const tensor_kernels *tensor_kernels_active(void);
 
-/* Types recur can compute with (to_float, from_float and vec_dot present in every table):
- * F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS (+ Q8_K as an activation type). */
+/* Weight types recur can compute with (to_float, from_float and vec_dot present in every
+ * table): F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS. Q8_K is an activation type
+ * only: it has to_float and from_float but no vec_dot, and this returns false for it. */
 bool     tensor_type_supported(uint32_t type);
-/* The activation format the dot product of a weight type uses. */
+/* The activation format the dot product of a weight type uses (GGUF_T_COUNT when the type
+ * is not supported). */
 uint32_t tensor_vec_dot_type(uint32_t type);
-/* Bytes of a row of n elements of type (n a multiple of the block size). */
+/* Elements per block of a type this module knows (supported types and Q8_K), else 0. */
+int64_t  tensor_block_size(uint32_t type);
+/* Bytes of a row of n elements of type (n a multiple of the block size); 0 when the type is
+ * unknown to this module. */
 size_t   tensor_row_bytes(uint32_t type, int64_t n);
 
 /* ---- matrix multiplication -------------------------------------------------------------
@@ -66,15 +84,18 @@ size_t   tensor_row_bytes(uint32_t type, int64_t n);
  * W: n_out rows of n_in elements of wtype, contiguous (row o at W + o*tensor_row_bytes).
  * X: n_tok rows of n_in floats, contiguous. Y: n_tok rows with a stride of ldy floats.
  * scratch: at least tensor_matmul_scratch_bytes(wtype, n_in, n_tok) bytes, 64-byte aligned;
- *          holds X quantized to the vec_dot type. Y must not alias X or scratch.
- * Work is split over the pool's threads by output rows (invariant 2).
+ *          holds X quantized to the vec_dot type, one row per token at a stride of the
+ *          row's bytes rounded up to 64. Y must not alias X or scratch.
+ * k: a table from the accessors above; wtype must be supported (tensor_type_supported).
+ * Work is split over the pool's threads by output rows (invariant 2); pool may be NULL.
  */
 size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                      float *Y, int64_t ldy, void *scratch);
 
-/* Row `row` of a 2-D weight (n_in elements per row) as floats: embedding lookup. */
+/* Row `row` of a 2-D weight (n_in elements per row) as floats: embedding lookup. type must
+ * have a to_float (the supported types and Q8_K). */
 void tensor_get_row(const tensor_kernels *k, uint32_t type, const void *W, int64_t n_in,
                     int64_t row, float *dst);
 

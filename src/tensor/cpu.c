@@ -1,0 +1,110 @@
+/* cpu.c — CPU feature detection and the kernel tables.
+ *
+ * Invariants:
+ *  1. The tables are filled exactly once (pthread_once) and are read-only afterwards (house
+ *     rule 5): the only mutable globals of tensor/.
+ *  2. A SIMD table exists only when the CPU has every extension its file is compiled with
+ *     (CMakeLists.txt) and the OS saves the registers (XGETBV): AVX2 = AVX2+FMA+F16C+BMI2
+ *     with YMM state; AVX-512 = the AVX2 set plus F/BW/VL/DQ/VNNI with ZMM and opmask state.
+ *  3. Every SIMD table starts as a copy of the scalar one and overwrites the entries its ISA
+ *     has versions of, so no entry of a supported type is ever NULL. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/tensor_impl.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define RT_X86 1
+#else
+#define RT_X86 0
+#endif
+
+typedef struct cpu_features {
+    bool avx2, avx512;
+} cpu_features;
+
+static pthread_once_t        g_once = PTHREAD_ONCE_INIT;
+static tensor_kernels        g_scalar, g_avx2, g_avx512;
+static const tensor_kernels *g_has_avx2, *g_has_avx512, *g_active;
+
+#if RT_X86
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static cpu_features detect(void) {
+    cpu_features f = { false, false };
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28),
+               f16c = c & (1u << 29);
+    if (!osxsave || !avx) return f;
+    const uint64_t xcr0 = xgetbv0();
+    const bool ymm_os = (xcr0 & 0x6) == 0x6, zmm_os = (xcr0 & 0xE6) == 0xE6;
+    if (__get_cpuid_max(0, NULL) < 7) return f;
+    __cpuid_count(7, 0, a, b, c, d);
+    const bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
+    const bool f512 = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30),
+               vl = b & (1u << 31), vnni = c & (1u << 11);
+    f.avx2 = ymm_os && avx2 && fma && f16c && bmi2;
+    f.avx512 = f.avx2 && zmm_os && f512 && dq && bw && vl && vnni;
+    return f;
+}
+#else
+static cpu_features detect(void) { return (cpu_features){ false, false }; }
+#endif
+
+void tensor_fill_scalar(tensor_kernels *k) {
+    memset(k, 0, sizeof *k);
+    k->isa = "scalar";
+#define RT_TYPE(T, to, from, dot) \
+    (k->to_float[T] = (to), k->from_float[T] = (from), k->vec_dot[T] = (dot))
+    RT_TYPE(GGUF_T_F32, rt_to_float_f32, rt_from_float_f32, rt_dot_f32);
+    RT_TYPE(GGUF_T_F16, rt_to_float_f16, rt_from_float_f16, rt_dot_f16);
+    RT_TYPE(GGUF_T_BF16, rt_to_float_bf16, rt_from_float_bf16, rt_dot_bf16);
+    RT_TYPE(GGUF_T_Q8_0, rt_to_float_q8_0, rt_from_float_q8_0, rt_dot_q8_0);
+    RT_TYPE(GGUF_T_Q4_0, rt_to_float_q4_0, rt_from_float_q4_0, rt_dot_q4_0);
+    RT_TYPE(GGUF_T_Q4_K, rt_to_float_q4_K, rt_from_float_q4_K, rt_dot_q4_K);
+    RT_TYPE(GGUF_T_Q5_K, rt_to_float_q5_K, rt_from_float_q5_K, rt_dot_q5_K);
+    RT_TYPE(GGUF_T_Q6_K, rt_to_float_q6_K, rt_from_float_q6_K, rt_dot_q6_K);
+    RT_TYPE(GGUF_T_IQ4_XS, rt_to_float_iq4_xs, rt_from_float_iq4_xs, rt_dot_iq4_xs);
+    RT_TYPE(GGUF_T_Q8_K, rt_to_float_q8_K, rt_from_float_q8_K, NULL);
+#undef RT_TYPE
+    k->dot_f16_f32 = rt_dot_f16_f32;
+    k->axpy_f16 = rt_axpy_f16;
+    k->dot_f32 = rt_dot_f32_f32;
+    k->f32_to_f16_row = rt_f32_to_f16_row;
+}
+
+static void init_once(void) {
+    const cpu_features f = detect();
+    tensor_fill_scalar(&g_scalar);
+    g_active = &g_scalar;
+    if (f.avx2) {
+        g_avx2 = g_scalar;
+        g_avx2.isa = "avx2";
+        tensor_fill_avx2(&g_avx2);
+        g_has_avx2 = g_active = &g_avx2;
+    }
+    if (f.avx512) {
+        g_avx512 = g_avx2;
+        g_avx512.isa = "avx512";
+        tensor_fill_avx512(&g_avx512);
+        g_has_avx512 = g_active = &g_avx512;
+    }
+    /* RECUR_ISA may only lower the choice; an unknown value is ignored. */
+    const char *want = getenv("RECUR_ISA");
+    if (want && strcmp(want, "scalar") == 0) g_active = &g_scalar;
+    if (want && strcmp(want, "avx2") == 0 && g_has_avx2) g_active = g_has_avx2;
+}
+
+void tensor_init(void) { pthread_once(&g_once, init_once); }
+
+const tensor_kernels *tensor_kernels_scalar(void) { tensor_init(); return &g_scalar; }
+const tensor_kernels *tensor_kernels_avx2(void) { tensor_init(); return g_has_avx2; }
+const tensor_kernels *tensor_kernels_avx512(void) { tensor_init(); return g_has_avx512; }
+const tensor_kernels *tensor_kernels_active(void) { tensor_init(); return g_active; }

@@ -1,0 +1,188 @@
+/* dot_ref.c — scalar reference dot products (the "scalar" table) and float helpers.
+ *
+ * Contract of vec_dot: n a multiple of the weight type's block size; w is a row of the weight
+ * type, x a row of its vec_dot_type (tensor.h invariant 3); no alignment required.
+ *
+ * Quantized dots follow ggml's semantics: per block an exact integer sum of products (times
+ * the integer sub-block scales), then one float multiplication by the block's scales. The
+ * blocks are summed in double here (the reference is the accurate one; SIMD tables sum in
+ * float lanes, in their own fixed order). */
+#include <math.h>
+
+#include "tensor/tensor_impl.h"
+
+/* ---- float types ------------------------------------------------------------------------ */
+
+float rt_dot_f32(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;   /* rows need not be 4-byte aligned: memcpy loads */
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)rd_f32(a + 4 * i) * rd_f32(b + 4 * i);
+    return (float)s;
+}
+
+float rt_dot_f16(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)rd_f16(a + 2 * i) * rd_f16(b + 2 * i);
+    return (float)s;
+}
+
+float rt_dot_bf16(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)rt_bf16_to_f32(rd_u16(a + 2 * i)) * rt_bf16_to_f32(rd_u16(b + 2 * i));
+    return (float)s;
+}
+
+/* ---- Q8_0 activations ---------------------------------------------------------------------- */
+
+float rt_dot_q8_0(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n / QK8_0; i++, a += Q8_0_BYTES, b += Q8_0_BYTES) {
+        const int8_t *qa = (const int8_t *)(a + Q8_0_QS), *qb = (const int8_t *)(b + Q8_0_QS);
+        int sumi = 0;
+        for (int j = 0; j < QK8_0; j++) sumi += qa[j] * qb[j];
+        s += (float)sumi * (rd_f16(a) * rd_f16(b));
+    }
+    return (float)s;
+}
+
+float rt_dot_q4_0(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n / QK4_0; i++, a += Q4_0_BYTES, b += Q8_0_BYTES) {
+        const uint8_t *qa = a + Q4_0_QS;
+        const int8_t *qb = (const int8_t *)(b + Q8_0_QS);
+        int sumi = 0;
+        for (int j = 0; j < QK4_0 / 2; j++)
+            sumi += ((qa[j] & 0xF) - 8) * qb[j] + ((qa[j] >> 4) - 8) * qb[j + QK4_0 / 2];
+        s += (float)sumi * (rd_f16(a) * rd_f16(b));
+    }
+    return (float)s;
+}
+
+/* ---- Q8_K activations ---------------------------------------------------------------------- */
+
+/* sum over the block of bsums[k] * mins[k/2] (the min correction of Q4_K / Q5_K). */
+static int q8k_min_sum(const uint8_t *b, const uint8_t m[8]) {
+    int s = 0;
+    for (int k = 0; k < 16; k++) s += rd_i16(b + Q8_K_BSUMS + 2 * k) * m[k / 2];
+    return s;
+}
+
+float rt_dot_q4_K(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+        uint8_t sc[8], m[8];
+        rt_unpack_k4_scales(a + Q4_K_SCALES, sc, m);
+        const uint8_t *q = a + Q4_K_QS;
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        int sumi = 0;
+        for (int j = 0; j < 4; j++, q += 32, y += 64) {
+            int s1 = 0, s2 = 0;
+            for (int l = 0; l < 32; l++) {
+                s1 += (q[l] & 0xF) * y[l];
+                s2 += (q[l] >> 4) * y[l + 32];
+            }
+            sumi += sc[2 * j] * s1 + sc[2 * j + 1] * s2;
+        }
+        const float yd = rd_f32(b);
+        const float d = rd_f16(a) * yd, dmin = rd_f16(a + Q4_K_DMIN) * yd;
+        s += d * (float)sumi - dmin * (float)q8k_min_sum(b, m);
+    }
+    return (float)s;
+}
+
+float rt_dot_q5_K(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q5_K_BYTES, b += Q8_K_BYTES) {
+        uint8_t sc[8], m[8];
+        rt_unpack_k4_scales(a + Q5_K_SCALES, sc, m);
+        const uint8_t *q = a + Q5_K_QS, *qh = a + Q5_K_QH;
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        int sumi = 0;
+        for (int j = 0; j < 4; j++, q += 32, y += 64) {
+            int s1 = 0, s2 = 0;
+            for (int l = 0; l < 32; l++) {
+                s1 += ((q[l] & 0xF) | (((qh[l] >> (2 * j)) & 1) << 4)) * y[l];
+                s2 += ((q[l] >> 4) | (((qh[l] >> (2 * j + 1)) & 1) << 4)) * y[l + 32];
+            }
+            sumi += sc[2 * j] * s1 + sc[2 * j + 1] * s2;
+        }
+        const float yd = rd_f32(b);
+        const float d = rd_f16(a) * yd, dmin = rd_f16(a + Q5_K_DMIN) * yd;
+        s += d * (float)sumi - dmin * (float)q8k_min_sum(b, m);
+    }
+    return (float)s;
+}
+
+float rt_dot_q6_K(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q6_K_BYTES, b += Q8_K_BYTES) {
+        const int8_t *sc = (const int8_t *)(a + Q6_K_SCALES);
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        int sumi = 0;
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = a + Q6_K_QL + 64 * h, *qh = a + Q6_K_QH + 32 * h;
+            const int8_t *yh = y + 128 * h, *sh = sc + 8 * h;
+            for (int g = 0; g < 8; g++) {          /* 16 elements sharing scale sh[g] */
+                const int base = 16 * g, l0 = base % 32, part = base / 32;
+                int si = 0;
+                for (int l = l0; l < l0 + 16; l++) {
+                    const uint8_t lo = part & 1 ? ql[l + 32] : ql[l];
+                    const int nib = part & 2 ? lo >> 4 : lo & 0xF;
+                    const int q = (nib | (((qh[l] >> (2 * part)) & 3) << 4)) - 32;
+                    si += q * yh[32 * part + l];
+                }
+                sumi += sh[g] * si;
+            }
+        }
+        s += (rd_f16(a + Q6_K_D) * rd_f32(b)) * (float)sumi;
+    }
+    return (float)s;
+}
+
+float rt_dot_iq4_xs(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    double s = 0;
+    for (int64_t i = 0; i < n / QK_K; i++, a += IQ4_XS_BYTES, b += Q8_K_BYTES) {
+        const uint8_t *q = a + IQ4_XS_QS;
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        int sumi = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++, q += 16, y += 32) {
+            int si = 0;
+            for (int j = 0; j < 16; j++)
+                si += rt_kvalues_iq4nl[q[j] & 0xF] * y[j] + rt_kvalues_iq4nl[q[j] >> 4] * y[j + 16];
+            sumi += rt_iq4xs_scale(a, ib) * si;
+        }
+        s += (rd_f16(a) * rd_f32(b)) * (float)sumi;
+    }
+    return (float)s;
+}
+
+/* ---- float helpers ------------------------------------------------------------------------- */
+
+float rt_dot_f16_f32(int64_t n, const uint16_t *a, const float *b) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)rt_f16_to_f32(a[i]) * b[i];
+    return (float)s;
+}
+
+void rt_axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = fmaf(alpha, rt_f16_to_f32(x[i]), y[i]);
+}
+
+float rt_dot_f32_f32(int64_t n, const float *a, const float *b) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return (float)s;
+}
+
+void rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = rt_f32_to_f16(src[i]);
+}

@@ -1,0 +1,79 @@
+/* matmul.c — Y = X·Wᵀ over the thread pool, and row lookup.
+ *
+ * Two jobs per call, each a full barrier (threadpool.h invariant 2):
+ *  1. every token row of X is quantized into scratch with the table's from_float of the
+ *     weight type's vec_dot_type (rows split among threads; a row's bytes never depend on
+ *     who quantizes it);
+ *  2. output rows are split among threads (tp_split); each Y element is exactly one vec_dot
+ *     call (tensor.h invariant 2). Rows are walked in tiles of MM_TILE weight rows, and each
+ *     tile is dotted with every token before the next, so a batch reads W from memory once.
+ *
+ * Scratch layout: n_tok rows, each tensor_row_bytes(vec_dot_type, n_in) rounded up to 64
+ * bytes (so every row starts 64-byte aligned when scratch is). */
+#include "tensor/tensor_impl.h"
+
+#define MM_TILE 16   /* weight rows per tile: 16 rows of 4096 Q8_0 = 70 KB, within L2 */
+
+static size_t act_stride(uint32_t wtype, int64_t n_in) {
+    const size_t rb = tensor_row_bytes(tensor_vec_dot_type(wtype), n_in);
+    return (rb + 63) & ~(size_t)63;
+}
+
+size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok) {
+    if (!tensor_type_supported(wtype) || n_in < 0 || n_tok < 0) return 0;
+    return act_stride(wtype, n_in) * (size_t)n_tok;
+}
+
+typedef struct mm_job {
+    const tensor_kernels *k;
+    uint32_t    wtype, vtype;
+    const uint8_t *W;
+    size_t      w_stride, x_stride;
+    int64_t     n_in, n_out, n_tok, ldy;
+    const float *X;
+    float       *Y;
+    uint8_t     *Xq;
+} mm_job;
+
+static void mm_quantize(void *arg, int ith, int nth) {
+    const mm_job *j = arg;
+    long lo, hi;
+    tp_split((long)j->n_tok, ith, nth, 1, &lo, &hi);
+    const tensor_from_float_fn q = j->k->from_float[j->vtype];
+    for (long t = lo; t < hi; t++) q(j->X + t * j->n_in, j->Xq + (size_t)t * j->x_stride, j->n_in);
+}
+
+static void mm_dot(void *arg, int ith, int nth) {
+    const mm_job *j = arg;
+    long lo, hi;
+    tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
+    const tensor_vec_dot_fn dot = j->k->vec_dot[j->wtype];
+    for (long r0 = lo; r0 < hi; r0 += MM_TILE) {
+        const long r1 = r0 + MM_TILE < hi ? r0 + MM_TILE : hi;
+        for (int64_t t = 0; t < j->n_tok; t++) {
+            const uint8_t *x = j->Xq + (size_t)t * j->x_stride;
+            float *y = j->Y + t * j->ldy;
+            for (long r = r0; r < r1; r++) y[r] = dot(j->n_in, j->W + (size_t)r * j->w_stride, x);
+        }
+    }
+}
+
+void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
+                   int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
+                   float *Y, int64_t ldy, void *scratch) {
+    if (n_out <= 0 || n_tok <= 0) return;
+    mm_job j = {
+        .k = k, .wtype = wtype, .vtype = tensor_vec_dot_type(wtype), .W = W,
+        .w_stride = tensor_row_bytes(wtype, n_in), .x_stride = act_stride(wtype, n_in),
+        .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .ldy = ldy, .X = X, .Y = Y,
+        .Xq = scratch,
+    };
+    tp_run(n_tok > 1 ? pool : NULL, mm_quantize, &j);
+    tp_run(pool, mm_dot, &j);
+}
+
+void tensor_get_row(const tensor_kernels *k, uint32_t type, const void *W, int64_t n_in,
+                    int64_t row, float *dst) {
+    const uint8_t *w = W;
+    k->to_float[type](w + (size_t)row * tensor_row_bytes(type, n_in), dst, n_in);
+}

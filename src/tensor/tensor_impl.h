@@ -1,0 +1,130 @@
+/* tensor_impl.h — module-internal facts shared by the kernel files of tensor/.
+ *
+ * Block layouts (FORMATS.md, bit-compatible with ggml) are described by byte offsets rather
+ * than structs: weight rows inside a GGUF mapping are only 2-byte aligned in general (and
+ * tests deliberately misalign them), so every multi-byte field is read with memcpy (the
+ * rd_* helpers) and SIMD code uses unaligned loads only.
+ *
+ *   type    elems bytes  layout (offsets in bytes)
+ *   Q8_0     32    34    d:f16@0  qs:i8[32]@2
+ *   Q4_0     32    18    d:f16@0  qs:u8[16]@2     (low nibbles = elements 0-15, high = 16-31)
+ *   Q4_K    256   144    d:f16@0  dmin:f16@2  scales:u8[12]@4  qs:u8[128]@16
+ *   Q5_K    256   176    d:f16@0  dmin:f16@2  scales:u8[12]@4  qh:u8[32]@16  qs:u8[128]@48
+ *   Q6_K    256   210    ql:u8[128]@0  qh:u8[64]@128  scales:i8[16]@192  d:f16@208
+ *   IQ4_XS  256   136    d:f16@0  scales_h:u16@2  scales_l:u8[4]@4  qs:u8[128]@8
+ *   Q8_K    256   292    d:f32@0  qs:i8[256]@4  bsums:i16[16]@260
+ */
+#ifndef RECUR_TENSOR_IMPL_H
+#define RECUR_TENSOR_IMPL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "tensor/fp16.h"
+#include "tensor/tensor.h"
+
+#define QK8_0 32
+#define QK4_0 32
+#define QK_K  256
+
+enum {
+    Q8_0_BYTES = 34,  Q8_0_QS = 2,
+    Q4_0_BYTES = 18,  Q4_0_QS = 2,
+    Q4_K_BYTES = 144, Q4_K_DMIN = 2, Q4_K_SCALES = 4, Q4_K_QS = 16,
+    Q5_K_BYTES = 176, Q5_K_DMIN = 2, Q5_K_SCALES = 4, Q5_K_QH = 16, Q5_K_QS = 48,
+    Q6_K_BYTES = 210, Q6_K_QL = 0, Q6_K_QH = 128, Q6_K_SCALES = 192, Q6_K_D = 208,
+    IQ4_XS_BYTES = 136, IQ4_XS_SH = 2, IQ4_XS_SL = 4, IQ4_XS_QS = 8,
+    Q8_K_BYTES = 292, Q8_K_QS = 4, Q8_K_BSUMS = 260,
+};
+
+/* The 16 non-uniform levels of IQ4_NL / IQ4_XS. */
+static const int8_t rt_kvalues_iq4nl[16] = {
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+};
+
+/* ---- unaligned little-endian field access ---------------------------------------------- */
+
+static inline uint16_t rd_u16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline int16_t  rd_i16(const uint8_t *p) { int16_t v; memcpy(&v, p, 2); return v; }
+static inline float    rd_f32(const uint8_t *p) { float v; memcpy(&v, p, 4); return v; }
+static inline float    rd_f16(const uint8_t *p) { return rt_f16_to_f32(rd_u16(p)); }
+static inline void     wr_u16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+static inline void     wr_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
+
+/* Q4_K / Q5_K: the 12 scale bytes hold 8 six-bit scales and 8 six-bit mins.
+ * Sub-blocks 0-3: sc = q[j] & 63, m = q[j+4] & 63; sub-blocks 4-7 take their low 4 bits from
+ * q[j+4] (low nibble: scale, high nibble: min) and their top 2 bits from the top bits of
+ * q[j-4] (scale) and q[j] (min). */
+static inline void rt_unpack_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        m[j] = q[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((q[j + 8] & 0xF) | ((q[j] >> 6) << 4));
+        m[j + 4] = (uint8_t)((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
+    }
+}
+
+/* rt_unpack_k4_scales on 32-bit words, without a trip through memory (for SIMD code):
+ * byte j of *sc is sc[j], byte j of *m is m[j]. */
+static inline void rt_k4_scales_u64(const uint8_t *q, uint64_t *sc, uint64_t *m) {
+    uint32_t w0, w1, w2;
+    memcpy(&w0, q, 4);
+    memcpy(&w1, q + 4, 4);
+    memcpy(&w2, q + 8, 4);
+    *sc = (w0 & 0x3f3f3f3fu) | (uint64_t)((w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u)) << 32;
+    *m = (w1 & 0x3f3f3f3fu) | (uint64_t)(((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)) << 32;
+}
+
+/* IQ4_XS: the 6-bit scale of sub-block ib (0-7), biased by 32. */
+static inline int rt_iq4xs_scale(const uint8_t *blk, int ib) {
+    const uint16_t h = rd_u16(blk + IQ4_XS_SH);
+    const int lo = (blk[IQ4_XS_SL + ib / 2] >> (4 * (ib % 2))) & 0xF;
+    return (lo | (((h >> (2 * ib)) & 3) << 4)) - 32;
+}
+
+/* ---- scalar kernels (quant_ref.c, quant_kq_ref.c, dot_ref.c) -------------------------- */
+
+void rt_to_float_f32(const void *src, float *dst, int64_t n);
+void rt_to_float_f16(const void *src, float *dst, int64_t n);
+void rt_to_float_bf16(const void *src, float *dst, int64_t n);
+void rt_to_float_q8_0(const void *src, float *dst, int64_t n);
+void rt_to_float_q4_0(const void *src, float *dst, int64_t n);
+void rt_to_float_q4_K(const void *src, float *dst, int64_t n);
+void rt_to_float_q5_K(const void *src, float *dst, int64_t n);
+void rt_to_float_q6_K(const void *src, float *dst, int64_t n);
+void rt_to_float_iq4_xs(const void *src, float *dst, int64_t n);
+void rt_to_float_q8_K(const void *src, float *dst, int64_t n);
+
+void rt_from_float_f32(const float *src, void *dst, int64_t n);
+void rt_from_float_f16(const float *src, void *dst, int64_t n);
+void rt_from_float_bf16(const float *src, void *dst, int64_t n);
+void rt_from_float_q8_0(const float *src, void *dst, int64_t n);
+void rt_from_float_q4_0(const float *src, void *dst, int64_t n);
+void rt_from_float_q8_K(const float *src, void *dst, int64_t n);
+void rt_from_float_q4_K(const float *src, void *dst, int64_t n);
+void rt_from_float_q5_K(const float *src, void *dst, int64_t n);
+void rt_from_float_q6_K(const float *src, void *dst, int64_t n);
+void rt_from_float_iq4_xs(const float *src, void *dst, int64_t n);
+
+float rt_dot_f32(int64_t n, const void *w, const void *x);
+float rt_dot_f16(int64_t n, const void *w, const void *x);
+float rt_dot_bf16(int64_t n, const void *w, const void *x);
+float rt_dot_q8_0(int64_t n, const void *w, const void *x);
+float rt_dot_q4_0(int64_t n, const void *w, const void *x);
+float rt_dot_q4_K(int64_t n, const void *w, const void *x);
+float rt_dot_q5_K(int64_t n, const void *w, const void *x);
+float rt_dot_q6_K(int64_t n, const void *w, const void *x);
+float rt_dot_iq4_xs(int64_t n, const void *w, const void *x);
+
+float rt_dot_f16_f32(int64_t n, const uint16_t *a, const float *b);
+void  rt_axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y);
+float rt_dot_f32_f32(int64_t n, const float *a, const float *b);
+void  rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
+
+/* Fills a table with the scalar kernels (cpu.c builds the SIMD tables on top of a copy). */
+void tensor_fill_scalar(tensor_kernels *k);
+/* Overwrite the entries each ISA file has faster versions of (x86/ *_avx2.c, *_avx512.c). */
+void tensor_fill_avx2(tensor_kernels *k);
+void tensor_fill_avx512(tensor_kernels *k);
+
+#endif

@@ -1,0 +1,189 @@
+/* dot_avx2.c — AVX2 dot products of the quantized weight types, and the AVX2 table.
+ *
+ * Contract (as dot_ref.c): n a multiple of the block size; w a row of the weight type, x a
+ * row of its vec_dot_type; unaligned loads only. Per block the integer part is exact (the
+ * same integer sums as the reference); the block scale is applied per 32-bit lane as a
+ * float FMA into 8-lane accumulators, reduced at the end in a fixed order (invariant 1).
+ *
+ * Activation bytes are never -128 (both activation quantizers clamp to ±127), which the
+ * sign trick of x86_dot_i8 and the maddubs bounds below rely on. */
+#include "tensor/x86/simd_x86.h"
+
+static float dot_q8_0(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    const int64_t nb = n / QK8_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2, a += 2 * Q8_0_BYTES, b += 2 * Q8_0_BYTES) {
+        const __m256i p0 = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_QS)),
+                                      _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
+        const __m256i p1 = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_BYTES + Q8_0_QS)),
+                                      _mm256_loadu_si256((const __m256i *)(b + Q8_0_BYTES + Q8_0_QS)));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q8_0_BYTES) * x86_f16(b + Q8_0_BYTES)),
+                               _mm256_cvtepi32_ps(p1), acc1);
+    }
+    if (i < nb) {
+        const __m256i p = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_QS)),
+                                     _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p), acc0);
+    }
+    return x86_hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* One Q4_0 block times one Q8_0 block: 8 int32 lanes. */
+static inline __m256i q4_0_block(const uint8_t *a, const uint8_t *b) {
+    const __m256i q = _mm256_sub_epi8(x86_unpack_nib16(a + Q4_0_QS), _mm256_set1_epi8(8));
+    return x86_dot_i8(q, _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
+}
+
+static float dot_q4_0(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    const int64_t nb = n / QK4_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2, a += 2 * Q4_0_BYTES, b += 2 * Q8_0_BYTES) {
+        const __m256i p0 = q4_0_block(a, b), p1 = q4_0_block(a + Q4_0_BYTES, b + Q8_0_BYTES);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q4_0_BYTES) * x86_f16(b + Q8_0_BYTES)),
+                               _mm256_cvtepi32_ps(p1), acc1);
+    }
+    if (i < nb)
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(q4_0_block(a, b)), acc0);
+    return x86_hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* Q4_K / Q5_K: the min correction sum_k bsums[k] * m[k/2] as 8 int32 lanes (m: the 8 mins
+ * as bytes of a u64). */
+static inline __m256i k4_min_lanes(const uint8_t *b, uint64_t m) {
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
+    const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)), m16);
+}
+
+/* Chunk j (64 elements) of a Q4_K/Q5_K block: the 32 bytes qs[32j..] give sub-block 2j (low
+ * nibbles) and 2j+1 (high nibbles); hb holds the fifth bits (bit 2j / 2j+1 of each byte;
+ * zero for Q4_K). Dotted with y[64j..] and weighted by the scales s (int16 x 8, both
+ * halves): 8 int32 lanes. Values are <= 31, so maddubs cannot saturate. */
+static inline __m256i k4_chunk(const uint8_t *qs, __m256i hb, const int8_t *y, __m256i s, int j) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+    const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), one), 4);
+    const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j + 1), one), 4);
+    const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
+    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
+    const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 64 * j)));
+    const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 64 * j + 32)));
+    return _mm256_add_epi32(_mm256_madd_epi16(p0, x86_bcast_i16(s, 2 * j)),
+                            _mm256_madd_epi16(p1, x86_bcast_i16(s, 2 * j + 1)));
+}
+
+/* One Q4_K/Q5_K block (qh NULL for Q4_K; d, dmin and scales sit at the same offsets in
+ * both): acc += d*yd*sum, accm += dmin*yd*mins. */
+static inline void k4_block(const uint8_t *a, const uint8_t *qh, const uint8_t *qs, const uint8_t *b,
+                            __m256 *acc, __m256 *accm) {
+    uint64_t sc, m;
+    rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &m);
+    const __m256i s = x86_u8x8_to_i16x2(sc);
+    const __m256i hb = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+    const __m256i s01 = _mm256_add_epi32(k4_chunk(qs, hb, y, s, 0), k4_chunk(qs, hb, y, s, 1));
+    const __m256i s23 = _mm256_add_epi32(k4_chunk(qs, hb, y, s, 2), k4_chunk(qs, hb, y, s, 3));
+    const float yd = rd_f32(b);
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * yd), _mm256_cvtepi32_ps(_mm256_add_epi32(s01, s23)), *acc);
+    *accm = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q4_K_DMIN) * yd),
+                            _mm256_cvtepi32_ps(k4_min_lanes(b, m)), *accm);
+}
+
+static float dot_q4_K(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    __m256 acc = _mm256_setzero_ps(), accm = acc;
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES)
+        k4_block(a, NULL, a + Q4_K_QS, b, &acc, &accm);
+    return x86_hsum_ps(acc) - x86_hsum_ps(accm);
+}
+
+static float dot_q5_K(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    __m256 acc = _mm256_setzero_ps(), accm = acc;
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q5_K_BYTES, b += Q8_K_BYTES)
+        k4_block(a, a + Q5_K_QH, a + Q5_K_QS, b, &acc, &accm);
+    return x86_hsum_ps(acc) - x86_hsum_ps(accm);
+}
+
+/* Q6_K: the unsigned 6-bit values q = (q6 + 32) are dotted with y by maddubs (q <= 63, so
+ * no saturation), weighted by the per-16 scales, and 32 * sum_k sc[k] * bsums[k] is
+ * subtracted: exactly sum sc * (q - 32) * y. */
+static float dot_q6_K(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    const __m128i sel0 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q6_K_BYTES, b += Q8_K_BYTES) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(a + Q6_K_SCALES));
+        const __m256i corr = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8),
+                                               _mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)));
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        __m256i sumi = _mm256_setzero_si256();
+        __m128i sel = sel0;
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(a + Q6_K_QL + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(a + Q6_K_QL + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(a + Q6_K_QH + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_and_si256(l0, m4);
+            q[1] = _mm256_and_si256(l1, m4);
+            q[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
+            q[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
+            for (int p = 0; p < 4; p++) {
+                const __m256i hbits = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), m2);
+                const __m256i v = _mm256_or_si256(q[p], _mm256_slli_epi16(hbits, 4));
+                const __m256i prod = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(y + 128 * h + 32 * p)));
+                const __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, sel));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(prod, s16));
+                sel = _mm_add_epi8(sel, _mm_set1_epi8(2));
+            }
+        }
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q6_K_D) * rd_f32(b)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return x86_hsum_ps(acc);
+}
+
+/* Sub-block ib of an IQ4_XS block: the 16 bytes of nibbles looked up in the level table,
+ * dotted with y[32ib..] (sign trick; |level| <= 127) and weighted by ls[ib] - 32. */
+static inline __m256i iq4_sub(const uint8_t *qs, const int8_t *y, __m256i table, __m256i ls, int ib) {
+    const __m256i v = _mm256_shuffle_epi8(table, x86_unpack_nib16(qs + 16 * ib));
+    const __m256i yv = _mm256_loadu_si256((const __m256i *)(y + 32 * ib));
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yv, v));
+    return _mm256_madd_epi16(p16, x86_bcast_i16(ls, ib));
+}
+
+static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rt_kvalues_iq4nl));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++, a += IQ4_XS_BYTES, b += Q8_K_BYTES) {
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const uint8_t *qs = a + IQ4_XS_QS;
+        const __m256i ls = _mm256_sub_epi16(x86_u8x8_to_i16x2(x86_iq4xs_scales(a)), _mm256_set1_epi16(32));
+        const __m256i s0 = _mm256_add_epi32(iq4_sub(qs, y, table, ls, 0), iq4_sub(qs, y, table, ls, 1));
+        const __m256i s1 = _mm256_add_epi32(iq4_sub(qs, y, table, ls, 2), iq4_sub(qs, y, table, ls, 3));
+        const __m256i s2 = _mm256_add_epi32(iq4_sub(qs, y, table, ls, 4), iq4_sub(qs, y, table, ls, 5));
+        const __m256i s3 = _mm256_add_epi32(iq4_sub(qs, y, table, ls, 6), iq4_sub(qs, y, table, ls, 7));
+        const __m256i sumi = _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * rd_f32(b)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return x86_hsum_ps(acc);
+}
+
+void tensor_fill_avx2(tensor_kernels *k) {
+    k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
+    k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
+    k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
+    k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
+    k->vec_dot[GGUF_T_Q6_K] = dot_q6_K;
+    k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
+    rt_fill_float_avx2(k);
+    rt_fill_quant_avx2(k);
+}

@@ -1,0 +1,224 @@
+/* dot_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) dot products of the quantized weight types,
+ * and the AVX-512 table.
+ *
+ * Contract as dot_avx2.c: n a multiple of the block size, unaligned loads only, exact
+ * integer parts per block, float FMA of the block scales into 16-lane accumulators reduced
+ * at the end in a fixed order (invariant 1). Q8_0/Q4_0 take two blocks per 512-bit step
+ * and finish an odd block with 256-bit code; Q4_K/Q5_K/Q6_K/IQ4_XS take 64 elements per
+ * step: maddubs (u8 x s8 -> s16 pairs, no saturation for these ranges) then VNNI dpwssd
+ * with the sub-block scales, one int32 accumulator per block. */
+#include "tensor/x86/simd_x86.h"
+
+static inline float hsum512(__m512 v) {
+    const __m256 s = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    return x86_hsum_ps(s);
+}
+
+static inline __m512 dup2_ps(float lo, float hi) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
+}
+
+static inline __m512i join256(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* |x| (u8) and y with x's sign, for dpbusd / maddubs of two signed byte vectors. */
+static inline __m512i neg_where(__m512i y, __m512i x) {
+    return _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
+}
+
+/* Two 16-byte nibble groups at p0, p1 -> [lo(p0), hi(p0), lo(p1), hi(p1)] (4 x 16 bytes). */
+static inline __m512i unpack_nib_x2(const uint8_t *p0, const uint8_t *p1) {
+    const __m128i q0 = _mm_loadu_si128((const __m128i *)p0), q1 = _mm_loadu_si128((const __m128i *)p1);
+    const __m512i t = join256(_mm256_set_m128i(q0, q0), _mm256_set_m128i(q1, q1));
+    const long long f = 0x0004000400040004LL;   /* shift the 16-bit lanes of 128-bit lanes 1, 3 by 4 */
+    const __m512i s = _mm512_srlv_epi16(t, _mm512_set_epi64(f, f, 0, 0, f, f, 0, 0));
+    return _mm512_and_si512(s, _mm512_set1_epi8(0x0F));
+}
+
+static inline __m512i ld512_blocks(const uint8_t *p, size_t stride) {
+    return join256(_mm256_loadu_si256((const __m256i *)p), _mm256_loadu_si256((const __m256i *)(p + stride)));
+}
+
+static float dot_q8_0(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    const int64_t nb = n / QK8_0;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2, a += 2 * Q8_0_BYTES, b += 2 * Q8_0_BYTES) {
+        const __m512i qa = ld512_blocks(a + Q8_0_QS, Q8_0_BYTES);
+        const __m512i qb = ld512_blocks(b + Q8_0_QS, Q8_0_BYTES);
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(qa), neg_where(qb, qa));
+        const __m512 d = dup2_ps(x86_f16(a) * x86_f16(b), x86_f16(a + Q8_0_BYTES) * x86_f16(b + Q8_0_BYTES));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
+    }
+    float s = hsum512(acc);
+    if (i < nb) {
+        const __m256i p = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_QS)),
+                                     _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
+        s += x86_hsum_ps(_mm256_mul_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p)));
+    }
+    return s;
+}
+
+static float dot_q4_0(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    const int64_t nb = n / QK4_0;
+    const __m512i eight = _mm512_set1_epi8(8);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2, a += 2 * Q4_0_BYTES, b += 2 * Q8_0_BYTES) {
+        const __m512i q = unpack_nib_x2(a + Q4_0_QS, a + Q4_0_BYTES + Q4_0_QS);   /* 0..15 */
+        const __m512i y = ld512_blocks(b + Q8_0_QS, Q8_0_BYTES);
+        const __m512i z = _mm512_setzero_si512();
+        const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(z, q, y), _mm512_dpbusd_epi32(z, eight, y));
+        const __m512 d = dup2_ps(x86_f16(a) * x86_f16(b), x86_f16(a + Q4_0_BYTES) * x86_f16(b + Q8_0_BYTES));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
+    }
+    float s = hsum512(acc);
+    if (i < nb) {
+        const __m256i q = _mm256_sub_epi8(x86_unpack_nib16(a + Q4_0_QS), _mm256_set1_epi8(8));
+        const __m256i p = x86_dot_i8(q, _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
+        s += x86_hsum_ps(_mm256_mul_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p)));
+    }
+    return s;
+}
+
+/* Q4_K / Q5_K: sum_k bsums[k] * m[k/2] as 8 int32 lanes (m: the 8 mins as bytes). */
+static inline __m256i k4_min_lanes(const uint8_t *b, uint64_t m) {
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
+    const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)), m16);
+}
+
+/* int16 lanes 0-15 = s[k], 16-31 = s[k+1], from the 8 int16 in the low 128 bits of s16. */
+static inline __m512i scale_pair(__m512i s16, int k) {
+    const __m512i idx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_epi16(_mm512_add_epi16(idx, _mm512_set1_epi16((short)k)), s16);
+}
+
+/* Chunk j (64 elements: sub-blocks 2j, 2j+1) of a Q4_K/Q5_K block as 16 int32 lanes; h holds
+ * the fifth bits, pre-shifted so bit 2j of a byte serves both halves (zero for Q4_K). */
+static inline __m512i k4_chunk(const uint8_t *qs, __m512i h, const int8_t *y, __m512i s16, int j) {
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+    __m512i v = _mm512_and_si512(join256(q, _mm256_srli_epi16(q, 4)), _mm512_set1_epi8(0x0F));
+    const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(h, 2 * j), _mm512_set1_epi8(1));
+    v = _mm512_or_si512(v, _mm512_slli_epi16(hb, 4));
+    const __m512i p16 = _mm512_maddubs_epi16(v, _mm512_loadu_si512(y + 64 * j));
+    return _mm512_madd_epi16(p16, scale_pair(s16, 2 * j));
+}
+
+/* One Q4_K/Q5_K block (qh NULL for Q4_K; d, dmin and the scales sit at the same offsets in
+ * both): acc += d*yd*sum, accm += dmin*yd*mins. */
+static inline void k4_block(const uint8_t *a, const uint8_t *qh, const uint8_t *qs, const uint8_t *b,
+                            __m512 *acc, __m256 *accm) {
+    uint64_t sc, m;
+    rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &m);
+    const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    __m512i h = _mm512_setzero_si512();
+    if (qh) {
+        const __m256i h256 = _mm256_loadu_si256((const __m256i *)qh);
+        h = join256(h256, _mm256_srli_epi16(h256, 1));
+    }
+    const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+    const __m512i s01 = _mm512_add_epi32(k4_chunk(qs, h, y, s16, 0), k4_chunk(qs, h, y, s16, 1));
+    const __m512i s23 = _mm512_add_epi32(k4_chunk(qs, h, y, s16, 2), k4_chunk(qs, h, y, s16, 3));
+    const float yd = rd_f32(b);
+    *acc = _mm512_fmadd_ps(_mm512_set1_ps(x86_f16(a) * yd), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), *acc);
+    *accm = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q4_K_DMIN) * yd),
+                            _mm256_cvtepi32_ps(k4_min_lanes(b, m)), *accm);
+}
+
+static float dot_q4_K(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES)
+        k4_block(a, NULL, a + Q4_K_QS, b, &acc, &accm);
+    return hsum512(acc) - x86_hsum_ps(accm);
+}
+
+static float dot_q5_K(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q5_K_BYTES, b += Q8_K_BYTES)
+        k4_block(a, a + Q5_K_QH, a + Q5_K_QS, b, &acc, &accm);
+    return hsum512(acc) - x86_hsum_ps(accm);
+}
+
+/* int16 lanes 8g..8g+7 = s[k+g] for g < 4, from the 16 int16 scales in the low 256 bits. */
+static inline __m512i scale_quad(__m512i s16, int k) {
+    const __m512i idx = _mm512_srli_epi16(_mm512_set_epi16(
+        31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16,
+        15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
+    return _mm512_permutexvar_epi16(_mm512_add_epi16(idx, _mm512_set1_epi16((short)k)), s16);
+}
+
+/* Q6_K: as the AVX2 version, 64 elements per step (see dot_avx2.c). */
+static float dot_q6_K(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q6_K_BYTES, b += Q8_K_BYTES) {
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + Q6_K_SCALES)));
+        const __m512i s16 = _mm512_castsi256_si512(sc);
+        const __m256i corr = _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)));
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        __m512i sumi = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                        _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
+        for (int h = 0; h < 2; h++) {
+            const __m512i ql = _mm512_loadu_si512(a + Q6_K_QL + 64 * h);
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(a + Q6_K_QH + 32 * h));
+            const __m512i hh = join256(qh, _mm256_srli_epi16(qh, 2));
+            const __m512i va = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                               _mm512_slli_epi16(_mm512_and_si512(hh, m2), 4));
+            const __m512i vb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hh, 4), m2), 4));
+            const __m512i pa = _mm512_maddubs_epi16(va, _mm512_loadu_si512(y + 128 * h));
+            const __m512i pb = _mm512_maddubs_epi16(vb, _mm512_loadu_si512(y + 128 * h + 64));
+            sumi = _mm512_dpwssd_epi32(sumi, pa, scale_quad(s16, 8 * h));
+            sumi = _mm512_dpwssd_epi32(sumi, pb, scale_quad(s16, 8 * h + 4));
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(x86_f16(a + Q6_K_D) * rd_f32(b)), _mm512_cvtepi32_ps(sumi), acc);
+    }
+    return hsum512(acc);
+}
+
+/* Sub-blocks 2j, 2j+1 of an IQ4_XS block: nibbles looked up in the level table, dotted with
+ * y[64j..] (sign trick; |level| <= 127), weighted by ls - 32: 16 int32 lanes. */
+static inline __m512i iq4_pair(const uint8_t *qs, const int8_t *y, __m512i table, __m512i ls, int j) {
+    const uint8_t *q = qs + 32 * j;
+    const __m512i v = _mm512_shuffle_epi8(table, unpack_nib_x2(q, q + 16));
+    const __m512i yv = _mm512_loadu_si512(y + 64 * j);
+    const __m512i p16 = _mm512_maddubs_epi16(_mm512_abs_epi8(v), neg_where(yv, v));
+    return _mm512_madd_epi16(p16, scale_pair(ls, 2 * j));
+}
+
+static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)rt_kvalues_iq4nl));
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++, a += IQ4_XS_BYTES, b += Q8_K_BYTES) {
+        const __m128i ls8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)x86_iq4xs_scales(a)));
+        const __m512i ls = _mm512_castsi128_si512(_mm_sub_epi16(ls8, _mm_set1_epi16(32)));
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const uint8_t *qs = a + IQ4_XS_QS;
+        const __m512i s01 = _mm512_add_epi32(iq4_pair(qs, y, table, ls, 0), iq4_pair(qs, y, table, ls, 1));
+        const __m512i s23 = _mm512_add_epi32(iq4_pair(qs, y, table, ls, 2), iq4_pair(qs, y, table, ls, 3));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(x86_f16(a) * rd_f32(b)), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
+    }
+    return hsum512(acc);
+}
+
+void tensor_fill_avx512(tensor_kernels *k) {
+    k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
+    k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
+    k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
+    k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
+    k->vec_dot[GGUF_T_Q6_K] = dot_q6_K;
+    k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
+    rt_fill_float_avx512(k);
+    rt_fill_quant_avx512(k);
+}

@@ -1,0 +1,113 @@
+/* float_avx2.c — AVX2 dot products of the float types and the attention helpers.
+ *
+ * Dots: 4 accumulators of 8 lanes over blocks of 32 elements, then one accumulator over
+ * blocks of 8, reduced with x86_hsum_ps, then the scalar tail added in element order. The
+ * order depends only on n (tensor.h invariant 1). Any n >= 0, no alignment. */
+#include "tensor/x86/simd_x86.h"
+
+static inline __m256 ld_f16x8(const uint8_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline __m256 ld_bf16x8(const uint8_t *p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+static inline float reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    return x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+static float dot_f32_f32(int64_t n, const float *a, const float *b) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = reduce4(s0, s1, s2, s3);
+    /* memcpy loads: vec_dot_f32 passes weight rows that need not be 4-byte aligned */
+    for (; i < n; i++) s += rd_f32((const uint8_t *)(a + i)) * rd_f32((const uint8_t *)(b + i));
+    return s;
+}
+
+static float vec_dot_f32(int64_t n, const void *w, const void *x) { return dot_f32_f32(n, w, x); }
+
+static float vec_dot_f16(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i), ld_f16x8(b + 2 * i), s0);
+        s1 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i + 16), ld_f16x8(b + 2 * i + 16), s1);
+        s2 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i + 32), ld_f16x8(b + 2 * i + 32), s2);
+        s3 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i + 48), ld_f16x8(b + 2 * i + 48), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i), ld_f16x8(b + 2 * i), s0);
+    float s = reduce4(s0, s1, s2, s3);
+    for (; i < n; i++) s += x86_f16(a + 2 * i) * x86_f16(b + 2 * i);
+    return s;
+}
+
+static float vec_dot_bf16(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(ld_bf16x8(a + 2 * i), ld_bf16x8(b + 2 * i), s0);
+        s1 = _mm256_fmadd_ps(ld_bf16x8(a + 2 * i + 16), ld_bf16x8(b + 2 * i + 16), s1);
+        s2 = _mm256_fmadd_ps(ld_bf16x8(a + 2 * i + 32), ld_bf16x8(b + 2 * i + 32), s2);
+        s3 = _mm256_fmadd_ps(ld_bf16x8(a + 2 * i + 48), ld_bf16x8(b + 2 * i + 48), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_bf16x8(a + 2 * i), ld_bf16x8(b + 2 * i), s0);
+    float s = reduce4(s0, s1, s2, s3);
+    for (; i < n; i++) s += rt_bf16_to_f32(rd_u16(a + 2 * i)) * rt_bf16_to_f32(rd_u16(b + 2 * i));
+    return s;
+}
+
+static float dot_f16_f32(int64_t n, const uint16_t *a16, const float *b) {
+    const uint8_t *a = (const uint8_t *)a16;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i + 16), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i + 32), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i + 48), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i), _mm256_loadu_ps(b + i), s0);
+    float s = reduce4(s0, s1, s2, s3);
+    for (; i < n; i++) s += rt_f16_to_f32(a16[i]) * b[i];
+    return s;
+}
+
+/* y = fmaf(alpha, x, y) per element: identical to the scalar reference. */
+static void axpy_f16(int64_t n, float alpha, const uint16_t *x16, float *y) {
+    const uint8_t *x = (const uint8_t *)x16;
+    const __m256 va = _mm256_set1_ps(alpha);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 y0 = _mm256_fmadd_ps(va, ld_f16x8(x + 2 * i), _mm256_loadu_ps(y + i));
+        const __m256 y1 = _mm256_fmadd_ps(va, ld_f16x8(x + 2 * i + 16), _mm256_loadu_ps(y + i + 8));
+        _mm256_storeu_ps(y + i, y0);
+        _mm256_storeu_ps(y + i + 8, y1);
+    }
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, ld_f16x8(x + 2 * i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) {
+        const __m128 r = _mm_fmadd_ss(_mm_set_ss(alpha), _mm_set_ss(rt_f16_to_f32(x16[i])), _mm_set_ss(y[i]));
+        y[i] = _mm_cvtss_f32(r);
+    }
+}
+
+void rt_fill_float_avx2(tensor_kernels *k) {
+    k->vec_dot[GGUF_T_F32] = vec_dot_f32;
+    k->vec_dot[GGUF_T_F16] = vec_dot_f16;
+    k->vec_dot[GGUF_T_BF16] = vec_dot_bf16;
+    k->dot_f16_f32 = dot_f16_f32;
+    k->axpy_f16 = axpy_f16;
+    k->dot_f32 = dot_f32_f32;
+}

@@ -1,0 +1,74 @@
+/* float_avx512.c — AVX-512 dot products of the float types and the attention helpers.
+ *
+ * Dots: 4 accumulators of 16 lanes over blocks of 64 elements, then one accumulator over
+ * blocks of 16, then a masked block for the tail; summed in that fixed order (depends only
+ * on n: invariant 1). Any n >= 0, no alignment. BF16 is widened to f32 and multiplied with
+ * FMA (not vdpbf16ps, which flushes denormals and rounds in between). */
+#include "tensor/x86/simd_x86.h"
+
+static inline __mmask16 tail_mask(int64_t rem) { return (__mmask16)((1u << rem) - 1u); }
+
+/* Element loaders: 16 floats from element i of a row (masked: zeros past the mask). */
+static inline __m512 ld_f32(const void *p, int64_t i, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, (const float *)p + i);
+}
+static inline __m512 ld_f16(const void *p, int64_t i, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i));
+}
+static inline __m512 ld_bf16(const void *p, int64_t i, __mmask16 m) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+typedef __m512 (*ld_fn)(const void *p, int64_t i, __mmask16 m);
+
+/* The shared body of every float dot; always inlined, so la/lb become direct loads. */
+static inline __attribute__((always_inline)) float dot_body(int64_t n, const void *a, const void *b,
+                                                            ld_fn la, ld_fn lb) {
+    const __mmask16 all = 0xFFFF;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        s0 = _mm512_fmadd_ps(la(a, i, all), lb(b, i, all), s0);
+        s1 = _mm512_fmadd_ps(la(a, i + 16, all), lb(b, i + 16, all), s1);
+        s2 = _mm512_fmadd_ps(la(a, i + 32, all), lb(b, i + 32, all), s2);
+        s3 = _mm512_fmadd_ps(la(a, i + 48, all), lb(b, i + 48, all), s3);
+    }
+    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(la(a, i, all), lb(b, i, all), s0);
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        s1 = _mm512_fmadd_ps(la(a, i, m), lb(b, i, m), s1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+static float dot_f32_f32(int64_t n, const float *a, const float *b) { return dot_body(n, a, b, ld_f32, ld_f32); }
+static float vec_dot_f32(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f32, ld_f32); }
+static float vec_dot_f16(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f16, ld_f16); }
+static float vec_dot_bf16(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_bf16, ld_bf16); }
+static float dot_f16_f32(int64_t n, const uint16_t *a, const float *b) { return dot_body(n, a, b, ld_f16, ld_f32); }
+
+/* y = fmaf(alpha, x, y) per element: identical to the scalar reference. */
+static void axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y) {
+    const __m512 va = _mm512_set1_ps(alpha);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 y0 = _mm512_fmadd_ps(va, ld_f16(x, i, 0xFFFF), _mm512_loadu_ps(y + i));
+        const __m512 y1 = _mm512_fmadd_ps(va, ld_f16(x, i + 16, 0xFFFF), _mm512_loadu_ps(y + i + 16));
+        _mm512_storeu_ps(y + i, y0);
+        _mm512_storeu_ps(y + i + 16, y1);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, ld_f16(x, i, m), _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+void rt_fill_float_avx512(tensor_kernels *k) {
+    k->vec_dot[GGUF_T_F32] = vec_dot_f32;
+    k->vec_dot[GGUF_T_F16] = vec_dot_f16;
+    k->vec_dot[GGUF_T_BF16] = vec_dot_bf16;
+    k->dot_f16_f32 = dot_f16_f32;
+    k->axpy_f16 = axpy_f16;
+    k->dot_f32 = dot_f32_f32;
+}

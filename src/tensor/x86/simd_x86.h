@@ -1,0 +1,116 @@
+/* simd_x86.h — small AVX2 helpers shared by the x86 kernel files. Include only from files
+ * compiled with the AVX2 flags (*_avx2.c, *_avx512.c); each helper states its contract. */
+#ifndef RECUR_TENSOR_SIMD_X86_H
+#define RECUR_TENSOR_SIMD_X86_H
+
+#include <immintrin.h>
+
+#include "tensor/tensor_impl.h"
+
+/* Exact fp16 -> f32 of an unaligned field (F16C: identical to rt_f16_to_f32). */
+static inline float x86_f16(const uint8_t *p) { return _cvtsh_ss(rd_u16(p)); }
+
+/* Sum of the 8 lanes in a fixed order: (lo128 + hi128), then pairs. */
+static inline float x86_hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int x86_hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float x86_hmax_ps(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+static inline __m256 x86_abs_ps(__m256 v) {
+    return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
+
+/* Signed x signed bytes -> 8 int32 lanes, each the sum of 4 adjacent products. Exact when
+ * no byte of y is -128 (the sign trick: |x| * (y with x's sign); maddubs cannot saturate
+ * because |x|,|y| <= 128, 127). */
+static inline __m256i x86_dot_i8(__m256i x, __m256i y) {
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* 16 packed nibble bytes -> 32 bytes: the 16 low nibbles, then the 16 high nibbles (the
+ * element order of Q4_0 and IQ4_XS sub-blocks). */
+static inline __m256i x86_unpack_nib16(const uint8_t *p) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)p);
+    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* int16 lane k of each 128-bit half of s (both halves equal) broadcast to all 16 lanes. */
+static inline __m256i x86_bcast_i16(__m256i s, int k) {
+    return _mm256_shuffle_epi8(s, _mm256_set1_epi16((short)(((2 * k + 1) << 8) | (2 * k))));
+}
+
+/* The 8 unsigned bytes of v widened to int16, in both 128-bit halves. */
+static inline __m256i x86_u8x8_to_i16x2(uint64_t v) {
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)v)));
+}
+
+/* IQ4_XS: the 8 six-bit sub-block scales (unbiased: ls + 32) as bytes of a u64 (BMI2 pdep:
+ * nibble ib of scales_l goes to the low nibble of byte ib, bit pair ib of scales_h to bits
+ * 4-5). */
+static inline uint64_t x86_iq4xs_scales(const uint8_t *blk) {
+    uint32_t sl;
+    memcpy(&sl, blk + IQ4_XS_SL, 4);
+    return _pdep_u64(sl, 0x0F0F0F0F0F0F0F0Full) | _pdep_u64(rd_u16(blk + IQ4_XS_SH), 0x3030303030303030ull);
+}
+
+/* roundf (half away from zero) of every lane, exactly, for |v| < 2^23. */
+static inline __m256 x86_roundf_ps(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = x86_abs_ps(_mm256_sub_ps(v, t));
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+    const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    return _mm256_add_ps(t, _mm256_and_ps(up, one));
+}
+
+/* ggml's nearest_int on every lane (round half to even via the 1.5*2^23 trick), |v| < 2^22. */
+static inline __m256i x86_nearest_int(__m256 v) {
+    const __m256 m = _mm256_add_ps(v, _mm256_set1_ps(12582912.0f));
+    const __m256i i = _mm256_and_si256(_mm256_castps_si256(m), _mm256_set1_epi32(0x007fffff));
+    return _mm256_sub_epi32(i, _mm256_set1_epi32(0x00400000));
+}
+
+/* NaN lanes replaced by the quiet NaN of the same sign with a zero payload, which the
+ * hardware f16 conversion turns into 0x7E00 | sign exactly as rt_f32_to_f16 does. */
+static inline __m256 x86_canon_nan(__m256 v) {
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    const __m256 q = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)),
+                                  _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)));
+    return _mm256_blendv_ps(v, q, nan);
+}
+
+/* rt_f32_to_bf16 on 8 lanes, results in the low 16 bits of each 32-bit lane. */
+static inline __m256i x86_bf16_round(__m256 v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(64));
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    return _mm256_blendv_epi8(r, qnan, _mm256_castps_si256(nan));
+}
+
+/* Sub-fillers of the ISA tables (one per file). */
+void rt_fill_quant_avx2(tensor_kernels *k);
+void rt_fill_float_avx2(tensor_kernels *k);
+void rt_fill_quant_avx512(tensor_kernels *k);
+void rt_fill_float_avx512(tensor_kernels *k);
+
+#endif

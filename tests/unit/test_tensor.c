@@ -1,0 +1,497 @@
+/* test_tensor.c — tensor/: types, quantization round trips, every SIMD table against the
+ * scalar reference, the f16 helpers and tensor_matmul's determinism.
+ * (Hand-made block layouts are checked in test_tensor_layout.c.)
+ *
+ * Named tolerances:
+ *  - round trip: RMS(dequant(quant(x)) - x) / RMS(x) below k_types[].rt_tol;
+ *  - SIMD vs scalar vec_dot: |simd - scalar| <= DOT_REL * sum_i |w_i x_i| (dequantized);
+ *  - matmul vs a naive double reference on the dequantized weights and float activations:
+ *    k_types[].mm_tol * sum_i |w_i x_i|. This only measures the 8-bit activation
+ *    quantization, whose worst case over many rows with outliers (fill_rough) reaches
+ *    ~0.7% (Q8_0) / ~1.5% (Q8_K) while the mean is ~0.05%: a wrong scale or sign would be
+ *    off by O(1);
+ *  - activation quantization, to_float, axpy_f16 and f32_to_f16_row: byte-identical. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "tensor/fp16.h"
+#include "tensor/tensor.h"
+
+#define DOT_REL 1e-5
+
+typedef struct type_case {
+    uint32_t    type;
+    const char *name;
+    double      rt_tol;   /* round-trip RMS error relative to the data's RMS */
+    double      mm_tol;   /* matmul vs float reference, relative to sum |w x| */
+} type_case;
+
+static const type_case k_types[] = {
+    { GGUF_T_F32, "F32", 1e-7, 1e-5 },     { GGUF_T_F16, "F16", 1e-3, 1e-3 },
+    { GGUF_T_BF16, "BF16", 1e-2, 5e-3 },   { GGUF_T_Q8_0, "Q8_0", 0.01, 2e-2 },
+    { GGUF_T_Q4_0, "Q4_0", 0.12, 2e-2 },   { GGUF_T_Q4_K, "Q4_K", 0.1, 3e-2 },
+    { GGUF_T_Q5_K, "Q5_K", 0.05, 3e-2 },   { GGUF_T_Q6_K, "Q6_K", 0.025, 3e-2 },
+    { GGUF_T_IQ4_XS, "IQ4_XS", 0.1, 3e-2 },
+};
+#define N_TYPES (sizeof k_types / sizeof k_types[0])
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+typedef struct rng { uint64_t s; } rng;
+
+static uint64_t rng_u64(rng *r) {   /* splitmix64 */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unif(rng *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
+
+static float rng_gauss(rng *r) {
+    const double u = rng_unif(r) + 1e-300, v = rng_unif(r);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static void fill_gauss(rng *r, float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = rng_gauss(r);
+}
+
+/* Gaussian with a per-32 scale spread over two orders of magnitude and rare outliers. */
+static void fill_rough(rng *r, float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 32) {
+        const float s = expf(2.0f * (float)rng_unif(r) - 1.0f) * 0.3f;
+        for (int64_t j = i; j < i + 32 && j < n; j++) {
+            x[j] = s * rng_gauss(r);
+            if ((rng_u64(r) & 255) == 0) x[j] *= 8.0f;
+        }
+    }
+}
+
+/* The scalar table first, then every SIMD table this CPU has. */
+static int get_tables(const tensor_kernels *t[3]) {
+    int n = 0;
+    t[n++] = tensor_kernels_scalar();
+    if (tensor_kernels_avx2()) t[n++] = tensor_kernels_avx2();
+    if (tensor_kernels_avx512()) t[n++] = tensor_kernels_avx512();
+    return n;
+}
+
+static void *xalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
+/* sum_i |w_i x_i| of a weight row and an activation row, both dequantized. */
+static double abs_dot(uint32_t wt, const void *w, const void *x, int64_t n) {
+    const tensor_kernels *s = tensor_kernels_scalar();
+    float *wf = xalloc((size_t)n * 4), *xf = xalloc((size_t)n * 4);
+    s->to_float[wt](w, wf, n);
+    s->to_float[tensor_vec_dot_type(wt)](x, xf, n);
+    double a = 0;
+    for (int64_t i = 0; i < n; i++) a += fabs((double)wf[i] * xf[i]);
+    free(wf);
+    free(xf);
+    return a;
+}
+
+/* ---- types ---------------------------------------------------------------------------------- */
+
+static void test_types(void **state) {
+    (void)state;
+    for (size_t i = 0; i < N_TYPES; i++) {
+        const uint32_t t = k_types[i].type;
+        assert_true(tensor_type_supported(t));
+        const tensor_kernels *tab[3];
+        const int nt = get_tables(tab);
+        for (int k = 0; k < nt; k++) {
+            assert_non_null(tab[k]->to_float[t]);
+            assert_non_null(tab[k]->from_float[t]);
+            assert_non_null(tab[k]->vec_dot[t]);
+            assert_non_null(tab[k]->from_float[tensor_vec_dot_type(t)]);
+        }
+    }
+    assert_false(tensor_type_supported(GGUF_T_Q8_K));
+    assert_false(tensor_type_supported(GGUF_T_Q4_1));
+    assert_false(tensor_type_supported(GGUF_T_COUNT));
+    assert_int_equal(tensor_vec_dot_type(GGUF_T_Q4_0), GGUF_T_Q8_0);
+    assert_int_equal(tensor_vec_dot_type(GGUF_T_Q8_0), GGUF_T_Q8_0);
+    assert_int_equal(tensor_vec_dot_type(GGUF_T_Q4_K), GGUF_T_Q8_K);
+    assert_int_equal(tensor_vec_dot_type(GGUF_T_Q5_K), GGUF_T_Q8_K);
+    assert_int_equal(tensor_vec_dot_type(GGUF_T_Q6_K), GGUF_T_Q8_K);
+    assert_int_equal(tensor_vec_dot_type(GGUF_T_IQ4_XS), GGUF_T_Q8_K);
+    assert_int_equal(tensor_vec_dot_type(GGUF_T_F16), GGUF_T_F16);
+    assert_int_equal(tensor_vec_dot_type(GGUF_T_BF16), GGUF_T_BF16);
+    assert_int_equal(tensor_vec_dot_type(GGUF_T_F32), GGUF_T_F32);
+    assert_int_equal(tensor_row_bytes(GGUF_T_F32, 7), 28);
+    assert_int_equal(tensor_row_bytes(GGUF_T_F16, 7), 14);
+    assert_int_equal(tensor_row_bytes(GGUF_T_BF16, 7), 14);
+    assert_int_equal(tensor_row_bytes(GGUF_T_Q8_0, 64), 68);
+    assert_int_equal(tensor_row_bytes(GGUF_T_Q4_0, 64), 36);
+    assert_int_equal(tensor_row_bytes(GGUF_T_Q4_K, 512), 288);
+    assert_int_equal(tensor_row_bytes(GGUF_T_Q5_K, 512), 352);
+    assert_int_equal(tensor_row_bytes(GGUF_T_Q6_K, 512), 420);
+    assert_int_equal(tensor_row_bytes(GGUF_T_IQ4_XS, 512), 272);
+    assert_int_equal(tensor_row_bytes(GGUF_T_Q8_K, 512), 584);
+    assert_int_equal(tensor_row_bytes(GGUF_T_Q2_K, 256), 0);
+    assert_int_equal(tensor_block_size(GGUF_T_Q6_K), 256);
+    assert_int_equal(tensor_block_size(GGUF_T_Q8_0), 32);
+    assert_int_equal(tensor_block_size(GGUF_T_F16), 1);
+    const tensor_kernels *a = tensor_kernels_active();
+    assert_non_null(a);
+    assert_true(strcmp(a->isa, "scalar") == 0 || strcmp(a->isa, "avx2") == 0 ||
+                strcmp(a->isa, "avx512") == 0);
+}
+
+/* ---- round trips ------------------------------------------------------------------------------ */
+
+static double roundtrip_err(uint32_t t, const float *x, int64_t n) {
+    const tensor_kernels *s = tensor_kernels_scalar();
+    void *q = xalloc(tensor_row_bytes(t, n));
+    float *y = xalloc((size_t)n * 4);
+    s->from_float[t](x, q, n);
+    s->to_float[t](q, y, n);
+    double e = 0, r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        e += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+        r += (double)x[i] * x[i];
+    }
+    free(q);
+    free(y);
+    return sqrt(e / r);
+}
+
+static void test_roundtrip(void **state) {
+    (void)state;
+    const int64_t n = 8192;
+    float *x = xalloc(n * 4);
+    rng r = { 1 };
+    fill_gauss(&r, x, n);
+    for (size_t i = 0; i < N_TYPES; i++) {
+        const double e = roundtrip_err(k_types[i].type, x, n);
+        if (!(e < k_types[i].rt_tol))
+            fail_msg("%s: round-trip error %.4g >= %.4g", k_types[i].name, e, k_types[i].rt_tol);
+    }
+    const double e8k = roundtrip_err(GGUF_T_Q8_K, x, n);
+    if (!(e8k < 0.01)) fail_msg("Q8_K: round-trip error %.4g", e8k);
+    /* all-zero input quantizes to blocks that decode to zeros */
+    memset(x, 0, n * 4);
+    for (size_t i = 0; i < N_TYPES; i++) {
+        const uint32_t t = k_types[i].type;
+        void *q = xalloc(tensor_row_bytes(t, 256));
+        float y[256];
+        tensor_kernels_scalar()->from_float[t](x, q, 256);
+        tensor_kernels_scalar()->to_float[t](q, y, 256);
+        for (int j = 0; j < 256; j++) assert_true(y[j] == 0.0f);
+        free(q);
+    }
+    free(x);
+}
+
+/* ---- quantization and dequantization identical across tables -------------------------------- */
+
+/* Blocks built to hit the corner cases of the activation quantizers. */
+static void fill_adversarial(rng *r, float *x, int64_t n) {
+    fill_rough(r, x, n);
+    for (int64_t b = 0; b + 256 <= n; b += 256) {
+        float *v = x + b;
+        switch ((b / 256) % 6) {
+        case 0:   /* amax 127 -> d = 1: exact .5 ties for roundf / nearest_int */
+            for (int j = 0; j < 256; j++) v[j] = (float)((j % 50) - 25) + 0.5f;
+            v[3] = 127.0f; v[40] = -127.0f; v[200] = -127.0f;
+            break;
+        case 1: memset(v, 0, 256 * 4); break;
+        case 2:   /* a zero Q8_0 block inside a live Q8_K block; the max is negative */
+            memset(v, 0, 32 * 4);
+            v[77] = -5.0f; v[78] = 5.0f;
+            break;
+        case 3: for (int j = 0; j < 256; j++) v[j] *= 1e-30f; break;   /* tiny scales */
+        case 4: for (int j = 0; j < 256; j++) v[j] *= 1e4f; break;
+        default: break;
+        }
+    }
+}
+
+static void test_quantize_identical(void **state) {
+    (void)state;
+    const int64_t n = 256 * 24;
+    float *x = xalloc(n * 4);
+    rng r = { 7 };
+    fill_adversarial(&r, x, n);
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q8_K, GGUF_T_F16, GGUF_T_BF16, GGUF_T_F32,
+                               GGUF_T_Q4_0, GGUF_T_Q4_K, GGUF_T_Q5_K, GGUF_T_Q6_K, GGUF_T_IQ4_XS };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t t = types[ti];
+        const int64_t len = (t == GGUF_T_F16 || t == GGUF_T_BF16) ? n - 5 : n;  /* odd tails */
+        const size_t nb = tensor_row_bytes(t, len);
+        uint8_t *ref = xalloc(nb), *got = xalloc(nb + 1);
+        float *fr = xalloc(n * 4), *fg = xalloc(n * 4);
+        tab[0]->from_float[t](x, ref, len);
+        tab[0]->to_float[t](ref, fr, len);
+        for (int k = 1; k < nt; k++) {
+            memset(got, 0xAB, nb + 1);
+            tab[k]->from_float[t](x, got + 1, len);         /* misaligned destination */
+            if (memcmp(ref, got + 1, nb) != 0 || got[0] != 0xAB)
+                fail_msg("%s: from_float of type %u differs from scalar", tab[k]->isa, (unsigned)t);
+            tab[k]->to_float[t](got + 1, fg, len);
+            if (memcmp(fr, fg, (size_t)len * 4) != 0)
+                fail_msg("%s: to_float of type %u differs from scalar", tab[k]->isa, (unsigned)t);
+        }
+        free(ref); free(got); free(fr); free(fg);
+    }
+    free(x);
+}
+
+/* ---- vec_dot: every table against the scalar one -------------------------------------------- */
+
+static void check_dot(uint32_t wt, int64_t n, rng *r) {
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const uint32_t vt = tensor_vec_dot_type(wt);
+    const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(vt, n);
+    float *wf = xalloc((size_t)n * 4), *xf = xalloc((size_t)n * 4);
+    uint8_t *w = xalloc(wb + 3), *x = xalloc(xb), *x2 = xalloc(xb);
+    fill_rough(r, wf, n);
+    fill_rough(r, xf, n);
+    tab[0]->from_float[wt](wf, w, n);
+    tab[0]->from_float[vt](xf, x, n);
+    const double ref = tab[0]->vec_dot[wt](n, w, x), mag = abs_dot(wt, w, x, n) + 1e-30;
+    /* the scalar dot agrees with the dequantized rows */
+    float *wd = xalloc((size_t)n * 4), *xd = xalloc((size_t)n * 4);
+    tab[0]->to_float[wt](w, wd, n);
+    tab[0]->to_float[vt](x, xd, n);
+    double exact = 0;
+    for (int64_t i = 0; i < n; i++) exact += (double)wd[i] * xd[i];
+    if (fabs(ref - exact) > DOT_REL * mag)
+        fail_msg("scalar vec_dot type %u n %lld: %.9g vs dequantized %.9g", (unsigned)wt, (long long)n, ref, exact);
+    for (int k = 1; k < nt; k++) {
+        tab[k]->from_float[vt](xf, x2, n);
+        if (memcmp(x, x2, xb) != 0) fail_msg("%s: activation bytes differ (type %u)", tab[k]->isa, (unsigned)vt);
+        const float got = tab[k]->vec_dot[wt](n, w, x);
+        if (fabs(got - ref) > DOT_REL * mag)
+            fail_msg("%s: vec_dot type %u n %lld: %.9g vs scalar %.9g (mag %.4g)", tab[k]->isa,
+                     (unsigned)wt, (long long)n, got, ref, mag);
+        for (int off = 1; off <= 3; off++) {   /* invariant 1: the address does not matter */
+            memmove(w + off, w + off - 1, wb);
+            const float moved = tab[k]->vec_dot[wt](n, w + off, x);
+            if (memcmp(&moved, &got, 4) != 0) fail_msg("%s: vec_dot depends on alignment", tab[k]->isa);
+        }
+        memmove(w, w + 3, wb);
+    }
+    free(wf); free(xf); free(w); free(x); free(x2); free(wd); free(xd);
+}
+
+static void test_vec_dot(void **state) {
+    (void)state;
+    rng r = { 42 };
+    const int64_t lens[] = { 256, 512, 4096, 11008 };
+    for (size_t i = 0; i < N_TYPES; i++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) check_dot(k_types[i].type, lens[l], &r);
+    const int64_t odd[] = { 1, 7, 32, 96, 160, 4099 };   /* tails; odd block counts */
+    const uint32_t small[] = { GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16 };
+    for (size_t i = 0; i < 3; i++)
+        for (size_t l = 0; l < sizeof odd / sizeof odd[0]; l++) check_dot(small[i], odd[l], &r);
+    for (size_t l = 2; l < 5; l++) {
+        check_dot(GGUF_T_Q8_0, odd[l], &r);
+        check_dot(GGUF_T_Q4_0, odd[l], &r);
+    }
+}
+
+/* ---- f16 helpers ------------------------------------------------------------------------------ */
+
+static void test_f32_to_f16_row(void **state) {
+    (void)state;
+    const int64_t n = 1 << 20;
+    float *x = xalloc(n * 4);
+    uint16_t *ref = xalloc(n * 2), *got = xalloc(n * 2 + 2);
+    const uint32_t special[] = { 0, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                 0x7f800001u, 0x477fefffu, 0x477ff000u, 0x33000000u, 0x33000001u,
+                                 0x387fc000u, 0x38800000u, 0x00000001u, 0x7f7fffffu, 0xb3800000u };
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t u = i < 16 ? special[i] : (uint32_t)(i * 4099u + (uint32_t)(i >> 7) * 2654435761u);
+        memcpy(&x[i], &u, 4);
+    }
+    for (int64_t i = 0; i < n; i++) ref[i] = rt_f32_to_f16(x[i]);
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    for (int k = 0; k < nt; k++) {
+        for (int64_t len = n - 13; len <= n; len += 13) {
+            tab[k]->f32_to_f16_row(x, got + 1, len);
+            if (memcmp(ref, got + 1, (size_t)len * 2) != 0) fail_msg("%s: f32_to_f16_row differs", tab[k]->isa);
+        }
+    }
+    free(x); free(ref); free(got);
+}
+
+static void test_f16_helpers(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    rng r = { 5 };
+    const int64_t lens[] = { 0, 1, 5, 16, 17, 63, 64, 65, 127, 1000, 4099 };
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        const int64_t n = lens[l];
+        float *a = xalloc((size_t)n * 4 + 4), *b = xalloc((size_t)n * 4 + 4);
+        float *y0 = xalloc((size_t)n * 4 + 4), *y1 = xalloc((size_t)n * 4 + 4);
+        uint16_t *h = xalloc((size_t)n * 2 + 2);
+        fill_rough(&r, a, n);
+        fill_rough(&r, b, n);
+        fill_rough(&r, y0, n);
+        for (int64_t i = 0; i < n; i++) h[i] = rt_f32_to_f16(a[i]);
+        double mag16 = 1e-30, mag32 = 1e-30;
+        for (int64_t i = 0; i < n; i++) {
+            mag16 += fabs((double)rt_f16_to_f32(h[i]) * b[i]);
+            mag32 += fabs((double)a[i] * b[i]);
+        }
+        const float ref16 = tab[0]->dot_f16_f32(n, h, b), ref32 = tab[0]->dot_f32(n, a, b);
+        const float alpha = 0.37f;
+        memcpy(y1, y0, (size_t)n * 4);
+        tab[0]->axpy_f16(n, alpha, h, y0);
+        for (int64_t i = 0; i < n; i++)
+            assert_true(fabs(y0[i] - (y1[i] + (double)alpha * rt_f16_to_f32(h[i]))) <= 1e-6 * (1 + fabs(y0[i])));
+        for (int k = 1; k < nt; k++) {
+            if (fabs(tab[k]->dot_f16_f32(n, h, b) - ref16) > DOT_REL * mag16) fail_msg("%s: dot_f16_f32 n %lld", tab[k]->isa, (long long)n);
+            if (fabs(tab[k]->dot_f32(n, a, b) - ref32) > DOT_REL * mag32) fail_msg("%s: dot_f32 n %lld", tab[k]->isa, (long long)n);
+            float *y2 = xalloc((size_t)n * 4 + 4);
+            memcpy(y2, y1, (size_t)n * 4);
+            tab[k]->axpy_f16(n, alpha, h, y2);
+            if (memcmp(y0, y2, (size_t)n * 4) != 0) fail_msg("%s: axpy_f16 not identical, n %lld", tab[k]->isa, (long long)n);
+            free(y2);
+        }
+        free(a); free(b); free(y0); free(y1); free(h);
+    }
+}
+
+/* ---- matmul ---------------------------------------------------------------------------------- */
+
+typedef struct mm_case {
+    uint32_t wt;
+    int64_t  n_in, n_out, n_tok, ldy;
+    uint8_t *W;
+    float   *X;
+} mm_case;
+
+static void mm_run(const mm_case *c, const tensor_kernels *k, tp_pool *pool, int64_t t0, int64_t nt, float *Y) {
+    const size_t sb = tensor_matmul_scratch_bytes(c->wt, c->n_in, nt);
+    assert_true(sb > 0);
+    void *scratch = rc_alloc_aligned(sb);
+    assert_non_null(scratch);
+    tensor_matmul(pool, k, c->wt, c->W, c->n_in, c->n_out, c->X + t0 * c->n_in, nt, Y + t0 * c->ldy, c->ldy, scratch);
+    rc_free_aligned(scratch);
+}
+
+/* Y of every (table, pool, batch split) equals the one-token single-thread result and each
+ * element equals vec_dot; the result is close to the float reference. */
+static void check_matmul(const mm_case *c, tp_pool *p1, tp_pool *p2, tp_pool *p3, double tol) {
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const size_t ysz = (size_t)(c->n_tok * c->ldy) * 4;
+    float *ya = xalloc(ysz), *yb = xalloc(ysz);
+    const uint32_t vt = tensor_vec_dot_type(c->wt);
+    const size_t xb = tensor_row_bytes(vt, c->n_in), wb = tensor_row_bytes(c->wt, c->n_in);
+    uint8_t *xq = xalloc(xb);
+    for (int k = 0; k < nt; k++) {
+        memset(ya, 0, ysz);
+        memset(yb, 0, ysz);
+        for (int64_t t = 0; t < c->n_tok; t++) mm_run(c, tab[k], p1, t, 1, ya);
+        mm_run(c, tab[k], p2, 0, c->n_tok, yb);
+        if (memcmp(ya, yb, ysz) != 0) fail_msg("%s type %u: batch of %lld on 2 threads != one by one", tab[k]->isa, (unsigned)c->wt, (long long)c->n_tok);
+        mm_run(c, tab[k], p3, 0, 5, yb);
+        mm_run(c, tab[k], NULL, 5, c->n_tok - 5, yb);
+        if (memcmp(ya, yb, ysz) != 0) fail_msg("%s type %u: 3 threads / no pool differ", tab[k]->isa, (unsigned)c->wt);
+        for (int64_t t = 0; t < c->n_tok; t++) {
+            tab[k]->from_float[vt](c->X + t * c->n_in, xq, c->n_in);
+            for (int64_t o = 0; o < c->n_out; o++) {
+                const float v = tab[k]->vec_dot[c->wt](c->n_in, c->W + o * wb, xq);
+                if (memcmp(&v, &ya[t * c->ldy + o], 4) != 0) fail_msg("%s type %u: Y[%lld][%lld] != vec_dot", tab[k]->isa, (unsigned)c->wt, (long long)t, (long long)o);
+                float wrow[1024];
+                tensor_get_row(tab[k], c->wt, c->W, c->n_in, o, wrow);
+                double ref = 0, mag = 1e-30;
+                for (int64_t i = 0; i < c->n_in; i++) {
+                    ref += (double)wrow[i] * c->X[t * c->n_in + i];
+                    mag += fabs((double)wrow[i] * c->X[t * c->n_in + i]);
+                }
+                if (fabs(v - ref) > tol * mag) fail_msg("%s type %u: Y %.6g vs float reference %.6g (mag %.4g)", tab[k]->isa, (unsigned)c->wt, v, ref, mag);
+            }
+        }
+    }
+    free(ya); free(yb); free(xq);
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    tp_pool *p1 = tp_new(1), *p2 = tp_new(2), *p3 = tp_new(3);
+    assert_non_null(p1); assert_non_null(p2); assert_non_null(p3);
+    rng r = { 99 };
+    for (size_t i = 0; i < N_TYPES; i++) {
+        mm_case c = { .wt = k_types[i].type, .n_in = 512, .n_out = 37, .n_tok = 13, .ldy = 41 };
+        float *wf = xalloc((size_t)(c.n_in * c.n_out) * 4);
+        c.W = xalloc(tensor_row_bytes(c.wt, c.n_in) * (size_t)c.n_out);
+        c.X = xalloc((size_t)(c.n_in * c.n_tok) * 4);
+        fill_rough(&r, wf, c.n_in * c.n_out);
+        fill_rough(&r, c.X, c.n_in * c.n_tok);
+        tensor_kernels_scalar()->from_float[c.wt](wf, c.W, c.n_in * c.n_out);
+        check_matmul(&c, p1, p2, p3, k_types[i].mm_tol);
+        free(wf); free(c.W); free(c.X);
+    }
+    tp_free(p1); tp_free(p2); tp_free(p3);
+}
+
+/* ---- RECUR_ISA ------------------------------------------------------------------------------ */
+
+static int isa_index(const char *isa) {
+    return strcmp(isa, "scalar") == 0 ? 10 : strcmp(isa, "avx2") == 0 ? 11 : strcmp(isa, "avx512") == 0 ? 12 : 1;
+}
+
+/* Runs this program again with RECUR_ISA=value; its exit status names the active table. */
+static int child_isa(const char *value) {
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (value) setenv("RECUR_ISA", value, 1); else unsetenv("RECUR_ISA");
+        execl("/proc/self/exe", "test_tensor", "--exit-with-isa", (char *)NULL);
+        _exit(2);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static void test_isa_override(void **state) {
+    (void)state;
+    const int best = tensor_kernels_avx512() ? 12 : tensor_kernels_avx2() ? 11 : 10;
+    assert_int_equal(child_isa(NULL), best);
+    assert_int_equal(child_isa("bogus"), best);
+    assert_int_equal(child_isa("avx512"), best);
+    assert_int_equal(child_isa("scalar"), 10);
+    assert_int_equal(child_isa("avx2"), best >= 11 ? 11 : 10);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--exit-with-isa") == 0) return isa_index(tensor_kernels_active()->isa);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_override),
+        cmocka_unit_test(test_types),
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_quantize_identical),
+        cmocka_unit_test(test_vec_dot),
+        cmocka_unit_test(test_f32_to_f16_row),
+        cmocka_unit_test(test_f16_helpers),
+        cmocka_unit_test(test_matmul),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
