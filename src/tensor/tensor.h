@@ -41,7 +41,8 @@ typedef struct tensor_kernels {
     tensor_from_float_fn from_float[GGUF_T_COUNT];  /* quantizers, for activations and weights */
     tensor_vec_dot_fn    vec_dot[GGUF_T_COUNT];     /* indexed by the weight type */
 
-    /* Float helpers for attention over an F16 KV cache. Any n >= 0; no alignment required;
+    /* Float helpers for attention over an F16 KV cache. Any n >= 0; pointers need only the
+     * natural alignment of their element type (no SIMD alignment);
      * the operands must not overlap (except a == b for the dots). */
     /* sum_i f16(a[i]) * b[i], in a fixed order that depends only on the table and n. */
     float (*dot_f16_f32)(int64_t n, const uint16_t *a, const float *b);
