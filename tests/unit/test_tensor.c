@@ -284,6 +284,10 @@ static void check_dot(uint32_t wt, int64_t n, rng *r) {
         if (fabs(got - ref) > DOT_REL * mag)
             fail_msg("%s: vec_dot type %u n %lld: %.9g vs scalar %.9g (mag %.4g)", tab[k]->isa,
                      (unsigned)wt, (long long)n, got, ref, mag);
+        /* Q8_0 x Q8_0: every table follows ggml's lane order, so the bits agree */
+        if (wt == GGUF_T_Q8_0 && got != (float)ref)
+            fail_msg("%s: Q8_0 vec_dot n %lld: %.9g differs from scalar %.9g", tab[k]->isa,
+                     (long long)n, got, ref);
         for (int off = 1; off <= 3; off++) {   /* invariant 1: the address does not matter */
             memmove(w + off, w + off - 1, wb);
             const float moved = tab[k]->vec_dot[wt](n, w + off, x);
