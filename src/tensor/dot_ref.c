@@ -171,10 +171,13 @@ float rt_dot_iq4_xs(int64_t n, const void *w, const void *x) {
 
 /* ---- float helpers ------------------------------------------------------------------------- */
 
+/* ggml's tinyBLAS F16 order on AVX-512 (the attention q.k of llama.cpp): lane i % 16
+ * accumulates fmaf(a[i], b[i], .) in index order, then rt_hsum16_ggml. Every table gives
+ * these bits. */
 float rt_dot_f16_f32(int64_t n, const uint16_t *a, const float *b) {
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += (double)rt_f16_to_f32(a[i]) * b[i];
-    return (float)s;
+    float acc[16] = { 0 };
+    for (int64_t i = 0; i < n; i++) acc[i % 16] = fmaf(rt_f16_to_f32(a[i]), b[i], acc[i % 16]);
+    return rt_hsum16_ggml(acc);
 }
 
 void rt_axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y) {

@@ -66,6 +66,15 @@ static inline float rt_hsum8_ggml(const float l[8]) {
     return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
+/* The reduction of 16 float lanes of ggml's AVX-512 kernels (_mm512_reduce_add_ps):
+ * halves, then quarters, then ((l0+l2)+(l1+l3)) of what is left. */
+static inline float rt_hsum16_ggml(const float l[16]) {
+    float h[8], q[4];
+    for (int i = 0; i < 8; i++) h[i] = l[i] + l[i + 8];
+    for (int i = 0; i < 4; i++) q[i] = h[i] + h[i + 4];
+    return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
 /* Q4_K / Q5_K: the 12 scale bytes hold 8 six-bit scales and 8 six-bit mins.
  * Sub-blocks 0-3: sc = q[j] & 63, m = q[j+4] & 63; sub-blocks 4-7 take their low 4 bits from
  * q[j+4] (low nibble: scale, high nibble: min) and their top 2 bits from the top bits of
