@@ -4,9 +4,10 @@
  * type, x a row of its vec_dot_type (tensor.h invariant 3); no alignment required.
  *
  * Quantized dots follow ggml's semantics: per block an exact integer sum of products (times
- * the integer sub-block scales), then one float multiplication by the block's scales. The
- * blocks are summed in double here (the reference is the accurate one; SIMD tables sum in
- * float lanes, in their own fixed order). */
+ * the integer sub-block scales), then one float multiplication by the block's scales.
+ * Q8_0 x Q8_0 reproduces ggml's x86 float lanes exactly (tensor_impl.h), and every table
+ * gives the same bits for it; the other types sum their blocks in double here (the reference
+ * is the accurate one; SIMD tables sum in float lanes, in their own fixed order). */
 #include <math.h>
 
 #include "tensor/tensor_impl.h"
@@ -39,14 +40,17 @@ float rt_dot_bf16(int64_t n, const void *w, const void *x) {
 
 float rt_dot_q8_0(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
-    double s = 0;
+    float acc[8] = { 0 };
     for (int64_t i = 0; i < n / QK8_0; i++, a += Q8_0_BYTES, b += Q8_0_BYTES) {
         const int8_t *qa = (const int8_t *)(a + Q8_0_QS), *qb = (const int8_t *)(b + Q8_0_QS);
-        int sumi = 0;
-        for (int j = 0; j < QK8_0; j++) sumi += qa[j] * qb[j];
-        s += (float)sumi * (rd_f16(a) * rd_f16(b));
+        const float d = rd_f16(a) * rd_f16(b);
+        for (int l = 0; l < 8; l++) {
+            int sumi = 0;
+            for (int j = 4 * l; j < 4 * l + 4; j++) sumi += qa[j] * qb[j];
+            acc[l] = fmaf(d, (float)sumi, acc[l]);
+        }
     }
-    return (float)s;
+    return rt_hsum8_ggml(acc);
 }
 
 float rt_dot_q4_0(int64_t n, const void *w, const void *x) {
@@ -167,10 +171,13 @@ float rt_dot_iq4_xs(int64_t n, const void *w, const void *x) {
 
 /* ---- float helpers ------------------------------------------------------------------------- */
 
+/* ggml's tinyBLAS F16 order on AVX-512 (the attention q.k of llama.cpp): lane i % 16
+ * accumulates fmaf(a[i], b[i], .) in index order, then rt_hsum16_ggml. Every table gives
+ * these bits. */
 float rt_dot_f16_f32(int64_t n, const uint16_t *a, const float *b) {
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += (double)rt_f16_to_f32(a[i]) * b[i];
-    return (float)s;
+    float acc[16] = { 0 };
+    for (int64_t i = 0; i < n; i++) acc[i % 16] = fmaf(rt_f16_to_f32(a[i]), b[i], acc[i % 16]);
+    return rt_hsum16_ggml(acc);
 }
 
 void rt_axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y) {

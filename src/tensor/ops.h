@@ -25,10 +25,12 @@ typedef enum op_rope_kind { OP_ROPE_NORM = 0, OP_ROPE_NEOX = 2 } op_rope_kind;
  * position pos * freq_scale (freq_scale = 1 / linear scaling factor). */
 void op_rope_cache(float *cos_sin, int32_t pos, int n_rot, float base, float freq_scale,
                    const float *freq_factors);
-/* Applies a cache from op_rope_cache to one head. */
+/* Applies a cache from op_rope_cache to one head: x0*c - x1*s and x0*s + x1*c with the
+ * first product fused (fmaf), as ggml's compiled kernel does. */
 void op_rope_apply(float *head, const float *cos_sin, int n_rot, op_rope_kind kind);
 
-/* In-place softmax over n values (max-subtracted, sum in double, index order). */
+/* In-place softmax over n values, max-subtracted, in ggml's order (ops.c): the exps of each
+ * chunk of 16 summed in float as a tree, the chunk sums and the tail in double. */
 void op_softmax(float *x, int64_t n);
 
 void op_silu(float *x, int64_t n);

@@ -53,7 +53,9 @@ void rt_to_float_q8_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* ggml: d = amax/127, id = 1/d (0 when d == 0), q = roundf(x*id); d stored as fp16. */
+/* ggml's x86 quantize_row_q8_0: d = amax/127 stored as fp16, id = 127/amax (0 when amax is
+ * 0; not 1/d), q = x*id rounded to nearest, ties to even (|x*id| <= 127.5, so the 1.5*2^23
+ * trick is exact). */
 void rt_from_float_q8_0(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     for (int64_t i = 0; i < n / QK8_0; i++, b += Q8_0_BYTES, src += QK8_0) {
@@ -63,10 +65,10 @@ void rt_from_float_q8_0(const float *src, void *dst, int64_t n) {
             amax = amax > v ? amax : v;
         }
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         wr_u16(b, rt_f32_to_f16(d));
         int8_t *qs = (int8_t *)(b + Q8_0_QS);
-        for (int j = 0; j < QK8_0; j++) qs[j] = (int8_t)roundf(src[j] * id);
+        for (int j = 0; j < QK8_0; j++) qs[j] = (int8_t)rt_nearest_int(src[j] * id);
     }
 }
 
@@ -113,16 +115,9 @@ void rt_to_float_q8_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* Round to nearest, ties to even, for |f| < 2^22 (ggml's nearest_int). */
-static inline int nearest_int(float f) {
-    const float v = f + 12582912.0f;
-    int32_t i;
-    memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
 
 /* ggml's quantize_row_q8_K_ref: max = the first value of largest magnitude, iscale =
- * -127/max, q = min(127, nearest_int(iscale*x)), d = 1/iscale, bsums = sums of 16 q's. An
+ * -127/max, q = min(127, rt_nearest_int(iscale*x)), d = 1/iscale, bsums = sums of 16 q's. An
  * all-zero block gets d = 0 and zero qs and bsums. */
 void rt_from_float_q8_K(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
@@ -139,7 +134,7 @@ void rt_from_float_q8_K(const float *src, void *dst, int64_t n) {
         }
         const float iscale = -127.0f / max;
         for (int j = 0; j < QK_K; j++) {
-            const int v = nearest_int(iscale * src[j]);
+            const int v = rt_nearest_int(iscale * src[j]);
             qs[j] = (int8_t)(v < 127 ? v : 127);
         }
         for (int j = 0; j < QK_K / 16; j++) {

@@ -48,8 +48,32 @@ static inline uint16_t rd_u16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); 
 static inline int16_t  rd_i16(const uint8_t *p) { int16_t v; memcpy(&v, p, 2); return v; }
 static inline float    rd_f32(const uint8_t *p) { float v; memcpy(&v, p, 4); return v; }
 static inline float    rd_f16(const uint8_t *p) { return rt_f16_to_f32(rd_u16(p)); }
+static inline int32_t  rt_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
 static inline void     wr_u16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 static inline void     wr_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
+
+/* Round to nearest, ties to even, for |f| < 2^22 (ggml's nearest_int; also what x86's
+ * round-to-nearest instructions give in that range). Independent of the FP environment. */
+static inline int rt_nearest_int(float f) {
+    return (rt_f32_bits(f + 12582912.0f) & 0x007fffff) - 0x00400000;
+}
+
+/* The Q8_0 x Q8_0 block dot as ggml's x86 kernels compute it: 8 float lanes, lane l of a block
+ * adds the exact int32 sum of products of bytes 4l..4l+3 times the float product of the two
+ * fp16 scales with one fused multiply-add, blocks in order; then the lanes are reduced as
+ * ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)). Every table reproduces this order exactly. */
+static inline float rt_hsum8_ggml(const float l[8]) {
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+/* The reduction of 16 float lanes of ggml's AVX-512 kernels (_mm512_reduce_add_ps):
+ * halves, then quarters, then ((l0+l2)+(l1+l3)) of what is left. */
+static inline float rt_hsum16_ggml(const float l[16]) {
+    float h[8], q[4];
+    for (int i = 0; i < 8; i++) h[i] = l[i] + l[i + 8];
+    for (int i = 0; i < 4; i++) q[i] = h[i] + h[i + 4];
+    return (q[0] + q[2]) + (q[1] + q[3]);
+}
 
 /* Q4_K / Q5_K: the 12 scale bytes hold 8 six-bit scales and 8 six-bit mins.
  * Sub-blocks 0-3: sc = q[j] & 63, m = q[j+4] & 63; sub-blocks 4-7 take their low 4 bits from

@@ -151,12 +151,15 @@ static void test_q8_0_quantize(void **state) {
         assert_int_equal(d, 0x3C00);                    /* amax 127 -> d = 1 */
         const int8_t *q = (const int8_t *)(b + 2);
         assert_int_equal(q[0], 127);
-        assert_int_equal(q[1], 3);                      /* roundf: half away from zero */
-        assert_int_equal(q[2], -3);
+        assert_int_equal(q[1], 2);                      /* ggml x86: half to even */
+        assert_int_equal(q[2], -2);
         assert_int_equal(q[3], 0);
-        assert_int_equal(q[4], -1);
-        assert_int_equal(q[5], 127);
-        assert_int_equal(q[6], -11);                    /* (6-20)*0.75 = -10.5 -> -11 */
+        assert_int_equal(q[4], 0);
+        assert_int_equal(q[5], 126);
+        assert_int_equal(q[6], -10);                    /* (6-20)*0.75 = -10.5 -> -10 */
+        assert_int_equal(q[8], -9);
+        assert_int_equal(q[10], -8);                    /* -7.5 -> -8 */
+        assert_int_equal(q[31], 8);                     /* 8.25 -> 8 */
         memcpy(&d, b + 34, 2);
         assert_int_equal(d, 0);
         for (int j = 0; j < 32; j++) assert_int_equal(b[36 + j], 0);

@@ -2,7 +2,9 @@
  *
  * Follows llama.cpp's non-flash path closely: K and V are stored as F16, the query is rounded
  * to F16 before q·k, the scores are scaled by 1/sqrt(head_dim) and soft-maxed in F32, and the
- * probabilities are rounded to F16 before they weight V.
+ * probabilities are rounded to F16 before they weight V. The sums are done in the order of
+ * llama.cpp's AVX-512 kernels (dot_f16_f32, op_softmax, att_weighted_v), so that its logits
+ * are reproduced to the last bit wherever libm's expf agrees with ggml's.
  *
  * Determinism: each (token, head) output is computed by one thread, reading the sequence's
  * positions 0..pos in increasing order, whatever cells they live in. */
@@ -19,16 +21,47 @@ typedef struct att_job {
     int        kv_layer;
 } att_job;
 
-/* One (token, head): scores over the sequence's context, softmax, weighted sum of V. */
+/* V rows are summed in chunks of ATT_DV_CHUNK values, 16 partial sums each (stack). */
+#define ATT_DV_CHUNK 64
+
+/* out[d] = sum over positions p of pr[p] * v_p[d] in llama.cpp's order (its tinyBLAS F16
+ * kernel on AVX-512): position p goes to lane p % 16 with an FMA, positions in increasing
+ * order, and the 16 lanes are reduced as _mm512_reduce_add_ps does. */
+static void att_weighted_v(const att_job *j, int32_t t, int g, const float *pr, int32_t n_ctx, float *out) {
+    model_fwd *f = j->f;
+    const int dv = j->m->hp.head_dim_v;
+    float lane[16][ATT_DV_CHUNK];
+    for (int d0 = 0; d0 < dv; d0 += ATT_DV_CHUNK) {
+        const int nd = dv - d0 < ATT_DV_CHUNK ? dv - d0 : ATT_DV_CHUNK;
+        memset(lane, 0, sizeof lane);
+        for (int32_t p = 0; p < n_ctx; p++) {
+            const int32_t c = kv_seq_cell(f->kv, f->seq[t], p);
+            if (c < 0) continue;
+            f->kern->axpy_f16(nd, pr[p], kv_v_row(f->kv, j->kv_layer, c) + (int64_t)g * dv + d0, lane[p % 16]);
+        }
+        for (int d = 0; d < nd; d++) {
+            float h[8], q[4];
+            for (int l = 0; l < 8; l++) h[l] = lane[l][d] + lane[l + 8][d];
+            for (int l = 0; l < 4; l++) q[l] = h[l] + h[l + 4];
+            out[d0 + d] = (q[0] + q[2]) + (q[1] + q[3]);
+        }
+    }
+}
+
+/* One (token, head): scores over the sequence's context, softmax, weighted sum of V.
+ * The scores row is padded with -inf to a multiple of 16, as llama.cpp's padded KV view is,
+ * so the softmax sums the same chunks. */
 static void att_one(const att_job *j, int32_t t, int h, float *ws) {
     const model_hparams *hp = &j->m->hp;
     model_fwd *f = j->f;
     const int dk = hp->head_dim_k, dv = hp->head_dim_v;
     const int g = h / (hp->n_head / hp->n_head_kv);
     const int32_t n_ctx = f->pos[t] + 1;
+    const int32_t n_pad = (n_ctx + 15) & ~15;
     float *qr = ws;                       /* [dk] query rounded to F16 */
-    float *sc = ws + dk;                  /* [n_ctx] scores, then probabilities */
-    uint16_t *q16 = (uint16_t *)(sc + kv_n_cells(f->kv));  /* [dk] */
+    float *sc = ws + dk;                  /* [n_pad] scores, then probabilities (n_pad <= n_cells
+                                           * + 15: within att_ws_floats) */
+    uint16_t *q16 = (uint16_t *)(sc + kv_n_cells(f->kv));  /* [dk], dead once scores exist */
     float *out = f->att + (int64_t)t * hp->n_head * dv + (int64_t)h * dv;
 
     f->kern->f32_to_f16_row(f->q + (int64_t)t * hp->n_head * dk + (int64_t)h * dk, q16, dk);
@@ -40,15 +73,10 @@ static void att_one(const att_job *j, int32_t t, int h, float *ws) {
         sc[p] = c < 0 ? -INFINITY
                       : f->kern->dot_f16_f32(dk, kv_k_row(f->kv, j->kv_layer, c) + (int64_t)g * dk, qr) * scale;
     }
-    op_softmax(sc, n_ctx);
-
-    memset(out, 0, (size_t)dv * sizeof *out);
-    for (int32_t p = 0; p < n_ctx; p++) {
-        const int32_t c = kv_seq_cell(f->kv, f->seq[t], p);
-        if (c < 0) continue;
-        const float pr = rt_f16_to_f32(rt_f32_to_f16(sc[p]));
-        f->kern->axpy_f16(dv, pr, kv_v_row(f->kv, j->kv_layer, c) + (int64_t)g * dv, out);
-    }
+    for (int32_t p = n_ctx; p < n_pad; p++) sc[p] = -INFINITY;
+    op_softmax(sc, n_pad);
+    for (int32_t p = 0; p < n_ctx; p++) sc[p] = rt_f16_to_f32(rt_f32_to_f16(sc[p]));
+    att_weighted_v(j, t, g, sc, n_ctx, out);
 }
 
 static void att_job_fn(void *arg, int ith, int nth) {

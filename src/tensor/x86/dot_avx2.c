@@ -9,26 +9,17 @@
  * sign trick of x86_dot_i8 and the maddubs bounds below rely on. */
 #include "tensor/x86/simd_x86.h"
 
+/* rt_dot_q8_0's order (tensor_impl.h): one 8-lane accumulator, one FMA per block. */
 static float dot_q8_0(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     const int64_t nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2, a += 2 * Q8_0_BYTES, b += 2 * Q8_0_BYTES) {
-        const __m256i p0 = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_QS)),
-                                      _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
-        const __m256i p1 = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_BYTES + Q8_0_QS)),
-                                      _mm256_loadu_si256((const __m256i *)(b + Q8_0_BYTES + Q8_0_QS)));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q8_0_BYTES) * x86_f16(b + Q8_0_BYTES)),
-                               _mm256_cvtepi32_ps(p1), acc1);
-    }
-    if (i < nb) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, a += Q8_0_BYTES, b += Q8_0_BYTES) {
         const __m256i p = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_QS)),
                                      _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p), acc0);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p), acc);
     }
-    return x86_hsum_ps(_mm256_add_ps(acc0, acc1));
+    return x86_hsum_ps(acc);
 }
 
 /* One Q4_0 block times one Q8_0 block: 8 int32 lanes. */

@@ -4,7 +4,8 @@
  * Contract as dot_avx2.c: n a multiple of the block size, unaligned loads only, exact
  * integer parts per block, float FMA of the block scales into 16-lane accumulators reduced
  * at the end in a fixed order (invariant 1). Q8_0/Q4_0 take two blocks per 512-bit step
- * and finish an odd block with 256-bit code; Q4_K/Q5_K/Q6_K/IQ4_XS take 64 elements per
+ * and finish an odd block with 256-bit code (Q8_0 then FMAs each block into one 8-lane
+ * accumulator, ggml's order); Q4_K/Q5_K/Q6_K/IQ4_XS take 64 elements per
  * step: maddubs (u8 x s8 -> s16 pairs, no saturation for these ranges) then VNNI dpwssd
  * with the sub-block scales, one int32 accumulator per block. */
 #include "tensor/x86/simd_x86.h"
@@ -40,25 +41,28 @@ static inline __m512i ld512_blocks(const uint8_t *p, size_t stride) {
     return join256(_mm256_loadu_si256((const __m256i *)p), _mm256_loadu_si256((const __m256i *)(p + stride)));
 }
 
+/* rt_dot_q8_0's order (tensor_impl.h): the integer parts of two blocks per 512-bit step,
+ * then one 8-lane FMA per block into a single accumulator, blocks in order. */
 static float dot_q8_0(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     const int64_t nb = n / QK8_0;
-    __m512 acc = _mm512_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2, a += 2 * Q8_0_BYTES, b += 2 * Q8_0_BYTES) {
         const __m512i qa = ld512_blocks(a + Q8_0_QS, Q8_0_BYTES);
         const __m512i qb = ld512_blocks(b + Q8_0_QS, Q8_0_BYTES);
         const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(qa), neg_where(qb, qa));
-        const __m512 d = dup2_ps(x86_f16(a) * x86_f16(b), x86_f16(a + Q8_0_BYTES) * x86_f16(b + Q8_0_BYTES));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
+        const __m512 pf = _mm512_cvtepi32_ps(p);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm512_castps512_ps256(pf), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q8_0_BYTES) * x86_f16(b + Q8_0_BYTES)),
+                              _mm512_extractf32x8_ps(pf, 1), acc);
     }
-    float s = hsum512(acc);
     if (i < nb) {
         const __m256i p = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_QS)),
                                      _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
-        s += x86_hsum_ps(_mm256_mul_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p), acc);
     }
-    return s;
+    return x86_hsum_ps(acc);
 }
 
 static float dot_q4_0(int64_t n, const void *w, const void *x) {

@@ -68,20 +68,28 @@ static float vec_dot_bf16(int64_t n, const void *w, const void *x) {
     return s;
 }
 
+/* rt_dot_f16_f32's order: lanes 0-7 and 8-15 of the 16 are lo and hi; x86_hsum_ps of
+ * lo + hi is rt_hsum16_ggml. A tail (n % 16) goes lane by lane in scalar FMAs. */
 static float dot_f16_f32(int64_t n, const uint16_t *a16, const float *b) {
     const uint8_t *a = (const uint8_t *)a16;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    __m256 lo = _mm256_setzero_ps(), hi = lo;
     int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i + 16), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i + 32), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i + 48), _mm256_loadu_ps(b + i + 24), s3);
+    for (; i + 16 <= n; i += 16) {
+        lo = _mm256_fmadd_ps(ld_f16x8(a + 2 * i), _mm256_loadu_ps(b + i), lo);
+        hi = _mm256_fmadd_ps(ld_f16x8(a + 2 * i + 16), _mm256_loadu_ps(b + i + 8), hi);
     }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i), _mm256_loadu_ps(b + i), s0);
-    float s = reduce4(s0, s1, s2, s3);
-    for (; i < n; i++) s += rt_f16_to_f32(a16[i]) * b[i];
-    return s;
+    if (i < n) {
+        float l[16];
+        _mm256_storeu_ps(l, lo);
+        _mm256_storeu_ps(l + 8, hi);
+        for (int k = 0; i < n; i++, k++) {
+            const __m128 r = _mm_fmadd_ss(_mm_set_ss(rt_f16_to_f32(a16[i])), _mm_set_ss(b[i]), _mm_set_ss(l[k]));
+            l[k] = _mm_cvtss_f32(r);
+        }
+        lo = _mm256_loadu_ps(l);
+        hi = _mm256_loadu_ps(l + 8);
+    }
+    return x86_hsum_ps(_mm256_add_ps(lo, hi));
 }
 
 /* y = fmaf(alpha, x, y) per element: identical to the scalar reference. */

@@ -46,7 +46,20 @@ static float dot_f32_f32(int64_t n, const float *a, const float *b) { return dot
 static float vec_dot_f32(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f32, ld_f32); }
 static float vec_dot_f16(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f16, ld_f16); }
 static float vec_dot_bf16(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_bf16, ld_bf16); }
-static float dot_f16_f32(int64_t n, const uint16_t *a, const float *b) { return dot_body(n, a, b, ld_f16, ld_f32); }
+
+/* rt_dot_f16_f32's order: one 16-lane accumulator (lanes past a tail keep their value),
+ * reduced as rt_hsum16_ggml (written out: the compiler's reduce intrinsic may differ). */
+static float dot_f16_f32(int64_t n, const uint16_t *a, const float *b) {
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(ld_f16(a, i, 0xFFFF), ld_f32(b, i, 0xFFFF), acc);
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        acc = _mm512_mask3_fmadd_ps(ld_f16(a, i, m), ld_f32(b, i, m), acc, m);
+    }
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    return x86_hsum_ps(h);
+}
 
 /* y = fmaf(alpha, x, y) per element: identical to the scalar reference. */
 static void axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y) {

@@ -2,8 +2,8 @@
  *
  * Every function produces exactly the bytes (or floats) of its scalar reference in
  * quant_ref.c: the same IEEE operations in the same order per element (max is exact in any
- * order; d, id and iscale are computed in scalar code), and roundf / nearest_int emulated
- * exactly (simd_x86.h). Contract as the scalar ones: n a multiple of the block size, no
+ * order; d, id and iscale are computed in scalar code), and round-to-nearest-even exactly as the
+ * scalar code. Contract as the scalar ones: n a multiple of the block size, no
  * alignment, no overlap. */
 #include "tensor/x86/simd_x86.h"
 
@@ -25,11 +25,12 @@ static void from_float_q8_0(const float *src, void *dst, int64_t n) {
         }
         const float amax = x86_hmax_ps(m);
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         wr_u16(b, rt_f32_to_f16(d));
         __m256i q[4];
         for (int k = 0; k < 4; k++)
-            q[k] = _mm256_cvttps_epi32(x86_roundf_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id))));
+            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         _mm256_storeu_si256((__m256i *)(b + Q8_0_QS), pack_i32_i8(q[0], q[1], q[2], q[3]));
     }
 }

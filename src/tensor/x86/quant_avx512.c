@@ -3,19 +3,13 @@
  *
  * Every function produces exactly the bytes (or floats) of its scalar reference
  * (quant_ref.c), as in quant_avx2.c: same IEEE operations per element, scale factors
- * computed in scalar code, roundf / nearest_int emulated exactly. Tails of the float types
+ * computed in scalar code, round-to-nearest-even exactly as the scalar code. Tails of the float types
  * use masked loads and stores. Contract as the scalar ones. */
 #include "tensor/x86/simd_x86.h"
 
-static inline __mmask16 tail_mask(int64_t rem) { return (__mmask16)((1u << rem) - 1u); }
+#define RN_EXACT (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
-/* roundf of every lane (half away from zero), exact for |v| < 2^23. */
-static inline __m512 roundf16(__m512 v) {
-    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
-    return _mm512_mask_add_ps(t, up, t, one);
-}
+static inline __mmask16 tail_mask(int64_t rem) { return (__mmask16)((1u << rem) - 1u); }
 
 static void from_float_q8_0(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
@@ -23,11 +17,11 @@ static void from_float_q8_0(const float *src, void *dst, int64_t n) {
         const __m512 v0 = _mm512_loadu_ps(src), v1 = _mm512_loadu_ps(src + 16);
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         wr_u16(b, rt_f32_to_f16(d));
         const __m512 vid = _mm512_set1_ps(id);
-        const __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(roundf16(_mm512_mul_ps(v0, vid))));
-        const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(roundf16(_mm512_mul_ps(v1, vid))));
+        const __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, vid), RN_EXACT));
+        const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, vid), RN_EXACT));
         _mm_storeu_si128((__m128i *)(b + Q8_0_QS), q0);
         _mm_storeu_si128((__m128i *)(b + Q8_0_QS + 16), q1);
     }

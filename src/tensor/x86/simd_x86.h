@@ -71,15 +71,6 @@ static inline uint64_t x86_iq4xs_scales(const uint8_t *blk) {
     return _pdep_u64(sl, 0x0F0F0F0F0F0F0F0Full) | _pdep_u64(rd_u16(blk + IQ4_XS_SH), 0x3030303030303030ull);
 }
 
-/* roundf (half away from zero) of every lane, exactly, for |v| < 2^23. */
-static inline __m256 x86_roundf_ps(__m256 v) {
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 frac = x86_abs_ps(_mm256_sub_ps(v, t));
-    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
-    const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    return _mm256_add_ps(t, _mm256_and_ps(up, one));
-}
-
 /* ggml's nearest_int on every lane (round half to even via the 1.5*2^23 trick), |v| < 2^22. */
 static inline __m256i x86_nearest_int(__m256 v) {
     const __m256 m = _mm256_add_ps(v, _mm256_set1_ps(12582912.0f));
