@@ -5,7 +5,7 @@
  *     weight type's vec_dot_type (rows split among threads; a row's bytes never depend on
  *     who quantizes it);
  *  2. output rows are split among threads (tp_split); each Y element is exactly one vec_dot
- *     call (tensor.h invariant 2). Rows are walked in tiles of MM_TILE weight rows, and each
+ *     call, or one lane of a vec_dot4 call, which gives the same bits (tensor.h invariant 2). Rows are walked in tiles of MM_TILE weight rows, and each
  *     tile is dotted with every token before the next, so a batch reads W from memory once.
  *
  * Scratch layout: n_tok rows, each tensor_row_bytes(vec_dot_type, n_in) rounded up to 64
@@ -48,9 +48,19 @@ static void mm_dot(void *arg, int ith, int nth) {
     long lo, hi;
     tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
     const tensor_vec_dot_fn dot = j->k->vec_dot[j->wtype];
+    const tensor_vec_dot4_fn dot4 = j->k->vec_dot4[j->wtype];
     for (long r0 = lo; r0 < hi; r0 += MM_TILE) {
         const long r1 = r0 + MM_TILE < hi ? r0 + MM_TILE : hi;
-        for (int64_t t = 0; t < j->n_tok; t++) {
+        int64_t t = 0;
+        for (; dot4 && t + 4 <= j->n_tok; t += 4) {   /* four tokens per weight row read */
+            const uint8_t *x = j->Xq + (size_t)t * j->x_stride;
+            float *y = j->Y + t * j->ldy, out[4];
+            for (long r = r0; r < r1; r++) {
+                dot4(j->n_in, j->W + (size_t)r * j->w_stride, x, j->x_stride, out);
+                for (int q = 0; q < 4; q++) y[q * j->ldy + r] = out[q];
+            }
+        }
+        for (; t < j->n_tok; t++) {
             const uint8_t *x = j->Xq + (size_t)t * j->x_stride;
             float *y = j->Y + t * j->ldy;
             for (long r = r0; r < r1; r++) y[r] = dot(j->n_in, j->W + (size_t)r * j->w_stride, x);

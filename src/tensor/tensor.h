@@ -34,12 +34,17 @@ typedef void (*tensor_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*tensor_from_float_fn)(const float *src, void *dst, int64_t n);
 /* Dot product of n elements: w in the weight type, x in that type's vec_dot_type. */
 typedef float (*tensor_vec_dot_fn)(int64_t n, const void *w, const void *x);
+/* Four dot products of one weight row with the activation rows x, x + x_stride, x + 2*x_stride,
+ * x + 3*x_stride: out[j] is bit-identical to vec_dot(n, w, x + j*x_stride) (it performs the
+ * same operations in the same order; it only interleaves the four chains). */
+typedef void (*tensor_vec_dot4_fn)(int64_t n, const void *w, const void *x, size_t x_stride, float out[4]);
 
 typedef struct tensor_kernels {
     const char          *isa;                       /* "scalar", "avx2", "avx512" */
     tensor_to_float_fn   to_float[GGUF_T_COUNT];    /* NULL where the type is not supported */
     tensor_from_float_fn from_float[GGUF_T_COUNT];  /* quantizers, for activations and weights */
     tensor_vec_dot_fn    vec_dot[GGUF_T_COUNT];     /* indexed by the weight type */
+    tensor_vec_dot4_fn   vec_dot4[GGUF_T_COUNT];    /* optional (NULL: matmul uses vec_dot) */
 
     /* Float helpers for attention over an F16 KV cache. Any n >= 0; pointers need only the
      * natural alignment of their element type (no SIMD alignment);

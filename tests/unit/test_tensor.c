@@ -314,6 +314,44 @@ static void test_vec_dot(void **state) {
     }
 }
 
+/* vec_dot4 (where a table has it) gives, lane for lane, the bits of vec_dot. */
+static void test_vec_dot4(void **state) {
+    (void)state;
+    rng r = { 7 };
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const int64_t lens[] = { 32, 96, 256, 4096, 4128 };
+    int checked = 0;
+    for (int k = 0; k < nt; k++)
+        for (size_t i = 0; i < N_TYPES; i++) {
+            const uint32_t wt = k_types[i].type, vt = tensor_vec_dot_type(wt);
+            if (!tab[k]->vec_dot4[wt]) continue;
+            for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+                const int64_t n = lens[l];
+                if (n % tensor_block_size(wt) || n % tensor_block_size(vt)) continue;
+                const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(vt, n) + 3;  /* odd stride */
+                float *f = xalloc((size_t)n * 4), out[4];
+                uint8_t *w = xalloc(wb), *x = xalloc(4 * xb);
+                fill_rough(&r, f, n);
+                tab[0]->from_float[wt](f, w, n);
+                for (int j = 0; j < 4; j++) {
+                    fill_rough(&r, f, n);
+                    tab[k]->from_float[vt](f, x + j * xb, n);
+                }
+                tab[k]->vec_dot4[wt](n, w, x, xb, out);
+                for (int j = 0; j < 4; j++) {
+                    const float one = tab[k]->vec_dot[wt](n, w, x + j * xb);
+                    if (memcmp(&one, &out[j], 4) != 0)
+                        fail_msg("%s: vec_dot4 type %u n %lld lane %d: %.9g vs vec_dot %.9g", tab[k]->isa,
+                                 (unsigned)wt, (long long)n, j, out[j], one);
+                }
+                checked++;
+                free(f); free(w); free(x);
+            }
+        }
+    if (tensor_kernels_avx2()) assert_true(checked > 0);
+}
+
 /* ---- f16 helpers ------------------------------------------------------------------------------ */
 
 static void test_f32_to_f16_row(void **state) {
@@ -498,6 +536,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_quantize_identical),
         cmocka_unit_test(test_vec_dot),
+        cmocka_unit_test(test_vec_dot4),
         cmocka_unit_test(test_f32_to_f16_row),
         cmocka_unit_test(test_f16_helpers),
         cmocka_unit_test(test_matmul),

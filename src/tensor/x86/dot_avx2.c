@@ -22,6 +22,23 @@ static float dot_q8_0(int64_t n, const void *w, const void *x) {
     return x86_hsum_ps(acc);
 }
 
+/* dot_q8_0 for four activation rows at once (independent chains, same operations). */
+static void dot4_q8_0(int64_t n, const void *w, const void *x, size_t xs, float out[4]) {
+    const uint8_t *a = w, *b = x;
+    const int64_t nb = n / QK8_0;
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    for (int64_t i = 0; i < nb; i++, a += Q8_0_BYTES, b += Q8_0_BYTES) {
+        const __m256i qa = _mm256_loadu_si256((const __m256i *)(a + Q8_0_QS));
+        const float da = x86_f16(a);
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *bj = b + j * xs;
+            const __m256i p = x86_dot_i8(qa, _mm256_loadu_si256((const __m256i *)(bj + Q8_0_QS)));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(da * x86_f16(bj)), _mm256_cvtepi32_ps(p), acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = x86_hsum_ps(acc[j]);
+}
+
 /* One Q4_0 block times one Q8_0 block: 8 int32 lanes. */
 static inline __m256i q4_0_block(const uint8_t *a, const uint8_t *b) {
     const __m256i q = _mm256_sub_epi8(x86_unpack_nib16(a + Q4_0_QS), _mm256_set1_epi8(8));
@@ -170,6 +187,7 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
 
 void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
+    k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;

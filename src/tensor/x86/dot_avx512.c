@@ -65,6 +65,37 @@ static float dot_q8_0(int64_t n, const void *w, const void *x) {
     return x86_hsum_ps(acc);
 }
 
+/* dot_q8_0 for four activation rows at once: the weight blocks are loaded once and the four
+ * accumulators are independent FMA chains; each performs exactly dot_q8_0's operations. */
+static void dot4_q8_0(int64_t n, const void *w, const void *x, size_t xs, float out[4]) {
+    const uint8_t *a = w, *b = x;
+    const int64_t nb = n / QK8_0;
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2, a += 2 * Q8_0_BYTES, b += 2 * Q8_0_BYTES) {
+        const __m512i qa = ld512_blocks(a + Q8_0_QS, Q8_0_BYTES);
+        const __m512i ua = _mm512_abs_epi8(qa);
+        const float d0 = x86_f16(a), d1 = x86_f16(a + Q8_0_BYTES);
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *bj = b + j * xs;
+            const __m512i qb = ld512_blocks(bj + Q8_0_QS, Q8_0_BYTES);
+            const __m512 pf = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ua, neg_where(qb, qa)));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * x86_f16(bj)), _mm512_castps512_ps256(pf), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * x86_f16(bj + Q8_0_BYTES)), _mm512_extractf32x8_ps(pf, 1),
+                                     acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++) {
+        if (i < nb) {
+            const uint8_t *bj = b + j * xs;
+            const __m256i p = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_QS)),
+                                         _mm256_loadu_si256((const __m256i *)(bj + Q8_0_QS)));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(bj)), _mm256_cvtepi32_ps(p), acc[j]);
+        }
+        out[j] = x86_hsum_ps(acc[j]);
+    }
+}
+
 static float dot_q4_0(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     const int64_t nb = n / QK4_0;
@@ -218,6 +249,7 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
 
 void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
+    k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
