@@ -12,7 +12,10 @@
  * bytes (so every row starts 64-byte aligned when scratch is). */
 #include "tensor/tensor_impl.h"
 
-#define MM_TILE 16   /* weight rows per tile: 16 rows of 4096 Q8_0 = 70 KB, within L2 */
+#define MM_TILE 16
+/* Below this many multiply-adds a matmul runs on the calling thread alone: waking the
+ * workers would cost more than it saves (the result is the same either way). */
+#define MM_MIN_PARALLEL (1 << 19)   /* weight rows per tile: 16 rows of 4096 Q8_0 = 70 KB, within L2 */
 
 static size_t act_stride(uint32_t wtype, int64_t n_in) {
     const size_t rb = tensor_row_bytes(tensor_vec_dot_type(wtype), n_in);
@@ -78,8 +81,9 @@ void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const
         .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .ldy = ldy, .X = X, .Y = Y,
         .Xq = scratch,
     };
-    tp_run(n_tok > 1 ? pool : NULL, mm_quantize, &j);
-    tp_run(pool, mm_dot, &j);
+    const bool small = (double)n_out * (double)n_in * (double)n_tok < MM_MIN_PARALLEL;
+    tp_run(n_tok > 1 && !small ? pool : NULL, mm_quantize, &j);
+    tp_run(small ? NULL : pool, mm_dot, &j);
 }
 
 void tensor_get_row(const tensor_kernels *k, uint32_t type, const void *W, int64_t n_in,

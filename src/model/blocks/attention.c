@@ -118,7 +118,9 @@ void block_attention(const struct recur_model *m, model_fwd *f, const model_laye
     att_prepare(m, f, L, kv_layer);
 
     att_job j = { m, f, kv_layer };
-    tp_run(f->pool, att_job_fn, &j);
+    /* a small job runs on the caller alone: waking the workers would cost more */
+    const double work = (double)f->n_tok * m->hp.n_head * (f->pos[f->n_tok - 1] + 1) * m->hp.head_dim_k;
+    tp_run(work < (1 << 18) ? NULL : f->pool, att_job_fn, &j);
 
     fwd_matmul(f, &L->wo, f->att, f->tmp);
     if (L->bo.data) {
