@@ -39,16 +39,17 @@ static bool vec_push(jparser *p, jnvec *vec, jnode *n, jstr *name) {
     return true;
 }
 
-/* A node of kind k whose kids are `first` (when not NULL) followed by vec. */
-static jnode *vec_node(jparser *p, jn_kind k, const jtok *at, jnode *first, jnvec *vec, bool with_names) {
-    int off = first ? 1 : 0;
+/* A node of kind k whose kids are `first` (a slot kept even when NULL, if has_first) then vec. */
+static jnode *vec_node(jparser *p, jn_kind k, const jtok *at, bool has_first, jnode *first, jnvec *vec,
+                       bool with_names) {
+    int off = has_first ? 1 : 0;
     jnode *n = jp_node(p, k, at, vec->n + off);
     if (n && with_names) {
         n->names = jarena_alloc(p->a, (size_t)(vec->n + off) * sizeof *n->names);
         if (!n->names) n = NULL, jp_nomem(p);
     }
     if (n) {
-        if (first) n->kid[0] = first;
+        if (has_first) n->kid[0] = first;
         for (int i = 0; i < vec->n; i++) {
             n->kid[i + off] = vec->v[i];
             if (with_names) n->names[i + off] = vec->names[i];
@@ -108,7 +109,7 @@ static jnode *collection(jparser *p, jn_kind k, int close) {
         if (k == JN_DICT && (!jp_expect_op(p, ':') || !vec_push(p, &vec, jp_expr(p), NULL))) goto fail;
     }
     jp_next(p);
-    return vec_node(p, k, at, NULL, &vec, false);
+    return vec_node(p, k, at, false, NULL, &vec, false);
 fail:
     free(vec.v);
     free(vec.names);
@@ -131,7 +132,7 @@ static jnode *paren(jparser *p) {
         if (!vec_push(p, &vec, jp_expr(p), NULL)) { free(vec.v); free(vec.names); return NULL; }
     }
     if (!jp_expect_op(p, ')')) { free(vec.v); free(vec.names); return NULL; }
-    return vec_node(p, JN_TUPLE, at, first, &vec, false);
+    return vec_node(p, JN_TUPLE, at, true, first, &vec, false);
 }
 
 static jnode *primary(jparser *p) {
@@ -158,7 +159,14 @@ static jnode *primary(jparser *p) {
         break;
     default: break;
     }
-    jp_fail(p, k, "unexpected %s", k->t == JT_EOF ? "end of template" : k->t == JT_OP ? "operator" : "token");
+    if (k->t == JT_OP) {
+        static const char *const two[] = {"==", "!=", "<=", ">=", "//", "**"};
+        char b[2] = {(char)k->op, 0};
+        jp_fail(p, k, "unexpected '%s'", k->op >= JTO_EQ ? two[k->op - JTO_EQ] : b);
+    } else {
+        jp_fail(p, k, "unexpected %s", k->t == JT_EOF ? "end of template" : k->t == JT_VAR_END ? "'}}'"
+                : k->t == JT_BLOCK_END ? "'%}'" : "token");
+    }
     return NULL;
 }
 
@@ -193,7 +201,9 @@ static jnode *call(jparser *p, jnode *callee, jn_kind k, const jtok *at) {
         free(vec.names);
         return NULL;
     }
-    return vec_node(p, k, at, callee, &vec, true);
+    jnode *n = vec_node(p, k, at, true, callee, &vec, true);
+    if (n && k == JN_CALL) { n->line = callee->line; n->col = callee->col; }   /* report calls at the callee */
+    return n;
 }
 
 static jnode *subscript(jparser *p, jnode *obj) {
@@ -419,7 +429,7 @@ static jnode *compare(jparser *p) {
     }
     if (!vec.n) return first;
     int n_ops = vec.n;
-    jnode *n = vec_node(p, JN_COMPARE, at, first, &vec, false);
+    jnode *n = vec_node(p, JN_COMPARE, at, true, first, &vec, false);
     if (!n) return NULL;
     if (!(n->ops = jarena_alloc(p->a, (size_t)n_ops * sizeof *n->ops))) {
         jp_nomem(p);
@@ -501,5 +511,5 @@ jnode *jp_tuple(jparser *p, bool allow_cond) {
             return NULL;
         }
     }
-    return vec_node(p, JN_TUPLE, at, first, &vec, false);
+    return vec_node(p, JN_TUPLE, at, true, first, &vec, false);
 }

@@ -143,7 +143,12 @@ static jnode *body(jparser *p, const char *const *ends, const char **which) {
     for (;;) {
         const jtok *k = jp_peek(p);
         if (k->t == JT_EOF) {
-            if (ends) { jp_fail(p, k, "unexpected end of template: '%s' missing", ends[0]); goto fail; }
+            if (ends) {
+                int last = 0;
+                while (ends[last + 1]) last++;
+                jp_fail(p, k, "unexpected end of template: '%s' missing", ends[last]);
+                goto fail;
+            }
             break;
         }
         if (k->t == JT_BLOCK_BEGIN && p->pos + 1 < p->n && name_in(&p->t[p->pos + 1], ends)) {
