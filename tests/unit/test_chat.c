@@ -18,7 +18,10 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include "chat/chat.h"
 #include "chat/jinja.h"
+#include "gguf/gguf.h"
+#include "vocab/vocab.h"
 
 #define CASES_DIR RECUR_TESTDATA "/templates/cases"
 #define TMPL_DIR  RECUR_TESTDATA "/templates"
@@ -351,13 +354,197 @@ static void test_bounds(void **state) {
     assert_non_null(strstr(err, "work budget"));
 }
 
+/* ---- the chat layer ----------------------------------------------------------------------- */
+
+typedef struct loaded {
+    gguf_file      *g;
+    vocab          *v;
+    jinja_template *t;
+} loaded;
+
+static void load_vocab(const char *name, loaded *L) {
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/vocab/%s", RECUR_TESTDATA, name);
+    assert_int_equal(gguf_open(path, &L->g, err, sizeof err), RECUR_OK);
+    assert_int_equal(vocab_load(L->g, &L->v, err, sizeof err), RECUR_OK);
+    char *src = chat_template_from_gguf(L->g, NULL);
+    assert_non_null(src);
+    L->t = jinja_parse(src, strlen(src), err, sizeof err);
+    free(src);
+    assert_non_null(L->t);
+}
+
+static void unload(loaded *L) {
+    jinja_free(L->t);
+    vocab_free(L->v);
+    gguf_close(L->g);
+}
+
+/* the text of tokens [b, e), pieces rendered with special = true */
+static char *detok(const vocab *v, const recur_token *t, int32_t b, int32_t e) {
+    size_t n = 0, cap = 64;
+    char *s = malloc(cap), piece[512];
+    for (int32_t k = b; k < e; k++) {
+        int len = vocab_token_to_piece(v, t[k], piece, sizeof piece, true);
+        assert_true(len >= 0 && len < (int)sizeof piece);
+        if (n + (size_t)len + 1 > cap) s = realloc(s, cap = 2 * (n + (size_t)len + 1));
+        memcpy(s + n, piece, (size_t)len);
+        n += (size_t)len;
+    }
+    s[n] = 0;
+    return s;
+}
+
+/* every invariant of chat.h on one prompt; each message's tokens decode to its text */
+static void check_prompt(const vocab *v, const chat_prompt *cp) {
+    assert_true(cp->spans_exact);
+    int32_t prev = 0;
+    size_t tprev = 0;
+    for (int32_t i = 0; i < cp->n_messages; i++) {
+        assert_int_equal(cp->msg_tokens[i].begin, prev);
+        assert_true(cp->msg_tokens[i].end >= prev);
+        assert_int_equal(cp->msg_text[i].begin, tprev);
+        char *got = detok(v, cp->tokens, cp->msg_tokens[i].begin, cp->msg_tokens[i].end);
+        size_t tl = cp->msg_text[i].end - cp->msg_text[i].begin;
+        if (strlen(got) != tl || memcmp(got, cp->text + cp->msg_text[i].begin, tl)) {
+            printf("  message %d: tokens give \"%s\", text is \"%.*s\"\n", i, got, (int)tl, cp->text + cp->msg_text[i].begin);
+            fail();
+        }
+        free(got);
+        prev = cp->msg_tokens[i].end;
+        tprev = cp->msg_text[i].end;
+    }
+    assert_int_equal(cp->gen_prompt.begin, prev);
+    assert_int_equal(cp->gen_prompt.end, cp->n_tokens);
+    /* the tokens are those of the whole text */
+    recur_token *all = malloc(((size_t)cp->n_tokens + 8) * sizeof *all);
+    int n = vocab_tokenize(v, cp->text, cp->text_len, all, cp->n_tokens + 8, false, true);
+    assert_int_equal(n, cp->n_tokens);
+    assert_memory_equal(all, cp->tokens, (size_t)n * sizeof *all);
+    free(all);
+}
+
+static const char *k_conv =
+    "[{\"role\": \"system\", \"content\": \"You are terse.\"},"
+    " {\"role\": \"user\", \"content\": \"Hi \u00e9t\u00e9 \u4f60\u597d!\"},"
+    " {\"role\": \"assistant\", \"content\": \"<think>\\nhmm\\n</think>\\n\\nHello.\"},"
+    " {\"role\": \"user\", \"content\": \"What's the weather in Paris?\"},"
+    " {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"type\": \"function\", \"function\":"
+    "   {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}}]},"
+    " {\"role\": \"tool\", \"content\": \"{\\\"t\\\": 18}\"}]";
+
+static void test_chat_spans_qwen3(void **state) {
+    (void)state;
+    loaded L;
+    load_vocab("qwen3-vocab.gguf", &L);
+    json_t *msgs = json_loads(k_conv, 0, NULL), *kw = json_pack("{s:b}", "enable_thinking", 0);
+    json_t *tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}]", 0, NULL);
+    assert_non_null(msgs);
+    for (int variant = 0; variant < 4; variant++) {
+        chat_params p = {.messages = msgs, .add_generation_prompt = variant & 1, .tools = variant & 2 ? tools : NULL,
+                         .kwargs = kw};
+        chat_prompt cp;
+        char err[256];
+        assert_int_equal(chat_apply(L.t, L.v, &p, &cp, err, sizeof err), RECUR_OK);
+        assert_int_equal(cp.n_messages, 6);
+        check_prompt(L.v, &cp);
+        char *gen = detok(L.v, cp.tokens, cp.gen_prompt.begin, cp.gen_prompt.end);
+        assert_string_equal(gen, variant & 1 ? "<|im_start|>assistant\n<think>\n\n</think>\n\n" : "");
+        free(gen);
+        assert_non_null(memmem(cp.text + cp.msg_text[1].begin, cp.msg_text[1].end - cp.msg_text[1].begin,
+                               "Hi \u00e9t\u00e9", strlen("Hi \u00e9t\u00e9")));
+        assert_false(cp.think_open);
+        /* each message's part starts its own turn, even the re-rendered assistant turns */
+        for (int32_t i = 1; i < cp.n_messages; i++) {
+            const char *part = cp.text + cp.msg_text[i].begin;
+            assert_true(!strncmp(part, "<|im_start|>", 12) || !strncmp(part, "\n<tool_response>", 16));
+        }
+        assert_non_null(memmem(cp.text + cp.msg_text[2].begin, cp.msg_text[2].end - cp.msg_text[2].begin, "Hello.", 6));
+        chat_prompt_free(&cp);
+    }
+    /* a conversation of one message, and a template error */
+    json_t *one = json_loads("[{\"role\": \"user\", \"content\": \"x\"}]", 0, NULL);
+    chat_params p1 = {.messages = one, .add_generation_prompt = true};
+    chat_prompt cp;
+    char err[256];
+    assert_int_equal(chat_apply(L.t, L.v, &p1, &cp, err, sizeof err), RECUR_OK);
+    check_prompt(L.v, &cp);
+    assert_int_equal(cp.msg_tokens[0].begin, 0);
+    chat_prompt_free(&cp);
+    chat_params bad = {.messages = kw};
+    assert_int_equal(chat_apply(L.t, L.v, &bad, &cp, err, sizeof err), RECUR_E_INVALID);
+    json_decref(one);
+    json_decref(tools);
+    json_decref(msgs);
+    json_decref(kw);
+    unload(&L);
+}
+
+static void test_chat_bos(void **state) {
+    (void)state;
+    loaded L;
+    load_vocab("llama3-vocab.gguf", &L);   /* adds BOS; its template writes bos_token too */
+    json_t *msgs = json_loads(k_conv, 0, NULL);
+    json_array_remove(msgs, 5);
+    json_array_remove(msgs, 4);
+    chat_params p = {.messages = msgs, .add_generation_prompt = true};
+    chat_prompt cp;
+    char err[256];
+    assert_int_equal(chat_apply(L.t, L.v, &p, &cp, err, sizeof err), RECUR_OK);
+    assert_true(cp.n_tokens > 2);
+    assert_int_equal(cp.tokens[0], vocab_bos(L.v));
+    assert_int_not_equal(cp.tokens[1], vocab_bos(L.v));   /* no doubled BOS */
+    assert_true(cp.spans_exact);
+    assert_int_equal(cp.msg_tokens[0].begin, 0);
+    assert_int_equal(cp.gen_prompt.end, cp.n_tokens);
+    for (int32_t i = 1; i < cp.n_messages; i++) {
+        char *got = detok(L.v, cp.tokens, cp.msg_tokens[i].begin, cp.msg_tokens[i].end);
+        size_t tl = cp.msg_text[i].end - cp.msg_text[i].begin;
+        assert_int_equal(strlen(got), tl);
+        assert_memory_equal(got, cp.text + cp.msg_text[i].begin, tl);
+        free(got);
+    }
+    chat_prompt_free(&cp);
+    /* chat_render_context fills in bos_token/eos_token */
+    char *out;
+    jinja_template *t = jinja_parse("{{ bos_token }}|{{ eos_token }}", 31, err, sizeof err);
+    assert_int_equal(chat_render_context(t, L.v, NULL, NULL, &out, NULL, err, sizeof err), RECUR_OK);
+    assert_string_equal(out, "<|begin_of_text|>|<|end_of_text|>");
+    free(out);
+    jinja_free(t);
+    json_decref(msgs);
+    unload(&L);
+}
+
+static void expect_split(const char *text, bool open, const char *reasoning, const char *content, bool closed) {
+    chat_reasoning r = chat_split_reasoning(text, strlen(text), open);
+    assert_int_equal(r.reasoning_len, strlen(reasoning));
+    assert_memory_equal(r.reasoning, reasoning, r.reasoning_len);
+    assert_int_equal(r.content_len, strlen(content));
+    assert_memory_equal(r.content, content, r.content_len);
+    assert_int_equal(r.closed, closed);
+}
+
+static void test_reasoning_split(void **state) {
+    (void)state;
+    expect_split("<think>\nLet me think.\n</think>\n\nThe answer.", false, "Let me think.", "The answer.", true);
+    expect_split("  <think>a</think>b", false, "a", "b", true);
+    expect_split("Plain answer.", false, "", "Plain answer.", false);
+    expect_split("Plain <think>x</think>", false, "", "Plain <think>x</think>", false);
+    expect_split("\nreasoning only so far", true, "reasoning only so far", "", false);
+    expect_split("r</think>\n\nc", true, "r", "c", true);
+    expect_split("<think>unfinished", false, "unfinished", "", false);
+    expect_split("", false, "", "", false);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_template_cases), cmocka_unit_test(test_whitespace),
         cmocka_unit_test(test_values),         cmocka_unit_test(test_loops),
         cmocka_unit_test(test_macros_and_set), cmocka_unit_test(test_filters),
         cmocka_unit_test(test_methods),        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_bounds),         cmocka_unit_test(test_chat_spans_qwen3),
+        cmocka_unit_test(test_chat_bos),       cmocka_unit_test(test_reasoning_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
