@@ -1,0 +1,261 @@
+/* chat.c — chat templates applied to messages, tokenized with per-message spans; reasoning
+ * split of generated text. See chat.h for the contracts.
+ *
+ * Spans: render messages[0..i] (no generation prompt) for every i; the end of message i's
+ * text is the length of the common prefix of that rendering and the full one (kept
+ * non-decreasing). Tokens are then aligned with the text by their pieces.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat.h"
+#include "core/err.h"
+
+/* ---- the template and its context ---------------------------------------------------------- */
+
+char *chat_template_from_gguf(const gguf_file *g, const char *name) {
+    char key[256];
+    snprintf(key, sizeof key, name ? "tokenizer.chat_template.%s" : "tokenizer.chat_template", name);
+    gguf_str s;
+    if (!gguf_get_str(g, key, &s)) return NULL;
+    char *out = malloc(s.len + 1);
+    if (!out) return NULL;
+    memcpy(out, s.ptr, s.len);
+    out[s.len] = 0;
+    return out;
+}
+
+/* the stored text of token t, "" when t < 0 */
+static json_t *token_json(const vocab *v, recur_token t) {
+    size_t len = 0;
+    const char *s = v && t >= 0 ? vocab_token_text(v, t, &len) : NULL;
+    return json_stringn(s ? s : "", s ? len : 0);
+}
+
+recur_status chat_render_context(const jinja_template *t, const vocab *v, const json_t *context,
+                                 const struct tm *now, char **out, size_t *out_len, char *err, size_t err_len) {
+    *out = NULL;
+    if (context && !json_is_object(context)) return rc_fail(err, err_len, RECUR_E_INVALID, "the context must be a JSON object");
+    json_t *ctx = context ? json_copy((json_t *)context) : json_object();
+    if (!ctx) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
+    if (!json_object_get(ctx, "bos_token")) json_object_set_new(ctx, "bos_token", token_json(v, v ? vocab_bos(v) : -1));
+    if (!json_object_get(ctx, "eos_token")) json_object_set_new(ctx, "eos_token", token_json(v, v ? vocab_eos(v) : -1));
+    jinja_render_opts o = {.now = now};
+    recur_status st = jinja_render(t, ctx, &o, out, out_len, err, err_len);
+    json_decref(ctx);
+    return st;
+}
+
+/* messages[0, n) with p's other inputs; add_gen overrides p->add_generation_prompt */
+static recur_status render_n(const jinja_template *t, const vocab *v, const chat_params *p, size_t n, bool add_gen,
+                             char **out, size_t *out_len, char *err, size_t err_len) {
+    json_t *ctx = json_object(), *msgs = json_array();
+    if (!ctx || !msgs) { json_decref(ctx); json_decref(msgs); return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory"); }
+    for (size_t i = 0; i < n; i++) json_array_append(msgs, json_array_get(p->messages, i));
+    json_object_set_new(ctx, "messages", msgs);
+    bool tools = p->tools && json_is_array(p->tools) && json_array_size(p->tools) > 0;
+    json_object_set(ctx, "tools", tools ? (json_t *)p->tools : json_null());
+    json_object_set_new(ctx, "documents", json_null());
+    json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_gen));
+    if (p->kwargs && json_is_object(p->kwargs)) json_object_update(ctx, (json_t *)p->kwargs);
+    recur_status st = chat_render_context(t, v, ctx, p->now, out, out_len, err, err_len);
+    json_decref(ctx);
+    return st;
+}
+
+/* ---- spans --------------------------------------------------------------------------------- */
+
+static size_t common_prefix(const char *a, size_t an, const char *b, size_t bn) {
+    size_t i = 0;
+    while (i < an && i < bn && a[i] == b[i]) i++;
+    return i;
+}
+
+/* When the rendering of messages[0..i] stops agreeing with the full one at d before its end
+ * (templates render a message differently once later ones follow, e.g. Qwen3 drops the
+ * reasoning of earlier turns), message i still ends where the longest tail (up to 256 bytes)
+ * of that rendering first occurs in full[d..]: its end-of-turn text. Whether a tail of
+ * length k occurs is monotone in k, so a binary search finds the longest. */
+static size_t resync(const char *pre, size_t pre_len, const char *full, size_t full_len, size_t d) {
+    size_t lo = 0, hi = pre_len - d < 256 ? pre_len - d : 256;
+    while (lo < hi) {
+        size_t k = (lo + hi + 1) / 2;
+        if (memmem(full + d, full_len - d, pre + pre_len - k, k)) lo = k;
+        else hi = k - 1;
+    }
+    if (!lo) return d;
+    const char *q = memmem(full + d, full_len - d, pre + pre_len - lo, lo);
+    return (size_t)(q - full) + lo;
+}
+
+/* msg_text of every message from prefix renderings of the full text */
+static recur_status text_spans(const jinja_template *t, const vocab *v, const chat_params *p, chat_prompt *out) {
+    size_t prev = 0;
+    for (int32_t i = 0; i < out->n_messages; i++) {
+        char *pre = NULL, e[8];
+        size_t pre_len = 0, end = prev;
+        recur_status st = render_n(t, v, p, (size_t)i + 1, false, &pre, &pre_len, e, sizeof e);
+        if (st == RECUR_E_NOMEM) return st;
+        if (st == RECUR_OK) {
+            end = common_prefix(pre, pre_len, out->text, out->text_len);
+            if (end < pre_len) end = resync(pre, pre_len, out->text, out->text_len, end);
+            if (end < prev) end = prev;
+        }
+        if (i == out->n_messages - 1 && !p->add_generation_prompt) end = out->text_len;
+        free(pre);
+        out->msg_text[i].begin = prev;
+        out->msg_text[i].end = end;
+        prev = end;
+    }
+    return RECUR_OK;
+}
+
+/* Where the tokenized text lies in cp->text, and which tokens the tokenizer added. */
+typedef struct tok_layout {
+    size_t b, e;             /* bytes [b, e) were tokenized (a BOS/EOS text outside was stripped) */
+    bool   added_bos, added_eos;
+    bool   add_gen;          /* the prompt ends with a generation prompt */
+} tok_layout;
+
+/* Byte offset in text where each token starts (starts[n] = the end), aligning token pieces with
+ * the text; an added BOS covers [0, b), an added EOS [e, text_len). Returns false when some
+ * piece did not align. */
+static bool align_tokens(const vocab *v, const chat_prompt *cp, const tok_layout *L, size_t *starts) {
+    size_t pos = 0, cap = 256;
+    char *buf = malloc(cap);
+    bool exact = buf != NULL;
+    for (int32_t k = 0; k < cp->n_tokens; k++) {
+        starts[k] = pos;
+        if (k == 0 && L->added_bos) { pos = L->b; continue; }
+        if (k == cp->n_tokens - 1 && L->added_eos) { pos = cp->text_len; continue; }
+        int n = buf ? vocab_token_to_piece(v, cp->tokens[k], buf, (int)cap, true) : -1;
+        if (n > (int)cap) {
+            char *nb = realloc(buf, (size_t)n);
+            if (nb) buf = nb, cap = (size_t)n;
+            n = nb ? vocab_token_to_piece(v, cp->tokens[k], buf, (int)cap, true) : -1;
+        }
+        size_t left = cp->text_len - pos, len = n > 0 ? (size_t)n : 0;
+        if (n >= 0 && len <= left && !memcmp(cp->text + pos, buf, len)) pos += len;
+        else if (len && buf[0] == ' ' && len - 1 <= left && !memcmp(cp->text + pos, buf + 1, len - 1)) pos += len - 1;
+        else exact = false;   /* SPM's added space prefix, or nothing aligns: keep going */
+    }
+    starts[cp->n_tokens] = pos;
+    free(buf);
+    return exact && pos == (L->added_eos ? cp->text_len : L->e);
+}
+
+/* the first token starting at or after byte b */
+static int32_t token_at(const size_t *starts, int32_t n, size_t b) {
+    int32_t k = 0;
+    while (k < n && starts[k] < b) k++;
+    return k;
+}
+
+static recur_status token_spans(const vocab *v, chat_prompt *cp, const tok_layout *L) {
+    size_t *starts = malloc(((size_t)cp->n_tokens + 1) * sizeof *starts);
+    if (!starts) return RECUR_E_NOMEM;
+    cp->spans_exact = align_tokens(v, cp, L, starts);
+    int32_t prev = 0;
+    for (int32_t i = 0; i < cp->n_messages; i++) {
+        int32_t end = token_at(starts, cp->n_tokens, cp->msg_text[i].end);
+        if (i == cp->n_messages - 1 && !L->add_gen) end = cp->n_tokens;
+        if (end < prev) end = prev;
+        cp->msg_tokens[i].begin = prev;
+        cp->msg_tokens[i].end = end;
+        cp->msg_text[i].begin = i ? cp->msg_text[i - 1].end : 0;
+        cp->msg_text[i].end = end < cp->n_tokens ? starts[end] : cp->text_len;   /* whole tokens */
+        prev = end;
+    }
+    cp->gen_prompt.begin = prev;
+    cp->gen_prompt.end = cp->n_tokens;
+    free(starts);
+    return RECUR_OK;
+}
+
+/* ---- tokenizing ---------------------------------------------------------------------------- */
+
+static bool starts_with_token(const vocab *v, recur_token t, const char *s, size_t n, bool at_end, size_t *len) {
+    size_t tl = 0;
+    const char *tt = t >= 0 ? vocab_token_text(v, t, &tl) : NULL;
+    if (!tt || !tl || tl > n) return false;
+    *len = tl;
+    return !memcmp(at_end ? s + n - tl : s, tt, tl);
+}
+
+static recur_status tokenize(const vocab *v, chat_prompt *cp, bool add_gen, char *err, size_t err_len) {
+    tok_layout L = {.b = 0, .e = cp->text_len, .add_gen = add_gen};
+    size_t bl = 0, el = 0;
+    if (vocab_add_bos(v) && starts_with_token(v, vocab_bos(v), cp->text, cp->text_len, false, &bl)) L.b = bl;
+    if (vocab_add_eos(v) && starts_with_token(v, vocab_eos(v), cp->text + L.b, L.e - L.b, true, &el)) L.e -= el;
+    int n = vocab_tokenize(v, cp->text + L.b, L.e - L.b, NULL, 0, true, true);
+    if (n < 0) return rc_fail(err, err_len, RECUR_E_INVALID, "the prompt could not be tokenized");
+    cp->tokens = malloc(((size_t)n + 1) * sizeof *cp->tokens);
+    if (!cp->tokens) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
+    cp->n_tokens = vocab_tokenize(v, cp->text + L.b, L.e - L.b, cp->tokens, n, true, true);
+    L.added_bos = vocab_add_bos(v) && cp->n_tokens > 0 && cp->tokens[0] == vocab_bos(v);
+    L.added_eos = vocab_add_eos(v) && cp->n_tokens > 0 && cp->tokens[cp->n_tokens - 1] == vocab_eos(v);
+    if (token_spans(v, cp, &L)) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
+    return RECUR_OK;
+}
+
+static bool ends_in_open_think(const char *s, size_t n) {
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
+    return n >= 7 && !memcmp(s + n - 7, "<think>", 7);
+}
+
+recur_status chat_apply(const jinja_template *t, const vocab *v, const chat_params *p, chat_prompt *out,
+                        char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    if (!t || !v || !p || !json_is_array(p->messages))
+        return rc_fail(err, err_len, RECUR_E_INVALID, "chat_apply: a template, a vocab and a messages array are needed");
+    size_t n = json_array_size(p->messages);
+    recur_status st = render_n(t, v, p, n, p->add_generation_prompt, &out->text, &out->text_len, err, err_len);
+    if (st) return st;
+    out->n_messages = (int32_t)n;
+    out->msg_tokens = calloc(n + 1, sizeof *out->msg_tokens);
+    out->msg_text = calloc(n + 1, sizeof *out->msg_text);
+    out->think_open = ends_in_open_think(out->text, out->text_len);
+    if (!out->msg_tokens || !out->msg_text) st = rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
+    if (!st && (st = text_spans(t, v, p, out))) rc_fail(err, err_len, st, "out of memory");
+    if (!st) st = tokenize(v, out, p->add_generation_prompt, err, err_len);
+    if (st) chat_prompt_free(out);
+    return st;
+}
+
+void chat_prompt_free(chat_prompt *p) {
+    if (!p) return;
+    free(p->text);
+    free(p->tokens);
+    free(p->msg_tokens);
+    free(p->msg_text);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- reasoning ------------------------------------------------------------------------------ */
+
+static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+static void trim(const char **s, size_t *n) {
+    while (*n && is_space(**s)) { (*s)++; (*n)--; }
+    while (*n && is_space((*s)[*n - 1])) (*n)--;
+}
+
+chat_reasoning chat_split_reasoning(const char *text, size_t len, bool think_open) {
+    chat_reasoning r = {.reasoning = text, .content = text, .content_len = len};
+    size_t i = 0;
+    while (i < len && is_space(text[i])) i++;
+    bool tag = len - i >= 7 && !memcmp(text + i, "<think>", 7);
+    if (!tag && !think_open) return r;
+    size_t b = tag ? i + 7 : 0;
+    const char *close = len > b ? memmem(text + b, len - b, "</think>", 8) : NULL;
+    r.found = true;
+    r.closed = close != NULL;
+    r.reasoning = text + b;
+    r.reasoning_len = close ? (size_t)(close - text) - b : len - b;
+    trim(&r.reasoning, &r.reasoning_len);
+    r.content = close ? close + 8 : text + len;
+    r.content_len = close ? len - (size_t)(close + 8 - text) : 0;
+    trim(&r.content, &r.content_len);
+    return r;
+}
