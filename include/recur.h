@@ -175,7 +175,18 @@ recur_status recur_decode(recur_ctx *ctx, const recur_batch *batch, char *err, s
  * did not ask for logits. Valid until the next recur_decode. */
 const float *recur_get_logits(const recur_ctx *ctx, int32_t i);
 
-/* Sequence operations. p0 < 0 means 0; p1 < 0 means infinity. */
+/* Sequence operations. p0 < 0 means 0; p1 < 0 means infinity.
+ *
+ * Models with recurrent layers (lfm2, mamba, mamba2) keep, per sequence, only the state after
+ * its last token, so for them:
+ *  - recur_seq_rm succeeds when [p0, p1) misses the sequence's positions (a no-op, e.g. a tail
+ *    with p0 > recur_seq_pos_max) or covers all of them (the sequence becomes empty, its state
+ *    zero). Anything else (a tail [p0, inf) with 0 < p0 <= pos_max, a head or a middle part)
+ *    would need an earlier state: RECUR_E_STATE, and nothing changes.
+ *  - recur_seq_cp copies the whole state: [p0, p1) must cover every position of src and dst,
+ *    else RECUR_E_STATE (nothing changes).
+ *  - recur_seq_keep drops every other sequence (their states become zero).
+ * RECUR_E_INVALID for a sequence id outside 0 .. n_seq_max-1. */
 recur_status recur_seq_rm(recur_ctx *ctx, recur_seq_id seq, recur_pos p0, recur_pos p1);
 recur_status recur_seq_cp(recur_ctx *ctx, recur_seq_id src, recur_seq_id dst, recur_pos p0, recur_pos p1);
 recur_status recur_seq_keep(recur_ctx *ctx, recur_seq_id seq);

@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/err.h"
 #include "memory/kv.h"
+#include "memory/rs.h"
 #include "model/forward.h"
 #include "tensor/ops.h"
 
@@ -18,7 +19,8 @@ struct recur_ctx {
     recur_model     *m;
     recur_ctx_params p;
     tp_pool         *pool;
-    kv_cache        *kv;
+    kv_cache        *kv;         /* NULL without attention layers */
+    rs_state        *rs;         /* NULL without recurrent layers */
     model_fwd        f;          /* buffers of one ubatch */
     int32_t         *cells;      /* [n_ubatch] */
     recur_pos       *next_pos;   /* [n_seq_max] planning scratch */
@@ -39,11 +41,12 @@ const recur_ctx_params *recur_ctx_params_of(const recur_ctx *ctx) { return &ctx-
 /* Largest quantized-activation scratch any matmul of the model needs for n_tok rows. */
 static size_t mm_scratch_bytes(const recur_model *m, int64_t n_tok) {
     const model_hparams *hp = &m->hp;
-    const int64_t n_in[3] = { hp->n_embd, hp->n_ff, (int64_t)hp->n_head * hp->head_dim_v };
+    const int64_t n_in[5] = { hp->n_embd, hp->n_ff, (int64_t)hp->n_head * hp->head_dim_v, hp->ssm_d_inner,
+                              hp->ssm_dt_rank };
     size_t best = 0;
     for (uint32_t ty = 0; ty < GGUF_T_COUNT; ty++) {
         if (!tensor_type_supported(ty)) continue;
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 5; i++) {
             size_t b = tensor_matmul_scratch_bytes(ty, n_in[i], n_tok);
             if (b > best) best = b;
         }
@@ -62,9 +65,13 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
         U * hp->n_head_kv * hp->head_dim_v, U * hp->n_head * hp->head_dim_v,   /* v att */
         U * hp->n_ff, U * hp->n_ff, U * hp->n_rot,                             /* hb hb2 rope */
         nth * c->f.att_ws_floats, U * hp->n_embd,                              /* att_ws out_x */
+        U * hp->rs_n_in, U * hp->rs_n_conv,                                    /* r_in r_conv */
+        U * ((int64_t)hp->ssm_dt_rank + 2 * hp->ssm_d_state),                 /* r_xdb */
+        U * hp->ssm_d_inner, U * hp->ssm_d_inner,                              /* r_dt r_y */
     };
     float **dst[] = { &c->f.x, &c->f.xb, &c->f.tmp, &c->f.q, &c->f.k, &c->f.v, &c->f.att,
-                      &c->f.hb, &c->f.hb2, &c->f.rope, &c->f.att_ws, &c->out_x };
+                      &c->f.hb, &c->f.hb2, &c->f.rope, &c->f.att_ws, &c->out_x,
+                      &c->f.r_in, &c->f.r_conv, &c->f.r_xdb, &c->f.r_dt, &c->f.r_y };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += ((size_t)sizes[i] * 4 + 63) / 64 * 64;
     const size_t mm = mm_scratch_bytes(c->m, U);
@@ -105,16 +112,20 @@ recur_status recur_ctx_new(recur_model *m, const recur_ctx_params *params, recur
     recur_status st = RECUR_OK;
     if (!c->pool) st = rc_fail(err, err_len, RECUR_E_NOMEM, "ctx: cannot start %d threads", p.n_threads);
     c->p.n_threads = tp_n_threads(c->pool);
-    kv_params kp = { .n_layer = m->hp.n_layer, .n_embd_k = (int64_t)m->hp.n_head_kv * m->hp.head_dim_k,
+    kv_params kp = { .n_layer = m->hp.n_layer_kv, .n_embd_k = (int64_t)m->hp.n_head_kv * m->hp.head_dim_k,
                      .n_embd_v = (int64_t)m->hp.n_head_kv * m->hp.head_dim_v, .n_cells = p.n_ctx,
                      .n_seq_max = p.n_seq_max };
-    if (!st) st = kv_new(&kp, &c->kv, err, err_len);
+    if (!st && m->hp.n_layer_kv) st = kv_new(&kp, &c->kv, err, err_len);
+    rs_params rp = { .n_layer = m->hp.n_layer_rs, .n_conv = (int64_t)(m->hp.ssm_d_conv - 1) * m->hp.rs_n_conv,
+                     .n_ssm = m->hp.rs_n_ssm, .n_seq_max = p.n_seq_max };
+    if (!st && m->hp.n_layer_rs) st = rs_new(&rp, &c->rs, err, err_len);
     if (!st) st = ctx_alloc_buffers(c, err, err_len);
     if (st) {
         recur_ctx_free(c);
         return st;
     }
     c->f.kv = c->kv;
+    c->f.rs = c->rs;
     c->f.pool = c->pool;
     c->f.kern = tensor_kernels_active();
     *out = c;
@@ -125,6 +136,7 @@ void recur_ctx_free(recur_ctx *c) {
     if (!c) return;
     tp_free(c->pool);
     kv_free(c->kv);
+    rs_free(c->rs);
     rc_free_aligned(c->arena);
     free(c->logits);
     free(c->logit_row);
@@ -139,7 +151,7 @@ static recur_status batch_check(recur_ctx *c, const recur_batch *b, char *err, s
     if (!b || b->n_tokens < 1 || (uint32_t)b->n_tokens > c->p.n_batch || !b->token || !b->pos || !b->seq_id)
         return rc_fail(err, err_len, RECUR_E_INVALID, "decode: batch must hold 1..%u tokens with token, pos, seq_id",
                        c->p.n_batch);
-    for (uint32_t s = 0; s < c->p.n_seq_max; s++) c->next_pos[s] = kv_seq_pos_max(c->kv, (recur_seq_id)s) + 1;
+    for (uint32_t s = 0; s < c->p.n_seq_max; s++) c->next_pos[s] = recur_seq_pos_max(c, (recur_seq_id)s) + 1;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         const recur_seq_id s = b->seq_id[i];
         if (b->token[i] < 0 || b->token[i] >= c->m->hp.n_vocab)
@@ -156,7 +168,7 @@ static recur_status batch_check(recur_ctx *c, const recur_batch *b, char *err, s
                            c->p.n_ctx);
         c->next_pos[s]++;
     }
-    if (kv_n_free(c->kv) < (uint32_t)b->n_tokens)
+    if (c->kv && kv_n_free(c->kv) < (uint32_t)b->n_tokens)
         return rc_fail(err, err_len, RECUR_E_FULL, "decode: %d tokens need cells, %u are free", b->n_tokens,
                        kv_n_free(c->kv));
     return RECUR_OK;
@@ -186,10 +198,10 @@ static void ubatch_eval(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t 
     const model_hparams *hp = &m->hp;
     const float *ff = m->w.rope_freqs.data;
     for (int32_t t = 0; t < n; t++) {
-        c->cells[t] = kv_cell_alloc(c->kv, b->seq_id[i0 + t], b->pos[i0 + t]);
+        c->cells[t] = c->kv ? kv_cell_alloc(c->kv, b->seq_id[i0 + t], b->pos[i0 + t]) : -1;
         tensor_get_row(c->f.kern, m->w.token_embd.type, m->w.token_embd.data, hp->n_embd, b->token[i0 + t],
                        c->f.x + (int64_t)t * hp->n_embd);
-        op_rope_cache(c->f.rope + (int64_t)t * hp->n_rot, b->pos[i0 + t], hp->n_rot, hp->rope_base,
+        if (hp->n_rot) op_rope_cache(c->f.rope + (int64_t)t * hp->n_rot, b->pos[i0 + t], hp->n_rot, hp->rope_base,
                       hp->rope_freq_scale, ff);
     }
     c->f.n_tok = n;
@@ -198,6 +210,8 @@ static void ubatch_eval(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t 
     c->f.seq = b->seq_id + i0;
     c->f.cell = c->cells;
     m->arch->forward(m, &c->f);
+    if (c->rs)
+        for (int32_t t = 0; t < n; t++) rs_seq_advance(c->rs, b->seq_id[i0 + t], b->pos[i0 + t]);
     ubatch_logits(c, b, i0, n);
 }
 
@@ -224,14 +238,32 @@ const float *recur_get_logits(const recur_ctx *c, int32_t i) {
 
 /* ---- sequences --------------------------------------------------------------------------- */
 
+/* With recurrent layers the recurrent memory decides first (it may refuse: RECUR_E_STATE), and
+ * only then the KV cells change, so a refused operation changes nothing. */
 recur_status recur_seq_rm(recur_ctx *c, recur_seq_id seq, recur_pos p0, recur_pos p1) {
+    if (c->rs) {
+        const recur_status st = rs_seq_rm(c->rs, seq, p0, p1);
+        if (st || !c->kv) return st;
+    }
     return kv_seq_rm(c->kv, seq, p0, p1);
 }
 
 recur_status recur_seq_cp(recur_ctx *c, recur_seq_id src, recur_seq_id dst, recur_pos p0, recur_pos p1) {
+    if (c->rs) {
+        const recur_status st = rs_seq_cp(c->rs, src, dst, p0, p1);
+        if (st || !c->kv) return st;
+    }
     return kv_seq_cp(c->kv, src, dst, p0, p1);
 }
 
-recur_status recur_seq_keep(recur_ctx *c, recur_seq_id seq) { return kv_seq_keep(c->kv, seq); }
+recur_status recur_seq_keep(recur_ctx *c, recur_seq_id seq) {
+    if (c->rs) {
+        const recur_status st = rs_seq_keep(c->rs, seq);
+        if (st || !c->kv) return st;
+    }
+    return kv_seq_keep(c->kv, seq);
+}
 
-recur_pos recur_seq_pos_max(const recur_ctx *c, recur_seq_id seq) { return kv_seq_pos_max(c->kv, seq); }
+recur_pos recur_seq_pos_max(const recur_ctx *c, recur_seq_id seq) {
+    return c->kv ? kv_seq_pos_max(c->kv, seq) : rs_seq_pos_max(c->rs, seq);
+}

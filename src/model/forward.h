@@ -9,6 +9,7 @@
 
 #include "core/threadpool.h"
 #include "memory/kv.h"
+#include "memory/rs.h"
 #include "model/model.h"
 #include "tensor/tensor.h"
 
@@ -18,7 +19,7 @@ typedef struct model_fwd {
     const recur_token  *token;    /* [n_tok] */
     const recur_pos    *pos;      /* [n_tok] */
     const recur_seq_id *seq;      /* [n_tok] */
-    const int32_t      *cell;     /* [n_tok] KV cell each token writes */
+    const int32_t      *cell;     /* [n_tok] KV cell each token writes (attention models) */
 
     /* activations */
     float *x;        /* [n_tok][n_embd] residual stream */
@@ -34,9 +35,16 @@ typedef struct model_fwd {
     float *att_ws;   /* [n_threads][att_ws_floats] per-thread attention workspace */
     int64_t att_ws_floats;
     void  *mm_scratch;   /* quantized activations for tensor_matmul */
+    /* recurrent layers */
+    float *r_in;     /* [n_tok][rs_n_in] in-projection */
+    float *r_conv;   /* [n_tok][rs_n_conv] conv output */
+    float *r_xdb;    /* [n_tok][dt_rank + 2 d_state] mamba: dt | B | C */
+    float *r_dt;     /* [n_tok][d_inner] mamba: dt */
+    float *r_y;      /* [n_tok][d_inner] mixer output before the out-projection */
 
     /* tools */
-    kv_cache             *kv;
+    kv_cache             *kv;     /* NULL without attention layers */
+    rs_state             *rs;     /* NULL without recurrent layers */
     tp_pool              *pool;
     const tensor_kernels *kern;
 } model_fwd;
@@ -55,6 +63,18 @@ void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n);
 void block_attention(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer);
 /* SwiGLU feed-forward: x += down(silu(gate(norm(x))) * up(norm(x))). */
 void block_ffn_swiglu(const struct recur_model *m, model_fwd *f, const model_layer *L);
+
+/* LFM2 short convolution: reads f->xb, adds out_proj(C ⊙ conv(B ⊙ x)) to f->x. */
+void block_shortconv(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer);
+/* Mamba-1 / Mamba-2 mixers: read f->xb, add the output to f->x. */
+void block_mamba(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer);
+void block_mamba2(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer);
+
+/* One causal depthwise conv step over channels [lo, hi) of C: out[ch] = sum over k of
+ * w[ch][k] * window_k[ch], window = the K-1 state rows then in (ggml_ssm_conv's order, fused
+ * multiply-adds); then the state drops its oldest row and appends in. */
+void fwd_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
+                   float *out);
 
 /* The llama-family layer loop (model/arch/llama.c), shared by llama and qwen3. */
 void llama_like_forward(const struct recur_model *m, model_fwd *f);

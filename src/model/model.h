@@ -32,8 +32,8 @@ typedef struct model_hparams {
     int32_t  n_vocab;
     int32_t  n_embd;
     int32_t  n_layer;       /* layers of the main stack (block_count - nextn layers) */
-    int32_t  n_head;
-    int32_t  n_head_kv;
+    int32_t  n_head;        /* 0 for models without attention (mamba) */
+    int32_t  n_head_kv;     /* the attention layers' value (all equal); 0 when none */
     int32_t  head_dim_k;    /* attention.key_length */
     int32_t  head_dim_v;    /* attention.value_length */
     int32_t  n_ff;
@@ -44,6 +44,24 @@ typedef struct model_hparams {
     float    rms_eps;
     op_rope_kind rope_kind;
     bool     tied_output;   /* no output.weight: the lm head is token_embd */
+
+    /* per layer (the arch's hparams hook sets `recurrent`; model_layout fills the rest) */
+    int32_t  head_kv[MODEL_MAX_LAYERS];    /* attention.head_count_kv of the layer (0: recurrent) */
+    bool     recurrent[MODEL_MAX_LAYERS];  /* a recurrent (conv / SSM) layer, no KV */
+    int32_t  kv_index[MODEL_MAX_LAYERS];   /* index among the attention layers, -1 */
+    int32_t  rs_index[MODEL_MAX_LAYERS];   /* index among the recurrent layers, -1 */
+    int32_t  n_layer_kv;                   /* attention layers */
+    int32_t  n_layer_rs;                   /* recurrent layers */
+
+    /* recurrent layers (ssm.* keys; LFM2: shortconv.l_cache) */
+    int32_t  ssm_d_conv;    /* conv kernel length K */
+    int32_t  ssm_d_inner;   /* mamba: inner size; lfm2: n_embd */
+    int32_t  ssm_d_state;
+    int32_t  ssm_dt_rank;   /* mamba: dt rank; mamba2: SSM heads */
+    int32_t  ssm_n_group;
+    int32_t  rs_n_in;       /* width of the in-projection of a recurrent layer */
+    int32_t  rs_n_conv;     /* channels of the conv (its state is (K-1) rows of them) */
+    int64_t  rs_n_ssm;      /* SSM-state floats per layer and sequence */
 } model_hparams;
 
 /* Weights of one transformer layer (llama-family names; absent ones have data == NULL). */
@@ -60,6 +78,18 @@ typedef struct model_layer {
     model_w ffn_gate;       /* {n_embd, n_ff} */
     model_w ffn_up;         /* {n_embd, n_ff} */
     model_w ffn_down;       /* {n_ff, n_embd} */
+    /* recurrent layers: mamba / mamba2 (ssm_*) and lfm2 shortconv (in_proj, conv, out_proj
+     * are bound to ssm_in, ssm_conv1d, ssm_out) */
+    model_w ssm_in;         /* {n_embd, rs_n_in} */
+    model_w ssm_conv1d;     /* {K, rs_n_conv} */
+    model_w ssm_conv1d_b;   /* {rs_n_conv} */
+    model_w ssm_x;          /* mamba: {d_inner, dt_rank + 2 d_state} */
+    model_w ssm_dt;         /* mamba: {dt_rank, d_inner} */
+    model_w ssm_dt_b;       /* {d_inner} mamba, {n_head} mamba2 */
+    model_w ssm_a;          /* {d_state, d_inner} mamba, {1, n_head} mamba2 */
+    model_w ssm_d;          /* {d_inner} mamba, {1, n_head} mamba2 */
+    model_w ssm_norm;       /* mamba2: {d_inner / n_group, n_group} */
+    model_w ssm_out;        /* {d_inner, n_embd} */
 } model_layer;
 
 typedef struct model_weights {
@@ -101,11 +131,22 @@ const char *model_arch_list(void);
 /* Reads the keys every architecture shares ({arch}.embedding_length, ...). */
 recur_status model_read_common_hparams(struct recur_model *m, char *err, size_t err_len);
 
+/* Reads the ssm.* keys into hp (mamba, mamba2). */
+recur_status model_read_ssm_hparams(struct recur_model *m, bool mamba2, char *err, size_t err_len);
+/* Fills kv_index / rs_index / n_layer_kv / n_layer_rs from `recurrent` (after the arch hook). */
+recur_status model_layout(struct recur_model *m, char *err, size_t err_len);
+
 /* Binds a tensor by printf-style name (il is substituted for %d when the name has one),
  * checking that its shape is {ne0, ne1} (ne1 = 0 for 1-D) and its type is computable.
  * A missing optional tensor leaves w->data NULL and succeeds. */
 recur_status model_bind(struct recur_model *m, model_w *w, const char *name_fmt, int il,
                         int64_t ne0, int64_t ne1, bool required, char *err, size_t err_len);
+
+/* model_bind of a required tensor; with f32, it must be F32 (read directly, not by a matmul). */
+recur_status model_bind_f32(struct recur_model *m, model_w *w, const char *name_fmt, int il, int64_t ne0,
+                            int64_t ne1, bool f32, char *err, size_t err_len);
+/* Binds token_embd, the final norm (named final_norm) and output (tied to token_embd when absent). */
+recur_status model_bind_globals(struct recur_model *m, const char *final_norm, char *err, size_t err_len);
 
 /* Binds the tensors of a llama-family layer stack (shared by llama and qwen3). */
 recur_status model_bind_llama_like(struct recur_model *m, bool qk_norm, char *err, size_t err_len);

@@ -44,6 +44,28 @@ static recur_status get_layer_int(const struct recur_model *m, const char *suffi
     return RECUR_OK;
 }
 
+/* An integer key that may be a scalar (every layer) or an array of n values, into out[n]. */
+static recur_status get_layer_ints(const struct recur_model *m, const char *suffix, int64_t def, int64_t lo,
+                                   int64_t hi, int n, int32_t *out, char *err, size_t err_len) {
+    char key[128];
+    arch_key(m, suffix, key, sizeof key);
+    gguf_arr a;
+    int64_t v = def;
+    const bool arr = gguf_get_arr(m->g, key, &a);
+    if (arr && (a.n != (uint64_t)n || a.elem_type == GGUF_KV_STRING))
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: key %s: expected %d numbers", key, n);
+    if (!arr && !gguf_get_int(m->g, key, &v) && gguf_find_key(m->g, key) >= 0)
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: key %s is not an integer", key);
+    for (int i = 0; i < n; i++) {
+        const int64_t x = arr ? gguf_arr_int(&a, (uint64_t)i) : v;
+        if (x < lo || x > hi)
+            return rc_fail(err, err_len, RECUR_E_FORMAT, "model: key %s = %lld outside %lld..%lld", key,
+                           (long long)x, (long long)lo, (long long)hi);
+        out[i] = (int32_t)x;
+    }
+    return RECUR_OK;
+}
+
 static float get_float(const struct recur_model *m, const char *suffix, float def) {
     char key[128];
     arch_key(m, suffix, key, sizeof key);
@@ -55,27 +77,38 @@ recur_status model_read_common_hparams(struct recur_model *m, char *err, size_t 
     model_hparams *hp = &m->hp;
     recur_status st;
     int32_t n_block = 0, n_nextn = 0;
+    hp->rope_base = get_float(m, "rope.freq_base", 10000.0f);
+    hp->rms_eps = get_float(m, "attention.layer_norm_rms_epsilon", 1e-5f);
 #define GET(sfx, req, def, lo, hi, dst) \
     if ((st = get_layer_int(m, sfx, req, def, lo, hi, dst, err, err_len))) return st
     GET("context_length", true, 0, 1, 1 << 30, &hp->n_ctx_train);
     GET("embedding_length", true, 0, 1, 1 << 20, &hp->n_embd);
     GET("block_count", true, 0, 1, MODEL_MAX_LAYERS, &n_block);
     GET("nextn_predict_layers", false, 0, 0, n_block - 1, &n_nextn);
-    GET("attention.head_count", true, 0, 1, 1 << 14, &hp->n_head);
-    GET("attention.head_count_kv", false, hp->n_head, 1, hp->n_head, &hp->n_head_kv);
+    GET("attention.head_count", true, 0, 0, 1 << 14, &hp->n_head);
+    GET("feed_forward_length", true, 0, 0, 1 << 24, &hp->n_ff);
+    hp->n_layer = n_block - n_nextn;
+    if ((st = get_layer_ints(m, "attention.head_count_kv", hp->n_head, 0, hp->n_head, n_block, hp->head_kv, err,
+                             err_len)))
+        return st;
+    hp->n_head_kv = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (hp->head_kv[il] && hp->n_head_kv && hp->head_kv[il] != hp->n_head_kv)
+            return rc_fail(err, err_len, RECUR_E_UNSUPPORTED, "model: head_count_kv differs between layers");
+        if (hp->head_kv[il]) hp->n_head_kv = hp->head_kv[il];
+    }
+    if (hp->n_head == 0)   /* no attention: no head or rope keys */
+        return hp->rms_eps > 0 ? RECUR_OK
+                               : rc_fail(err, err_len, RECUR_E_FORMAT, "model: layer_norm_rms_epsilon not positive");
     GET("attention.key_length", false, hp->n_embd / hp->n_head, 1, 1 << 14, &hp->head_dim_k);
     GET("attention.value_length", false, hp->head_dim_k, 1, 1 << 14, &hp->head_dim_v);
-    GET("feed_forward_length", true, 0, 1, 1 << 24, &hp->n_ff);
     GET("rope.dimension_count", false, hp->head_dim_k, 2, hp->head_dim_k, &hp->n_rot);
 #undef GET
-    hp->n_layer = n_block - n_nextn;
-    if (hp->n_head % hp->n_head_kv)
+    if (hp->n_head_kv && hp->n_head % hp->n_head_kv)
         return rc_fail(err, err_len, RECUR_E_FORMAT, "model: head_count %d is not a multiple of head_count_kv %d",
                        hp->n_head, hp->n_head_kv);
     if (hp->n_rot % 2)
         return rc_fail(err, err_len, RECUR_E_FORMAT, "model: rope.dimension_count %d is odd", hp->n_rot);
-    hp->rope_base = get_float(m, "rope.freq_base", 10000.0f);
-    hp->rms_eps = get_float(m, "attention.layer_norm_rms_epsilon", 1e-5f);
     hp->rope_freq_scale = 1.0f;
     char key[128];
     gguf_str stype;
@@ -89,6 +122,46 @@ recur_status model_read_common_hparams(struct recur_model *m, char *err, size_t 
     }
     if (!(hp->rope_base > 0) || !(hp->rms_eps > 0))
         return rc_fail(err, err_len, RECUR_E_FORMAT, "model: rope.freq_base or layer_norm_rms_epsilon not positive");
+    return RECUR_OK;
+}
+
+recur_status model_read_ssm_hparams(struct recur_model *m, bool mamba2, char *err, size_t err_len) {
+    model_hparams *hp = &m->hp;
+    recur_status st;
+#define GET(sfx, req, def, lo, hi, dst) \
+    if ((st = get_layer_int(m, sfx, req, def, lo, hi, dst, err, err_len))) return st
+    GET("ssm.conv_kernel", true, 0, 1, 64, &hp->ssm_d_conv);
+    GET("ssm.inner_size", true, 0, 1, 1 << 20, &hp->ssm_d_inner);
+    GET("ssm.state_size", true, 0, 1, 1 << 12, &hp->ssm_d_state);
+    GET("ssm.time_step_rank", true, 0, 1, 1 << 20, &hp->ssm_dt_rank);
+    GET("ssm.group_count", false, 1, 1, 1 << 12, &hp->ssm_n_group);
+#undef GET
+    const int64_t di = hp->ssm_d_inner, ds = hp->ssm_d_state, ng = hp->ssm_n_group;
+    if (mamba2 && (di % hp->ssm_dt_rank || di % ng || hp->ssm_dt_rank % ng))
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: ssm.inner_size %d, time_step_rank %d, group_count %d "
+                       "do not divide", hp->ssm_d_inner, hp->ssm_dt_rank, hp->ssm_n_group);
+    hp->rs_n_conv = (int32_t)(mamba2 ? di + 2 * ng * ds : di);
+    hp->rs_n_in = (int32_t)(mamba2 ? 2 * di + 2 * ng * ds + hp->ssm_dt_rank : 2 * di);
+    hp->rs_n_ssm = di * ds;
+    for (int il = 0; il < hp->n_layer; il++) hp->recurrent[il] = true;
+    return RECUR_OK;
+}
+
+recur_status model_layout(struct recur_model *m, char *err, size_t err_len) {
+    model_hparams *hp = &m->hp;
+    hp->n_layer_kv = hp->n_layer_rs = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        hp->kv_index[il] = hp->rs_index[il] = -1;
+        if (hp->recurrent[il]) {
+            hp->rs_index[il] = hp->n_layer_rs++;
+        } else if (hp->head_kv[il] == 0 || hp->n_head == 0) {
+            return rc_fail(err, err_len, RECUR_E_FORMAT, "model: attention layer %d has no heads", il);
+        } else {
+            hp->kv_index[il] = hp->n_layer_kv++;
+        }
+    }
+    if (hp->n_layer_rs && hp->ssm_d_conv < 1)
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: recurrent layers without a conv kernel length");
     return RECUR_OK;
 }
 
@@ -119,6 +192,30 @@ recur_status model_bind(struct recur_model *m, model_w *w, const char *name_fmt,
     w->type = t->type;
     w->data = t->data;
     memcpy(w->ne, t->ne, sizeof w->ne);
+    return RECUR_OK;
+}
+
+recur_status model_bind_f32(struct recur_model *m, model_w *w, const char *name_fmt, int il, int64_t ne0,
+                            int64_t ne1, bool f32, char *err, size_t err_len) {
+    recur_status st = model_bind(m, w, name_fmt, il, ne0, ne1, true, err, err_len);
+    if (st || !f32 || w->type == GGUF_T_F32) return st;
+    char name[GGUF_MAX_NAME + 16];
+    snprintf(name, sizeof name, name_fmt, il);
+    return rc_fail(err, err_len, RECUR_E_UNSUPPORTED, "model: tensor '%s' has type %s, expected F32", name,
+                   gguf_type_name(w->type));
+}
+
+recur_status model_bind_globals(struct recur_model *m, const char *final_norm, char *err, size_t err_len) {
+    model_weights *W = &m->w;
+    const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
+    recur_status st;
+    if ((st = model_bind(m, &W->token_embd, "token_embd.weight", 0, E, V, true, err, err_len))) return st;
+    if ((st = model_bind(m, &W->output_norm, final_norm, 0, E, 0, true, err, err_len))) return st;
+    if ((st = model_bind(m, &W->output, "output.weight", 0, E, V, false, err, err_len))) return st;
+    if (!W->output.data) {
+        W->output = W->token_embd;
+        m->hp.tied_output = true;
+    }
     return RECUR_OK;
 }
 
@@ -195,6 +292,7 @@ static recur_status model_open(struct recur_model *m, const char *path, const re
         return rc_fail(err, err_len, RECUR_E_FORMAT, "model: the vocabulary has %d tokens but token_embd only %d rows",
                        vocab_n_tokens(m->vocab), m->hp.n_vocab);
     if ((st = m->arch->hparams(m, err, err_len))) return st;
+    if ((st = model_layout(m, err, err_len))) return st;
     m->w.layers = calloc((size_t)m->hp.n_layer, sizeof *m->w.layers);
     if (!m->w.layers) return rc_fail(err, err_len, RECUR_E_NOMEM, "model: out of memory");
     if ((st = m->arch->bind(m, err, err_len))) return st;

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Reference vectors: for every llama / qwen3 tiny model in ../shared/testdata/models and every
+# Reference vectors: for every llama / qwen3 / lfm2 / mamba / mamba2 tiny model in ../shared/testdata/models and every
 # case, recur-cli's logits at every prompt position and its 32 greedy ids are judged by
 # ../shared/tools/refcheck.py (llama.cpp's outputs, the tolerance of testdata/README.md).
 # usage: ref_models.sh BUILD_DIR TESTDATA_DIR [ARCH...]
 set -u
 build=$1; data=$2; shift 2
-archs=${*:-llama qwen3}
+archs=${*:-llama qwen3 lfm2 mamba mamba2}
 refcheck=$data/../tools/refcheck.py
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0; fail=0; known=0
@@ -17,13 +17,16 @@ pass=0; fail=0; known=0
 #    libm's differs by an ulp on ~1e-4 of the probabilities, and one rounding flip before a
 #    Q8_0 quantization grows to ~0.1 in these random-weight models. Weaker check: every
 #    logit within 0.25 and argmax equal wherever the reference margin exceeds 0.10.
+#    Same for pub-lfm2-Q8_0 case2 (its attention softmax and SwiGLU; case1 is bit-identical).
 #  - qwen3 Q4_K_M case1/2 greedy: the reference's top-2 margins at the diverging steps (0.041,
 #    0.030) are below how much llama.cpp itself moves with the batch split
 #    (batch7_max_abs_diff 0.125-0.28). Weaker check: refcheck on the logits, greedy not judged.
+#    Same for pub-mamba-Q4_K_M case1 (margin 0.019 at greedy step 2, batch7 0.031) and
+#    pub-lfm2-Q4_K_M case2 (margin 0.062 at step 1, batch7 0.21).
 known_case() {
   case "$1 $2" in
-    "pub-llama-Q8_0 2"|"pub-qwen3-Q8_0 2") echo logits025 ;;
-    "pub-qwen3-Q4_K_M 1"|"pub-qwen3-Q4_K_M 2") echo nogreedy ;;
+    "pub-llama-Q8_0 2"|"pub-qwen3-Q8_0 2"|"pub-lfm2-Q8_0 2") echo logits025 ;;
+    "pub-qwen3-Q4_K_M 1"|"pub-qwen3-Q4_K_M 2"|"pub-mamba-Q4_K_M 1"|"pub-lfm2-Q4_K_M 2") echo nogreedy ;;
     *) echo "" ;;
   esac
 }

@@ -1,7 +1,9 @@
 /* test_determinism.c — the logits of every position are bit-identical (memcmp) whatever the
  * ubatch size, the decode-call split, the thread count, other sequences in the same batch,
  * and whether the prefix came from a copied sequence or was recomputed after seq_rm.
- * Runs on every llama / qwen3 model of ../shared/testdata/models and on stories260K. */
+ * Runs on every llama / qwen3 model of ../shared/testdata/models and on stories260K, and on
+ * the F32 and Q8_0 lfm2 / mamba / mamba2 models (recurrent: the copied prefix only, since
+ * removing a tail needs a state that no longer exists, which must be refused). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,7 +79,7 @@ static float *run(recur_model *m, const run_cfg *cfg) {
 
 /* seq 0 evaluates the first half; seq_cp gives it to seq 1, which evaluates the rest. Then
  * seq 1's tail is removed and recomputed. Returns the logits of positions >= N_PROMPT/2. */
-static float *run_shared_prefix(recur_model *m, bool recompute_tail) {
+static float *run_shared_prefix(recur_model *m, bool recompute_tail, bool recurrent) {
     const int nv = recur_model_n_vocab(m), half = N_PROMPT / 2;
     recur_ctx_params cp = recur_ctx_default_params();
     cp.n_ctx = 1024;
@@ -100,6 +102,11 @@ static float *run_shared_prefix(recur_model *m, bool recompute_tail) {
     assert_int_equal(recur_seq_pos_max(ctx, 1), half - 1);
     recur_batch b2 = { N_PROMPT - half, tok + half, pos + half, s1 + half, want + half };
     assert_int_equal(recur_decode(ctx, &b2, err, sizeof err), RECUR_OK);
+    if (recurrent) {   /* a tail would need an earlier state: refused, nothing changed */
+        assert_int_equal(recur_seq_rm(ctx, 1, half + 20, -1), RECUR_E_STATE);
+        assert_int_equal(recur_seq_rm(ctx, 1, N_PROMPT, -1), RECUR_OK);
+        assert_int_equal(recur_seq_pos_max(ctx, 1), N_PROMPT - 1);
+    }
     if (recompute_tail) {
         assert_int_equal(recur_seq_rm(ctx, 1, half + 20, -1), RECUR_OK);
         assert_int_equal(recur_seq_pos_max(ctx, 1), half + 19);
@@ -115,7 +122,7 @@ static float *run_shared_prefix(recur_model *m, bool recompute_tail) {
     return out;
 }
 
-static void check_model(const char *name) {
+static void check_model(const char *name, bool recurrent) {
     char path[1024], err[256];
     snprintf(path, sizeof path, "%s/models/%s.gguf", RECUR_TESTDATA, name);
     recur_model *m;
@@ -138,8 +145,8 @@ static void check_model(const char *name) {
         free(got);
     }
     const int half = N_PROMPT / 2;
-    for (int rec = 0; rec < 2; rec++) {
-        float *got = run_shared_prefix(m, rec);
+    for (int rec = 0; rec < (recurrent ? 1 : 2); rec++) {
+        float *got = run_shared_prefix(m, rec, recurrent);
         const int first = rec ? 20 : 0;
         if (memcmp(ref + (size_t)(half + first) * nv, got + (size_t)first * nv,
                    (size_t)(N_PROMPT - half - first) * nv * sizeof(float)) != 0)
@@ -150,7 +157,8 @@ static void check_model(const char *name) {
     recur_model_free(m);
 }
 
-#define MODEL_TEST(fn, name) static void fn(void **state) { (void)state; check_model(name); }
+#define MODEL_TEST(fn, name) static void fn(void **state) { (void)state; check_model(name, false); }
+#define RECURRENT_TEST(fn, name) static void fn(void **state) { (void)state; check_model(name, true); }
 MODEL_TEST(llama_f32, "pub-llama-F32")
 MODEL_TEST(llama_f16, "pub-llama-F16")
 MODEL_TEST(llama_q8_0, "pub-llama-Q8_0")
@@ -159,12 +167,20 @@ MODEL_TEST(qwen3_f32, "pub-qwen3-F32")
 MODEL_TEST(qwen3_q8_0, "pub-qwen3-Q8_0")
 MODEL_TEST(qwen3_q4_k_m, "pub-qwen3-Q4_K_M")
 MODEL_TEST(stories, "stories260K")
+RECURRENT_TEST(lfm2_f32, "pub-lfm2-F32")
+RECURRENT_TEST(lfm2_q8_0, "pub-lfm2-Q8_0")
+RECURRENT_TEST(mamba_f32, "pub-mamba-F32")
+RECURRENT_TEST(mamba_q8_0, "pub-mamba-Q8_0")
+RECURRENT_TEST(mamba2_f32, "pub-mamba2-F32")
+RECURRENT_TEST(mamba2_q8_0, "pub-mamba2-Q8_0")
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llama_f32), cmocka_unit_test(llama_f16), cmocka_unit_test(llama_q8_0),
         cmocka_unit_test(llama_q4_k_m), cmocka_unit_test(qwen3_f32), cmocka_unit_test(qwen3_q8_0),
         cmocka_unit_test(qwen3_q4_k_m), cmocka_unit_test(stories),
+        cmocka_unit_test(lfm2_f32), cmocka_unit_test(lfm2_q8_0), cmocka_unit_test(mamba_f32),
+        cmocka_unit_test(mamba_q8_0), cmocka_unit_test(mamba2_f32), cmocka_unit_test(mamba2_q8_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,161 @@
+/* mamba.c — the Mamba-1 and Mamba-2 mixers (selective scan), llama.cpp semantics.
+ *
+ * Mamba-1: x | z = ssm_in · u;  x = silu(conv(x) + conv_b);  dt | B | C = ssm_x · x;
+ *          dt = ssm_dt · dt + dt_b;  Δ = softplus(dt)                          (per channel c)
+ *          h[c][n] = h[c][n] · exp(Δ_c A[c][n]) + B[n] Δ_c x_c;  y_c = Σ_n h[c][n] C[n] + D_c x_c
+ *          out = ssm_out · (y ⊙ silu(z))
+ * Mamba-2: z | xBC | dt = ssm_in · u;  xBC = silu(conv(xBC) + conv_b);  x | B | C = xBC
+ *          (x: n_head × head_dim, B, C: n_group × d_state);  Δ_h = softplus(dt_h + dt_b_h),
+ *          dA = exp(Δ_h A_h), group g = h / (n_head / n_group);
+ *          h[h][p][n] = h · dA + B[g][n] x[h][p] Δ_h;  y[h][p] = Σ_n h C[g][n] + D_h x[h][p]
+ *          y = grouped RMSNorm(y ⊙ silu(z)) · ssm_norm;  out = ssm_out · y
+ *
+ * The state of recurrent layer l of a sequence is [d_inner][d_state] (the SSM) and (K-1) rows
+ * of the conv input (rs.h). Tokens are stepped one at a time in ubatch order, each with the
+ * state of its own sequence; threads split channels (Mamba-1) or heads (Mamba-2), so results
+ * never depend on the thread count or on the batch. The sums follow ggml's CPU kernels
+ * (ssm_conv, ssm_scan; Mamba-2's d_state sum as its AVX-512 loop: 64 lanes, then reduced). */
+#include <math.h>
+#include <string.h>
+
+#include "model/forward.h"
+#include "tensor/ops.h"
+
+typedef struct mb_job {
+    const struct recur_model *m;
+    model_fwd                *f;
+    const model_layer        *L;
+    int                       rs_layer;
+    int64_t                   conv_off;   /* where the conv input starts in an r_in row */
+} mb_job;
+
+static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+/* conv + bias + silu of channels [lo, hi) for every token: in rows of in_stride floats at
+ * in_off, out rows of rs_n_conv floats. */
+static void conv_tokens(const mb_job *j, int64_t in_stride, int64_t in_off, long lo, long hi) {
+    model_fwd *f = j->f;
+    const model_hparams *hp = &j->m->hp;
+    const int64_t C = hp->rs_n_conv;
+    const float *bias = j->L->ssm_conv1d_b.data;
+    for (int32_t t = 0; t < f->n_tok; t++) {
+        float *out = f->r_conv + (int64_t)t * C;
+        fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
+                      f->r_in + (int64_t)t * in_stride + in_off, out);
+        for (long ch = lo; ch < hi; ch++) out[ch] = op_silu1(out[ch] + bias[ch]);
+    }
+}
+
+static void mamba_conv_job(void *arg, int ith, int nth) {
+    const mb_job *j = arg;
+    long lo, hi;
+    tp_split(j->m->hp.rs_n_conv, ith, nth, 16, &lo, &hi);
+    conv_tokens(j, j->m->hp.rs_n_in, j->conv_off, lo, hi);
+}
+
+/* Mamba-1 scan of channels [lo, hi): y = (scan + D x) ⊙ silu(z) into r_y. */
+static void mamba_scan_job(void *arg, int ith, int nth) {
+    const mb_job *j = arg;
+    model_fwd *f = j->f;
+    const model_hparams *hp = &j->m->hp;
+    const int64_t di = hp->ssm_d_inner, ds = hp->ssm_d_state, nx = hp->ssm_dt_rank + 2 * ds;
+    const float *A = j->L->ssm_a.data, *D = j->L->ssm_d.data;
+    long lo, hi;
+    tp_split(di, ith, nth, 16, &lo, &hi);
+    for (int32_t t = 0; t < f->n_tok; t++) {
+        float *s = rs_ssm(f->rs, j->rs_layer, f->seq[t]);
+        const float *x = f->r_conv + t * di, *z = f->r_in + t * 2 * di + di, *dt = f->r_dt + t * di;
+        const float *B = f->r_xdb + t * nx + hp->ssm_dt_rank, *Cm = B + ds;
+        for (long c = lo; c < hi; c++) {
+            const float dsp = softplus(dt[c]), x_dt = x[c] * dsp;
+            float *sc = s + c * ds, sum = 0.0f;
+            for (int64_t n = 0; n < ds; n++) {
+                const float st = fmaf(sc[n], expf(dsp * A[c * ds + n]), B[n] * x_dt);
+                sum = fmaf(st, Cm[n], sum);
+                sc[n] = st;
+            }
+            f->r_y[t * di + c] = op_silu1(z[c]) * (sum + x[c] * D[c]);
+        }
+    }
+}
+
+void block_mamba(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer) {
+    const model_hparams *hp = &m->hp;
+    const int64_t di = hp->ssm_d_inner, r = hp->ssm_dt_rank, nx = r + 2 * (int64_t)hp->ssm_d_state;
+    mb_job j = { m, f, L, rs_layer, 0 };   /* x | z */
+    fwd_matmul(f, &L->ssm_in, f->xb, f->r_in);
+    tp_run(f->pool, mamba_conv_job, &j);
+    fwd_matmul(f, &L->ssm_x, f->r_conv, f->r_xdb);
+    for (int32_t t = 0; t < f->n_tok; t++)   /* dt rows, packed for the matmul (r_y is free now) */
+        memcpy(f->r_y + t * r, f->r_xdb + t * nx, (size_t)r * sizeof(float));
+    fwd_matmul(f, &L->ssm_dt, f->r_y, f->r_dt);
+    for (int32_t t = 0; t < f->n_tok; t++) op_add(f->r_dt + t * di, L->ssm_dt_b.data, di);
+    tp_run(f->pool, mamba_scan_job, &j);
+    fwd_matmul(f, &L->ssm_out, f->r_y, f->tmp);
+    fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
+}
+
+/* Σ_n of one Mamba-2 state row, updating it: ggml's AVX-512 loop (4 x 16 lanes with FMAs,
+ * lanes reduced as its GGML_F32x16_REDUCE), then the tail in order. */
+static float mamba2_row(float *s, const float *B, const float *C, int64_t ds, float dA, float x_dt) {
+    float acc[64] = { 0 };
+    const int64_t np = ds & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int l = 0; l < 64; l++) {
+            const float st = fmaf(s[i + l], dA, B[i + l] * x_dt);
+            acc[l] = fmaf(st, C[i + l], acc[l]);
+            s[i + l] = st;
+        }
+    float v[16], h[8], q[4];
+    for (int l = 0; l < 16; l++) v[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
+    for (int l = 0; l < 8; l++) h[l] = v[l] + v[l + 8];
+    for (int l = 0; l < 4; l++) q[l] = h[l] + h[l + 4];
+    float sum = np ? (q[0] + q[2]) + (q[1] + q[3]) : 0.0f;
+    for (int64_t n = np; n < ds; n++) {
+        const float st = fmaf(s[n], dA, B[n] * x_dt);
+        sum = fmaf(st, C[n], sum);
+        s[n] = st;
+    }
+    return sum;
+}
+
+/* Mamba-2 scan of heads [lo, hi): y = (scan + D x) ⊙ silu(z) into r_y (normed afterwards). */
+static void mamba2_scan_job(void *arg, int ith, int nth) {
+    const mb_job *j = arg;
+    model_fwd *f = j->f;
+    const model_hparams *hp = &j->m->hp;
+    const int64_t di = hp->ssm_d_inner, ds = hp->ssm_d_state, nh = hp->ssm_dt_rank, ng = hp->ssm_n_group;
+    const int64_t hd = di / nh, nin = hp->rs_n_in, nc = hp->rs_n_conv;
+    const float *A = j->L->ssm_a.data, *D = j->L->ssm_d.data, *dt_b = j->L->ssm_dt_b.data;
+    long lo, hi;
+    tp_split(nh, ith, nth, 1, &lo, &hi);
+    for (int32_t t = 0; t < f->n_tok; t++) {
+        float *s = rs_ssm(f->rs, j->rs_layer, f->seq[t]);
+        const float *x = f->r_conv + t * nc, *z = f->r_in + t * nin, *dt = z + 2 * di + 2 * ng * ds;
+        for (long h = lo; h < hi; h++) {
+            const float dsp = softplus(dt[h] + dt_b[h]), dA = expf(dsp * A[h]);
+            const int64_t g = h / (nh / ng);
+            const float *B = x + di + g * ds, *C = x + di + ng * ds + g * ds;
+            for (int64_t p = 0; p < hd; p++) {
+                const int64_t ii = h * hd + p;
+                const float y = mamba2_row(s + ii * ds, B, C, ds, dA, x[ii] * dsp);
+                f->r_y[t * di + ii] = op_silu1(z[ii]) * (y + x[ii] * D[h]);
+            }
+        }
+    }
+}
+
+void block_mamba2(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer) {
+    const model_hparams *hp = &m->hp;
+    const int64_t di = hp->ssm_d_inner, gs = di / hp->ssm_n_group;
+    mb_job j = { m, f, L, rs_layer, di };   /* z | xBC | dt */
+    fwd_matmul(f, &L->ssm_in, f->xb, f->r_in);
+    tp_run(f->pool, mamba_conv_job, &j);
+    tp_run(f->pool, mamba2_scan_job, &j);
+    for (int32_t t = 0; t < f->n_tok; t++)
+        for (int64_t g = 0; g < hp->ssm_n_group; g++)
+            op_rmsnorm(f->r_y + t * di + g * gs, f->r_y + t * di + g * gs, (const float *)L->ssm_norm.data + g * gs,
+                       gs, hp->rms_eps);
+    fwd_matmul(f, &L->ssm_out, f->r_y, f->tmp);
+    fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
+}

@@ -1,0 +1,59 @@
+/* shortconv.c — LFM2's gated short convolution and the causal conv step shared by the
+ * recurrent blocks.
+ *
+ *   B, C, x = split3(in_proj · u)         (order B | C | x)
+ *   y_t     = conv_K(B ⊙ x)_t             (depthwise, causal; state = the K-1 previous B ⊙ x)
+ *   out     = out_proj · (C ⊙ y)          (no bias, no activation)
+ *
+ * Tokens are stepped one at a time in ubatch order (each sequence's tokens come in position
+ * order), each with the state of its own sequence; threads split the channels, so the result
+ * never depends on the thread count or on the batch. */
+#include <math.h>
+
+#include "model/forward.h"
+#include "tensor/ops.h"
+
+void fwd_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
+                   float *out) {
+    for (int64_t ch = lo; ch < hi; ch++) {
+        const float *wc = w + ch * K;
+        const float v = in[ch];
+        float sum = 0.0f;
+        for (int k = 0; k < K - 1; k++) sum = fmaf(state[k * C + ch], wc[k], sum);
+        sum = fmaf(v, wc[K - 1], sum);
+        for (int k = 0; k < K - 2; k++) state[k * C + ch] = state[(k + 1) * C + ch];
+        if (K > 1) state[(int64_t)(K - 2) * C + ch] = v;
+        out[ch] = sum;
+    }
+}
+
+typedef struct sc_job {
+    const struct recur_model *m;
+    model_fwd                *f;
+    const model_layer        *L;
+    int                       rs_layer;
+} sc_job;
+
+static void shortconv_job(void *arg, int ith, int nth) {
+    const sc_job *j = arg;
+    model_fwd *f = j->f;
+    const int64_t E = j->m->hp.n_embd;
+    const int K = j->m->hp.ssm_d_conv;
+    long lo, hi;
+    tp_split((long)E, ith, nth, 16, &lo, &hi);
+    for (int32_t t = 0; t < f->n_tok; t++) {
+        const float *bcx = f->r_in + (int64_t)t * 3 * E;
+        float *bx = f->r_conv + (int64_t)t * E, *y = f->r_y + (int64_t)t * E;
+        for (long ch = lo; ch < hi; ch++) bx[ch] = bcx[ch] * bcx[2 * E + ch];
+        fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, K, E, lo, hi, bx, bx);
+        for (long ch = lo; ch < hi; ch++) y[ch] = bcx[E + ch] * bx[ch];
+    }
+}
+
+void block_shortconv(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer) {
+    fwd_matmul(f, &L->ssm_in, f->xb, f->r_in);
+    sc_job j = { m, f, L, rs_layer };
+    tp_run(f->pool, shortconv_job, &j);
+    fwd_matmul(f, &L->ssm_out, f->r_y, f->tmp);
+    fwd_add_rows(f, f->x, f->tmp, m->hp.n_embd);
+}
