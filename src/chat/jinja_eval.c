@@ -449,9 +449,7 @@ static bool eval_name(jrs *r, const jnode *n, jv *out) {
     return true;
 }
 
-bool jeval(jrs *r, const jnode *n, jv *out) {
-    *out = jv_undef();
-    if (r->failed) return false;
+static bool eval_node(jrs *r, const jnode *n, jv *out) {
     switch (n->kind) {
     case JN_LIT: *out = jv_ref(n->lit); return true;
     case JN_NAME: return eval_name(r, n, out);
@@ -487,4 +485,16 @@ bool jeval(jrs *r, const jnode *n, jv *out) {
     }
     default: return jrs_fail(r, n, RECUR_E_INVALID, "not an expression");
     }
+}
+
+bool jeval(jrs *r, const jnode *n, jv *out) {
+    *out = jv_undef();
+    if (r->failed) return false;
+    if (++r->nest > JMAX_EVAL_NEST) {
+        r->nest--;
+        return jrs_fail(r, n, RECUR_E_FULL, "evaluation nested more than %d deep", JMAX_EVAL_NEST);
+    }
+    bool ok = eval_node(r, n, out);
+    r->nest--;
+    return ok;
 }

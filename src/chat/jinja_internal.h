@@ -30,6 +30,8 @@
 
 #define JMAX_ARGS   16     /* arguments of one call, filter or test */
 #define JMAX_NEST   256    /* nesting of the parsed source (brackets, blocks) */
+#define JMAX_EVAL_NEST 1500   /* nested evaluations (expressions + bodies, across macro calls):
+                                 bounds the C stack a render uses */
 
 /* ---- arena ---------------------------------------------------------------------------- */
 
@@ -234,7 +236,8 @@ typedef struct jrs {
     size_t       max_str;
     uint64_t     iters, max_iters;
     uint64_t     work, max_work;
-    int          depth, max_depth;
+    int          depth, max_depth;   /* macro calls */
+    int          nest;               /* jeval + jexec_body frames (JMAX_EVAL_NEST) */
     struct tm    now;
     jscope      *root;
     jscope      *cur;

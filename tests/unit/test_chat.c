@@ -340,6 +340,13 @@ static void test_bounds(void **state) {
     EXPECT_ERR("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}", NULL,
                "nested more than");
     EXPECT_ERR("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", NULL, "nested more than");
+    /* deep expressions inside deep recursion: the combined nesting bound keeps the C stack small */
+    char deep[2048] = "{% macro f(n) %}{{ ";
+    for (int i = 0; i < 100; i++) strcat(deep, "[");
+    strcat(deep, "f(n + 1)");
+    for (int i = 0; i < 100; i++) strcat(deep, "]");
+    strcat(deep, " }}{% endmacro %}{{ f(0) }}");
+    EXPECT_ERR(deep, NULL, "evaluation nested more than");
     /* explicit small bounds */
     char *out, err[256];
     jinja_render_opts o = {.max_output = 10};
