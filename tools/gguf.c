@@ -2,6 +2,9 @@
  *
  *   recur-gguf info FILE
  *   recur-gguf synth --arch A --preset P -o FILE [--type T] [--seed N]
+ *   recur-gguf render -m FILE --context JSON|@FILE [--template FILE]
+ *   recur-gguf tokenize -m FILE [--add-special] [--parse-special] TEXT
+ *   recur-gguf detokenize -m FILE [--no-special] IDS
  *
  * main only dispatches: each subcommand lives in its own tools/gguf_<name>.c and is listed in
  * k_cmds below (add `tokenize`, `render`, ... there). */
@@ -21,6 +24,12 @@ static const subcmd k_cmds[] = {
     {"info", cmd_info, "info FILE", "print the header, every KV and every tensor of a GGUF file"},
     {"synth", cmd_synth, "synth --arch A --preset P -o FILE [--type T] [--seed N]",
      "write a model with random weights (see `recur-gguf synth --help`)"},
+    {"render", cmd_render, "render -m FILE --context JSON|@FILE [--template FILE] [--now YYYY-MM-DDTHH:MM:SS]",
+     "print the prompt a chat template renders from a context (messages, tools, add_generation_prompt, ...)"},
+    {"tokenize", cmd_tokenize, "tokenize -m FILE [--add-special] [--parse-special] TEXT",
+     "print the token ids of TEXT as a JSON array"},
+    {"detokenize", cmd_detokenize, "detokenize -m FILE [--no-special] [--remove-special] IDS",
+     "print the text of token ids (\"1,2,3\" or a JSON array)"},
 };
 
 static void usage(FILE *f) {

@@ -6,5 +6,8 @@
 
 int cmd_info(int argc, char **argv);    /* tools/gguf_info.c */
 int cmd_synth(int argc, char **argv);   /* tools/gguf_synth.c */
+int cmd_render(int argc, char **argv);       /* tools/gguf_chat.c */
+int cmd_tokenize(int argc, char **argv);     /* tools/gguf_chat.c */
+int cmd_detokenize(int argc, char **argv);   /* tools/gguf_chat.c */
 
 #endif

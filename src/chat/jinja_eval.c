@@ -247,6 +247,10 @@ static bool binop(jrs *r, const jnode *at, int op, jv a, jv b, jv *out) {
     bool seq_a = a.t == JV_STR || a.t == JV_LIST, seq_b = b.t == JV_STR || b.t == JV_LIST;
     if (op == JOP_ADD && seq_a && a.t == b.t && (a.t == JV_STR || a.u.l->tuple == b.u.l->tuple))
         return concat_seq(r, a, b, out);
+    if (op == JOP_MOD && a.t == JV_STR) {
+        *out = jstr_percent(r, at, a.u.s, b);
+        return !r->failed;
+    }
     if (op == JOP_MUL && seq_a && is_intlike(b)) return repeat(r, at, a, ival(b), out);
     if (op == JOP_MUL && seq_b && is_intlike(a)) return repeat(r, at, b, ival(a), out);
     return fail_type(r, at, op_text(op), a, b);
@@ -445,9 +449,7 @@ static bool eval_name(jrs *r, const jnode *n, jv *out) {
     return true;
 }
 
-bool jeval(jrs *r, const jnode *n, jv *out) {
-    *out = jv_undef();
-    if (r->failed) return false;
+static bool eval_node(jrs *r, const jnode *n, jv *out) {
     switch (n->kind) {
     case JN_LIT: *out = jv_ref(n->lit); return true;
     case JN_NAME: return eval_name(r, n, out);
@@ -483,4 +485,16 @@ bool jeval(jrs *r, const jnode *n, jv *out) {
     }
     default: return jrs_fail(r, n, RECUR_E_INVALID, "not an expression");
     }
+}
+
+bool jeval(jrs *r, const jnode *n, jv *out) {
+    *out = jv_undef();
+    if (r->failed) return false;
+    if (++r->nest > JMAX_EVAL_NEST) {
+        r->nest--;
+        return jrs_fail(r, n, RECUR_E_FULL, "evaluation nested more than %d deep", JMAX_EVAL_NEST);
+    }
+    bool ok = eval_node(r, n, out);
+    r->nest--;
+    return ok;
 }

@@ -313,11 +313,17 @@ static bool exec(jrs *r, const jnode *n) {
 }
 
 bool jexec_body(jrs *r, const jnode *body) {
-    for (int i = 0; i < body->n_kid; i++) {
-        if (!exec(r, body->kid[i])) return false;
-        if (r->loop_ctl) return true;
+    if (++r->nest > JMAX_EVAL_NEST) {
+        r->nest--;
+        return jrs_fail(r, body, RECUR_E_FULL, "evaluation nested more than %d deep", JMAX_EVAL_NEST);
     }
-    return !r->failed;
+    bool ok = true;
+    for (int i = 0; i < body->n_kid && ok; i++) {
+        ok = exec(r, body->kid[i]);
+        if (r->loop_ctl) break;
+    }
+    r->nest--;
+    return ok && !r->failed;
 }
 
 /* ---- entry point ---------------------------------------------------------------------------- */

@@ -502,18 +502,35 @@ static bool f_abs(jrs *r, const jnode *at, jv in, jargs *a, jv *out) {
     return true;
 }
 
+/* Jinja2's round: 'common' is Python's round() (half to even; an int stays an int when the
+ * precision is not negative), 'ceil'/'floor' give floats. */
 static bool f_round(jrs *r, const jnode *at, jv in, jargs *a, jv *out) {
     const jv *p = jargs_get(a, 0, "precision"), *m = jargs_get(a, 1, "method");
     if (!jv_is_number(in)) return jrs_fail(r, at, RECUR_E_INVALID, "round: not a number");
     int prec = p && p->t == JV_INT ? (int)(p->u.i > 15 ? 15 : p->u.i < -15 ? -15 : p->u.i) : 0;
     const char *method = m && m->t == JV_STR ? m->u.s->s : "common";
+    bool common = !strcmp(method, "common");
+    if (common && in.t != JV_FLOAT && prec >= 0) { *out = jv_int(in.t == JV_INT ? in.u.i : in.u.b); return true; }
     double f = pow(10, prec), x = jv_num(in) * f;
-    if (!strcmp(method, "common")) x = round(x);
+    if (common) x = nearbyint(x);
     else if (!strcmp(method, "ceil")) x = ceil(x);
     else if (!strcmp(method, "floor")) x = floor(x);
     else return jrs_fail(r, at, RECUR_E_INVALID, "round: method must be common, ceil or floor");
-    *out = jv_float(x / f);
+    x /= f;
+    *out = common && in.t != JV_FLOAT ? jv_int((int64_t)x) : jv_float(x);
     return true;
+}
+
+/* "%s and %s" | format(a, b) */
+static bool f_format(jrs *r, const jnode *at, jv in, jargs *a, jv *out) {
+    if (in.t != JV_STR) return jrs_fail(r, at, RECUR_E_INVALID, "format: the value must be a string");
+    jv args = jv_list(r, (size_t)a->n_pos);
+    if (r->failed) return false;
+    args.u.l->tuple = true;
+    for (int i = 0; i < a->n_pos; i++) jlist_push(r, args, jv_ref(a->pos[i]));
+    *out = jstr_percent(r, at, in.u.s, args);
+    jv_drop(args);
+    return !r->failed;
 }
 
 static const struct { const char *name; filter_fn fn; } k_filters[] = {
@@ -525,7 +542,7 @@ static const struct { const char *name; filter_fn fn; } k_filters[] = {
     {"string", f_string}, {"trim", f_trim}, {"lower", f_lower}, {"upper", f_upper}, {"title", f_title},
     {"capitalize", f_capitalize}, {"replace", f_replace}, {"tojson", f_tojson}, {"escape", f_escape},
     {"e", f_escape}, {"indent", f_indent}, {"wordcount", f_wordcount}, {"int", f_int}, {"float", f_float},
-    {"abs", f_abs}, {"round", f_round},
+    {"abs", f_abs}, {"round", f_round}, {"format", f_format},
 };
 
 bool jfilter_apply(jrs *r, const jnode *at, const char *name, jv in, jargs *a, jv *out) {

@@ -30,6 +30,8 @@
 
 #define JMAX_ARGS   16     /* arguments of one call, filter or test */
 #define JMAX_NEST   256    /* nesting of the parsed source (brackets, blocks) */
+#define JMAX_EVAL_NEST 1500   /* nested evaluations (expressions + bodies, across macro calls):
+                                 bounds the C stack a render uses */
 
 /* ---- arena ---------------------------------------------------------------------------- */
 
@@ -224,7 +226,6 @@ typedef struct jscope {
     struct jscope *parent;
     jscope_ent    *e;
     size_t         n, cap;
-    jv             loop;     /* the `loop` of a for-loop body scope (JV_UNDEF elsewhere) */
 } jscope;
 
 typedef struct jrs {
@@ -235,7 +236,8 @@ typedef struct jrs {
     size_t       max_str;
     uint64_t     iters, max_iters;
     uint64_t     work, max_work;
-    int          depth, max_depth;
+    int          depth, max_depth;   /* macro calls */
+    int          nest;               /* jeval + jexec_body frames (JMAX_EVAL_NEST) */
     struct tm    now;
     jscope      *root;
     jscope      *cur;
@@ -243,7 +245,6 @@ typedef struct jrs {
     jdict      **ns_all;       /* every namespace made (cleared at the end: cycles) */
     size_t       n_ns, cap_ns;
     int          loop_ctl;     /* JN_BREAK / JN_CONTINUE pending, else 0 */
-    const json_t *context;
 } jrs;
 
 bool jrs_fail(jrs *r, const jnode *at, recur_status st, const char *fmt, ...) RC_PRINTF(4, 5);
@@ -334,10 +335,12 @@ enum { JCASE_LOWER, JCASE_UPPER, JCASE_TITLE, JCASE_CAPITALIZE };
 jv jstr_strip(jrs *r, const jstr *s, const jstr *chars, int mode);
 jv jstr_case(jrs *r, const jstr *s, int how);
 jv jstr_replace(jrs *r, const jnode *at, const jstr *s, const jstr *old, const jstr *rep, int64_t count);
+/* Python's printf-style `fmt % args` (args: a tuple/list of values, or one value):
+ * %s %r %d %i %f %F %e %E %g %G %x %X %o %% with flags, width and precision (< 1000). */
+jv jstr_percent(jrs *r, const jnode *at, const jstr *fmt, jv args);
 
 bool jfilter_apply(jrs *r, const jnode *at, const char *name, jv in, jargs *a, jv *out);
 bool jtest_apply(jrs *r, const jnode *at, const char *name, jv in, jargs *a, bool *out);
-bool jtest_exists(const char *name);
 /* A method of a str/dict/list receiver; *found = false when there is none of that name. */
 bool jmethod_call(jrs *r, const jnode *at, jv self, const char *name, jargs *a, jv *out,
                   bool *found);

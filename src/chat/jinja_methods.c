@@ -90,6 +90,62 @@ jv jstr_replace(jrs *r, const jnode *at, const jstr *s, const jstr *old, const j
     return jv_str_buf(r, &b);
 }
 
+/* One conversion of a printf-style format: spec is "%[flags][width][.prec]" + conv. */
+static bool percent_one(jrs *r, const jnode *at, jbuf *b, const char *spec, size_t sl, char conv, jv v) {
+    char f[48], tmp[512];
+    snprintf(f, sizeof f, "%.*s", (int)(sl < 40 ? sl : 40), spec);
+    size_t n = strlen(f);
+    if (conv == 's' || conv == 'r') {
+        jbuf t = {0};
+        bool ok = conv == 's' ? jv_write_str(r, &t, v) : jv_write_repr(r, &t, v);
+        int w = atoi(f + strspn(f + 1, "-+ #0") + 1);
+        bool left = strchr(f, '-') != NULL;
+        size_t len = t.n, pad = w > 0 && (size_t)w > len ? (size_t)w - len : 0;
+        for (size_t i = 0; ok && !left && i < pad; i++) ok = jbuf_addc(r, b, ' ');
+        ok = ok && jbuf_add(r, b, t.p ? t.p : "", len);
+        for (size_t i = 0; ok && left && i < pad; i++) ok = jbuf_addc(r, b, ' ');
+        jbuf_free(&t);
+        return ok;
+    }
+    if (!jv_is_number(v)) return jrs_fail(r, at, RECUR_E_INVALID, "%%%c format: a number is required, not %s", conv, jv_type_name(v));
+    bool is_int = strchr("dioxX", conv) != NULL;
+    if (is_int) snprintf(f + n, sizeof f - n, "ll%c", conv == 'i' ? 'd' : conv);
+    else snprintf(f + n, sizeof f - n, "%c", conv);
+    long long iv = v.t == JV_FLOAT ? (long long)v.u.f : v.t == JV_INT ? v.u.i : v.u.b;
+    int len = is_int ? snprintf(tmp, sizeof tmp, f, iv) : snprintf(tmp, sizeof tmp, f, jv_num(v));
+    if (len < 0 || (size_t)len >= sizeof tmp) return jrs_fail(r, at, RECUR_E_INVALID, "format result too long");
+    return jbuf_add(r, b, tmp, (size_t)len);
+}
+
+jv jstr_percent(jrs *r, const jnode *at, const jstr *fmt, jv args) {
+    bool multi = args.t == JV_LIST && args.u.l->tuple;
+    size_t used = 0, n_args = multi ? args.u.l->n : 1;
+    jbuf b = {0};
+    for (size_t i = 0; i < fmt->len && !r->failed; i++) {
+        if (fmt->s[i] != '%') { jbuf_addc(r, &b, fmt->s[i]); continue; }
+        size_t j = i + 1;
+        j += strspn(fmt->s + j, "-+ #0");
+        size_t digits = 0;
+        for (; j < fmt->len && ((fmt->s[j] >= '0' && fmt->s[j] <= '9') || fmt->s[j] == '.'); j++) digits++;
+        char conv = j < fmt->len ? fmt->s[j] : 0;
+        if (conv == '%') { jbuf_addc(r, &b, '%'); i = j; continue; }
+        if (!conv || !strchr("srdiFfeEgGxXo", conv)) { jrs_fail(r, at, RECUR_E_INVALID, "unsupported format character"); break; }
+        if (digits > 5 || memchr(fmt->s + i, '.', j - i) != memrchr(fmt->s + i, '.', j - i)) {
+            jrs_fail(r, at, RECUR_E_INVALID, "bad width or precision in a format");
+            break;
+        }
+        if (used >= n_args) { jrs_fail(r, at, RECUR_E_INVALID, "not enough arguments for format string"); break; }
+        jv v = multi ? args.u.l->items[used] : args;
+        used++;
+        percent_one(r, at, &b, fmt->s + i, j - i, conv == 'F' ? 'f' : conv, v);
+        i = j;
+    }
+    if (!r->failed && used < n_args)
+        jrs_fail(r, at, RECUR_E_INVALID, "not all arguments converted during string formatting");
+    if (r->failed) { jbuf_free(&b); return jv_undef(); }
+    return jv_str_buf(r, &b);
+}
+
 /* ---- str methods ---------------------------------------------------------------------------- */
 
 typedef bool (*method_fn)(jrs *r, const jnode *at, jv self, jargs *a, jv *out);

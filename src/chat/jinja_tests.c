@@ -173,8 +173,6 @@ static test_fn find_test(const char *name) {
     return NULL;
 }
 
-bool jtest_exists(const char *name) { return find_test(name) != NULL; }
-
 bool jtest_apply(jrs *r, const jnode *at, const char *name, jv in, jargs *a, bool *out) {
     *out = false;
     test_fn fn = find_test(name);

@@ -278,6 +278,9 @@ static void test_filters(void **state) {
     EXPECT("{{ [1, 2, 3] | sum }} {{ '<a&b>' | e }} {{ 'x' | safe }} {{ 'one two' | wordcount }}", NULL,
            "6 &lt;a&amp;b&gt; x 2");
     EXPECT("{{ ['a', 'b'] | map('upper') | join('-') }}", NULL, "A-B");
+    EXPECT("{{ 2.5 | round }} {{ 3.5 | round }} {{ 7 | round }} {{ 2.1 | round(method='ceil') }}", NULL, "2.0 4.0 7 3.0");
+    EXPECT("{{ '%s=%d (%5.2f) %r %%' % ('k', 3, 2.5, 'q') }}|{{ '%-3s|' % 'a' }}|{{ '%s and %s' | format(1, none) }}",
+           NULL, "k=3 ( 2.50) 'q' %|a  ||1 and None");
 }
 
 static void test_methods(void **state) {
@@ -310,6 +313,8 @@ static void test_errors(void **state) {
     EXPECT_ERR("{{ none.x() }}", NULL, "not callable");
     EXPECT_ERR("{% set x = 1 %}{% set x.y = 2 %}", NULL, "non-namespace");
     EXPECT_ERR("{{ [1, 2][::0] }}", NULL, "step cannot be zero");
+    EXPECT_ERR("{{ '%s %s' % ('a',) }}", NULL, "not enough arguments");
+    EXPECT_ERR("{{ '%d' % 'x' }}", NULL, "a number is required");
     EXPECT_ERR("{% for a, b in [1] %}{% endfor %}", NULL, "not iterable");
     EXPECT_ERR("{{ 9223372036854775807 + 1 }}", NULL, "overflow");
     EXPECT_ERR("{{ undefined_thing() }}", NULL, "not callable");
@@ -335,6 +340,13 @@ static void test_bounds(void **state) {
     EXPECT_ERR("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}", NULL,
                "nested more than");
     EXPECT_ERR("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", NULL, "nested more than");
+    /* deep expressions inside deep recursion: the combined nesting bound keeps the C stack small */
+    char deep[2048] = "{% macro f(n) %}{{ ";
+    for (int i = 0; i < 100; i++) strcat(deep, "[");
+    strcat(deep, "f(n + 1)");
+    for (int i = 0; i < 100; i++) strcat(deep, "]");
+    strcat(deep, " }}{% endmacro %}{{ f(0) }}");
+    EXPECT_ERR(deep, NULL, "evaluation nested more than");
     /* explicit small bounds */
     char *out, err[256];
     jinja_render_opts o = {.max_output = 10};
