@@ -59,6 +59,8 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
     const model_hparams *hp = &c->m->hp;
     const int64_t U = c->p.n_ubatch, nth = tp_n_threads(c->pool);
     c->f.att_ws_floats = 2 * (int64_t)hp->head_dim_k + c->p.n_ctx + 16;
+    if (c->f.att_ws_floats < (int64_t)hp->ssm_d_state + 16) c->f.att_ws_floats = (int64_t)hp->ssm_d_state + 16;
+    const int64_t n_xdb = (int64_t)hp->ssm_dt_rank + 2 * hp->ssm_d_state;
     const int64_t sizes[] = {
         U * hp->n_embd, U * hp->n_embd, U * hp->n_embd,                        /* x xb tmp */
         U * hp->n_head * hp->head_dim_k, U * hp->n_head_kv * hp->head_dim_k,   /* q k */
@@ -66,12 +68,16 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
         U * hp->n_ff, U * hp->n_ff, U * hp->n_rot,                             /* hb hb2 rope */
         nth * c->f.att_ws_floats, U * hp->n_embd,                              /* att_ws out_x */
         U * hp->rs_n_in, U * hp->rs_n_conv,                                    /* r_in r_conv */
-        U * ((int64_t)hp->ssm_dt_rank + 2 * hp->ssm_d_state),                 /* r_xdb */
+        U * (n_xdb > 2 * (int64_t)hp->ssm_dt_rank ? n_xdb : 2 * (int64_t)hp->ssm_dt_rank),   /* r_xdb */
         U * hp->ssm_d_inner, U * hp->ssm_d_inner,                              /* r_dt r_y */
+        hp->attn_gated ? U * 2 * hp->n_head * hp->head_dim_k : 0,              /* qg */
+        U * hp->n_expert, hp->n_expert ? U : 0,                                /* moe moe_g */
+        hp->n_expert ? hp->n_embd : 0, hp->n_expert ? hp->n_embd : 0,          /* moe_y moe_acc */
     };
     float **dst[] = { &c->f.x, &c->f.xb, &c->f.tmp, &c->f.q, &c->f.k, &c->f.v, &c->f.att,
                       &c->f.hb, &c->f.hb2, &c->f.rope, &c->f.att_ws, &c->out_x,
-                      &c->f.r_in, &c->f.r_conv, &c->f.r_xdb, &c->f.r_dt, &c->f.r_y };
+                      &c->f.r_in, &c->f.r_conv, &c->f.r_xdb, &c->f.r_dt, &c->f.r_y, &c->f.qg,
+                      &c->f.moe, &c->f.moe_g, &c->f.moe_y, &c->f.moe_acc };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += ((size_t)sizes[i] * 4 + 63) / 64 * 64;
     const size_t mm = mm_scratch_bytes(c->m, U);

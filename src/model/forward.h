@@ -29,6 +29,7 @@ typedef struct model_fwd {
     float *k;        /* [n_tok][n_head_kv * head_dim_k] */
     float *v;        /* [n_tok][n_head_kv * head_dim_v] */
     float *att;      /* [n_tok][n_head * head_dim_v] */
+    float *qg;       /* [n_tok][2 * n_head * head_dim_k] gated attention: per head [q | gate] */
     float *hb;       /* [n_tok][n_ff] */
     float *hb2;      /* [n_tok][n_ff] */
     float *rope;     /* [n_tok][n_rot] cos/sin pairs per token */
@@ -38,9 +39,14 @@ typedef struct model_fwd {
     /* recurrent layers */
     float *r_in;     /* [n_tok][rs_n_in] in-projection */
     float *r_conv;   /* [n_tok][rs_n_conv] conv output */
-    float *r_xdb;    /* [n_tok][dt_rank + 2 d_state] mamba: dt | B | C */
+    float *r_xdb;    /* [n_tok][dt_rank + 2 d_state] mamba: dt | B | C; DeltaNet: beta, alpha */
     float *r_dt;     /* [n_tok][d_inner] mamba: dt */
     float *r_y;      /* [n_tok][d_inner] mixer output before the out-projection */
+    /* MoE */
+    float *moe;      /* [n_tok][n_expert] router logits, then probabilities */
+    float *moe_g;    /* [n_tok] shared-expert gate */
+    float *moe_y;    /* [n_embd] one expert's output */
+    float *moe_acc;  /* [n_embd] routed experts' sum of one token */
 
     /* tools */
     kv_cache             *kv;     /* NULL without attention layers */
@@ -61,6 +67,15 @@ void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n);
 /* Self-attention of a llama-family layer: reads f->xb, adds the output to f->x.
  * kv_layer is the index of this layer among the attention layers. */
 void block_attention(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer);
+/* Gated attention (qwen35, qwen3next): as block_attention with attn_q giving per head
+ * [q | gate]; the heads' output is multiplied by sigmoid(gate) before attn_output. */
+void block_attention_gated(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer);
+/* Gated DeltaNet mixer (model/blocks/deltanet.c): reads f->xb, adds the output to f->x. */
+void block_deltanet(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer);
+
+/* MoE feed-forward with an optional gated shared expert (model/blocks/moe.c). */
+void block_ffn_moe(const struct recur_model *m, model_fwd *f, const model_layer *L);
+
 /* SwiGLU feed-forward: x += down(silu(gate(norm(x))) * up(norm(x))). */
 void block_ffn_swiglu(const struct recur_model *m, model_fwd *f, const model_layer *L);
 

@@ -62,6 +62,15 @@ typedef struct model_hparams {
     int32_t  rs_n_in;       /* width of the in-projection of a recurrent layer */
     int32_t  rs_n_conv;     /* channels of the conv (its state is (K-1) rows of them) */
     int64_t  rs_n_ssm;      /* SSM-state floats per layer and sequence */
+
+    /* qwen35 / qwen35moe / qwen3next */
+    bool     attn_gated;    /* attn_q gives per head [q | gate]; output *= sigmoid(gate) */
+    bool     ssm_grouped;   /* DeltaNet v head h uses k head h / (n_v/n_k) (qwen3next), else h % n_k */
+    int32_t  n_expert;      /* MoE (0: dense FFN) */
+    int32_t  n_expert_used;
+    int32_t  n_ff_exp;      /* expert_feed_forward_length */
+    int32_t  n_ff_shexp;    /* expert_shared_feed_forward_length (0: no shared expert) */
+    float    expert_weights_scale;   /* 0 or 1: none */
 } model_hparams;
 
 /* Weights of one transformer layer (llama-family names; absent ones have data == NULL). */
@@ -90,6 +99,21 @@ typedef struct model_layer {
     model_w ssm_d;          /* {d_inner} mamba, {1, n_head} mamba2 */
     model_w ssm_norm;       /* mamba2: {d_inner / n_group, n_group} */
     model_w ssm_out;        /* {d_inner, n_embd} */
+    /* Gated DeltaNet (qwen35*, qwen3next): attn_qkv, the z projection, beta / alpha */
+    model_w wqkv;           /* {n_embd, 2 n_k d_k + d_inner} */
+    model_w attn_gate;      /* {n_embd, d_inner} */
+    model_w ssm_beta;       /* {n_embd, n_v} */
+    model_w ssm_alpha;      /* {n_embd, n_v} */
+    model_w ssm_ba;         /* qwen3next {n_embd, 2 n_v}: per k group [b(r) | a(r)] */
+    /* MoE FFN: experts are 3-D {in, out, n_expert} (ne[2] holds n_expert) */
+    model_w ffn_gate_inp;       /* {n_embd, n_expert} */
+    model_w ffn_gate_exps;      /* {n_embd, n_ff_exp, n_expert} */
+    model_w ffn_up_exps;        /* {n_embd, n_ff_exp, n_expert} */
+    model_w ffn_down_exps;      /* {n_ff_exp, n_embd, n_expert} */
+    model_w ffn_gate_inp_shexp; /* {n_embd} (one output) */
+    model_w ffn_gate_shexp;     /* {n_embd, n_ff_shexp} */
+    model_w ffn_up_shexp;       /* {n_embd, n_ff_shexp} */
+    model_w ffn_down_shexp;     /* {n_ff_shexp, n_embd} */
 } model_layer;
 
 typedef struct model_weights {
@@ -133,6 +157,10 @@ recur_status model_read_common_hparams(struct recur_model *m, char *err, size_t 
 
 /* Reads the ssm.* keys into hp (mamba, mamba2). */
 recur_status model_read_ssm_hparams(struct recur_model *m, bool mamba2, char *err, size_t err_len);
+/* Reads the MoE keys (expert_count, ...) into hp (model/blocks/moe.c). */
+recur_status model_read_moe_hparams(struct recur_model *m, char *err, size_t err_len);
+/* Binds the MoE tensors of layer il (router, 3-D experts, optional shared expert). */
+recur_status model_bind_moe(struct recur_model *m, int il, char *err, size_t err_len);
 /* Fills kv_index / rs_index / n_layer_kv / n_layer_rs from `recurrent` (after the arch hook). */
 recur_status model_layout(struct recur_model *m, char *err, size_t err_len);
 

@@ -86,7 +86,9 @@ recur_status model_read_common_hparams(struct recur_model *m, char *err, size_t 
     GET("block_count", true, 0, 1, MODEL_MAX_LAYERS, &n_block);
     GET("nextn_predict_layers", false, 0, 0, n_block - 1, &n_nextn);
     GET("attention.head_count", true, 0, 0, 1 << 14, &hp->n_head);
-    GET("feed_forward_length", true, 0, 0, 1 << 24, &hp->n_ff);
+    char moe_key[128];   /* MoE models may leave feed_forward_length out */
+    arch_key(m, "expert_count", moe_key, sizeof moe_key);
+    GET("feed_forward_length", gguf_find_key(m->g, moe_key) < 0, 0, 0, 1 << 24, &hp->n_ff);
     hp->n_layer = n_block - n_nextn;
     if ((st = get_layer_ints(m, "attention.head_count_kv", hp->n_head, 0, hp->n_head, n_block, hp->head_kv, err,
                              err_len)))

@@ -2,7 +2,7 @@
  * ubatch size, the decode-call split, the thread count, other sequences in the same batch,
  * and whether the prefix came from a copied sequence or was recomputed after seq_rm.
  * Runs on every llama / qwen3 model of ../shared/testdata/models and on stories260K, and on
- * the F32 and Q8_0 lfm2 / mamba / mamba2 models (recurrent: the copied prefix only, since
+ * the F32 and Q8_0 lfm2 / mamba / mamba2 / qwen35 models (recurrent: the copied prefix only, since
  * removing a tail needs a state that no longer exists, which must be refused). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -173,6 +173,8 @@ RECURRENT_TEST(mamba_f32, "pub-mamba-F32")
 RECURRENT_TEST(mamba_q8_0, "pub-mamba-Q8_0")
 RECURRENT_TEST(mamba2_f32, "pub-mamba2-F32")
 RECURRENT_TEST(mamba2_q8_0, "pub-mamba2-Q8_0")
+RECURRENT_TEST(qwen35_f32, "pub-qwen35-F32")
+RECURRENT_TEST(qwen35_q8_0, "pub-qwen35-Q8_0")
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -181,6 +183,7 @@ int main(void) {
         cmocka_unit_test(qwen3_q4_k_m), cmocka_unit_test(stories),
         cmocka_unit_test(lfm2_f32), cmocka_unit_test(lfm2_q8_0), cmocka_unit_test(mamba_f32),
         cmocka_unit_test(mamba_q8_0), cmocka_unit_test(mamba2_f32), cmocka_unit_test(mamba2_q8_0),
+        cmocka_unit_test(qwen35_f32), cmocka_unit_test(qwen35_q8_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -111,20 +111,43 @@ static void att_prepare(const struct recur_model *m, model_fwd *f, const model_l
     }
 }
 
-void block_attention(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
-    fwd_matmul(f, &L->wq, f->xb, f->q);
-    fwd_matmul(f, &L->wk, f->xb, f->k);
-    fwd_matmul(f, &L->wv, f->xb, f->v);
+/* RMSNorm + RoPE of q and k, K/V into cells, then every (token, head) output into f->att. */
+static void att_run(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
     att_prepare(m, f, L, kv_layer);
-
     att_job j = { m, f, kv_layer };
     /* a small job runs on the caller alone: waking the workers would cost more */
     const double work = (double)f->n_tok * m->hp.n_head * (f->pos[f->n_tok - 1] + 1) * m->hp.head_dim_k;
     tp_run(work < (1 << 18) ? NULL : f->pool, att_job_fn, &j);
+}
 
+void block_attention(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
+    fwd_matmul(f, &L->wq, f->xb, f->q);
+    fwd_matmul(f, &L->wk, f->xb, f->k);
+    fwd_matmul(f, &L->wv, f->xb, f->v);
+    att_run(m, f, L, kv_layer);
     fwd_matmul(f, &L->wo, f->att, f->tmp);
     if (L->bo.data) {
         for (int32_t t = 0; t < f->n_tok; t++) op_add(f->tmp + (int64_t)t * m->hp.n_embd, L->bo.data, m->hp.n_embd);
     }
     fwd_add_rows(f, f->x, f->tmp, m->hp.n_embd);
+}
+
+void block_attention_gated(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
+    const model_hparams *hp = &m->hp;
+    const int64_t H = hp->n_head, D = hp->head_dim_k, dv = hp->head_dim_v;
+    fwd_matmul(f, &L->wq, f->xb, f->qg);
+    for (int32_t t = 0; t < f->n_tok; t++)
+        for (int64_t h = 0; h < H; h++)
+            memcpy(f->q + (t * H + h) * D, f->qg + t * 2 * H * D + h * 2 * D, (size_t)D * sizeof(float));
+    fwd_matmul(f, &L->wk, f->xb, f->k);
+    fwd_matmul(f, &L->wv, f->xb, f->v);
+    att_run(m, f, L, kv_layer);
+    for (int32_t t = 0; t < f->n_tok; t++)   /* output gate (dv == D for these models) */
+        for (int64_t h = 0; h < H; h++) {
+            const float *g = f->qg + t * 2 * H * D + h * 2 * D + D;
+            float *o = f->att + (t * H + h) * dv;
+            for (int64_t e = 0; e < dv; e++) o[e] *= 1.0f / (1.0f + expf(-g[e]));
+        }
+    fwd_matmul(f, &L->wo, f->att, f->tmp);
+    fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }

@@ -1,0 +1,140 @@
+/* deltanet.c — the Gated DeltaNet mixer of qwen35 / qwen35moe / qwen3next (llama.cpp semantics,
+ * ARCHITECTURES.md §2.4).
+ *
+ *   mixed = attn_qkv · u  (q: n_k heads | k: n_k heads | v: n_v heads, d_k = d_v = ssm.state_size)
+ *   z = attn_gate · u;  beta_h = sigmoid(b_h);  g_h = ssm_a[h] · softplus(a_h + dt_bias[h])
+ *   c = silu(conv_K(mixed))  (causal depthwise, no bias);  q, k: L2-normalised per head
+ *   per v head h (k head kh = h mod n_k, or h / (n_v/n_k) for qwen3next):
+ *       S ← S·exp(g);  δ[j] = (v[j] − Σ_i S[i][j] k[i])·beta;  S[i][j] += k[i] δ[j]
+ *       o[j] = (Σ_i S[i][j] q[i]) / sqrt(d_k)
+ *   y_h = RMSNorm(o_h)·ssm_norm ⊙ silu(z_h);  out = ssm_out · y
+ *
+ * State per layer and sequence: S as llama.cpp stores it, [h][j][i] (row j = value index, over
+ * the key index i), F32, plus the K-1 previous conv inputs (rs.h). Tokens are stepped one at a
+ * time in ubatch order, each with its own sequence's state, so the state after every token
+ * exists; threads split conv channels, then v heads: results never depend on the thread count
+ * or the batch. The sums follow ggml's fused GATED_DELTA_NET CPU kernel (its AVX-512
+ * ggml_vec_dot_f32: 4 x 16 lanes with FMAs over blocks of 64, reduced as GGML_F32x16_REDUCE;
+ * the output is scaled after the dot, as the fused op does). */
+#include <math.h>
+#include <string.h>
+
+#include "model/forward.h"
+#include "tensor/ops.h"
+
+typedef struct dn_job {
+    const struct recur_model *m;
+    model_fwd                *f;
+    const model_layer        *L;
+    int                       rs_layer;
+} dn_job;
+
+static float dn_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+/* Σ a[i] b[i] in the order of ggml_vec_dot_f32 on AVX-512. */
+static float dn_dot(const float *a, const float *b, int64_t n) {
+    float acc[64] = { 0 };
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int l = 0; l < 64; l++) acc[l] = fmaf(a[i + l], b[i + l], acc[l]);
+    float v[16], h[8], q[4];
+    for (int l = 0; l < 16; l++) v[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
+    for (int l = 0; l < 8; l++) h[l] = v[l] + v[l + 8];
+    for (int l = 0; l < 4; l++) q[l] = h[l] + h[l + 4];
+    float sum = (q[0] + q[2]) + (q[1] + q[3]);
+    for (int64_t i = np; i < n; i++) sum += a[i] * b[i];
+    return sum;
+}
+
+/* One token through one head: S (d x d, [j][i]) is decayed and updated, o receives the output. */
+static void dn_head_step(float *S, const float *q, const float *k, const float *v, float g, float beta, int64_t d,
+                         float *delta, float *o) {
+    const float decay = expf(g), scale = 1.0f / sqrtf((float)d);
+    for (int64_t e = 0; e < d * d; e++) S[e] *= decay;
+    for (int64_t j = 0; j < d; j++) delta[j] = (v[j] - dn_dot(S + j * d, k, d)) * beta;
+    for (int64_t j = 0; j < d; j++) {
+        float *row = S + j * d;
+        for (int64_t i = 0; i < d; i++) row[i] = fmaf(k[i], delta[j], row[i]);
+    }
+    for (int64_t j = 0; j < d; j++) o[j] = dn_dot(S + j * d, q, d) * scale;
+}
+
+/* Causal conv (no bias) + silu of channels [lo, hi) for every token: r_in rows into r_conv. */
+static void dn_conv_job(void *arg, int ith, int nth) {
+    const dn_job *j = arg;
+    model_fwd *f = j->f;
+    const model_hparams *hp = &j->m->hp;
+    const int64_t C = hp->rs_n_conv;
+    long lo, hi;
+    tp_split(C, ith, nth, 16, &lo, &hi);
+    for (int32_t t = 0; t < f->n_tok; t++) {
+        float *out = f->r_conv + (int64_t)t * C;
+        fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
+                      f->r_in + (int64_t)t * hp->rs_n_in, out);
+        for (long ch = lo; ch < hi; ch++) out[ch] = op_silu1(out[ch]);
+    }
+}
+
+/* The raw beta and alpha of v head h of token t: two [n_tok][n_v] blocks in r_xdb, or
+ * qwen3next's fused ssm_ba rows [n_tok][n_k][b(r) | a(r)]. */
+static void dn_ba(const dn_job *j, int32_t t, int64_t h, float *b, float *a) {
+    const model_hparams *hp = &j->m->hp;
+    const int64_t nv = hp->ssm_dt_rank, nk = hp->ssm_n_group, r = nv / nk;
+    const float *x = j->f->r_xdb;
+    if (j->L->ssm_ba.data) {
+        const float *row = x + (int64_t)t * 2 * nv + (h / r) * 2 * r;
+        *b = row[h % r];
+        *a = row[r + h % r];
+    } else {
+        *b = x[(int64_t)t * nv + h];
+        *a = x[(int64_t)j->f->n_tok * nv + (int64_t)t * nv + h];
+    }
+}
+
+/* The delta rule and the gated norm of v heads [lo, hi) for every token, in order. */
+static void dn_delta_job(void *arg, int ith, int nth) {
+    const dn_job *j = arg;
+    model_fwd *f = j->f;
+    const model_hparams *hp = &j->m->hp;
+    const int64_t d = hp->ssm_d_state, nk = hp->ssm_n_group, nv = hp->ssm_dt_rank, di = hp->ssm_d_inner;
+    const int64_t C = hp->rs_n_conv, r = nv / nk;
+    const float *A = j->L->ssm_a.data, *dt_b = j->L->ssm_dt_b.data, *nw = j->L->ssm_norm.data;
+    float *delta = f->att_ws + (int64_t)ith * f->att_ws_floats;
+    long lo, hi;
+    tp_split(nv, ith, nth, 1, &lo, &hi);
+    for (int32_t t = 0; t < f->n_tok; t++) {
+        float *S = rs_ssm(f->rs, j->rs_layer, f->seq[t]);
+        const float *q = f->r_conv + (int64_t)t * C, *k = q + nk * d, *v = k + nk * d;
+        for (long h = lo; h < hi; h++) {
+            const int64_t kh = hp->ssm_grouped ? h / r : h % nk;
+            float b, a;
+            dn_ba(j, t, h, &b, &a);
+            const float beta = 1.0f / (1.0f + expf(-b)), g = dn_softplus(a + dt_b[h]) * A[h];
+            float *o = f->r_y + (int64_t)t * di + h * d;
+            const float *z = f->r_dt + (int64_t)t * di + h * d;
+            dn_head_step(S + h * d * d, q + kh * d, k + kh * d, v + h * d, g, beta, d, delta, o);
+            op_rmsnorm(o, o, nw, d, hp->rms_eps);
+            for (int64_t e = 0; e < d; e++) o[e] *= op_silu1(z[e]);
+        }
+    }
+}
+
+void block_deltanet(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer) {
+    const model_hparams *hp = &m->hp;
+    const int64_t d = hp->ssm_d_state, nk = hp->ssm_n_group, nv = hp->ssm_dt_rank, C = hp->rs_n_conv;
+    dn_job j = { m, f, L, rs_layer };
+    fwd_matmul(f, &L->wqkv, f->xb, f->r_in);
+    fwd_matmul(f, &L->attn_gate, f->xb, f->r_dt);   /* z */
+    if (L->ssm_ba.data) {
+        fwd_matmul(f, &L->ssm_ba, f->xb, f->r_xdb);
+    } else {
+        fwd_matmul(f, &L->ssm_beta, f->xb, f->r_xdb);
+        fwd_matmul(f, &L->ssm_alpha, f->xb, f->r_xdb + (int64_t)f->n_tok * nv);
+    }
+    tp_run(f->pool, dn_conv_job, &j);
+    for (int32_t t = 0; t < f->n_tok; t++)   /* q and k heads: L2 norm (ggml_l2_norm, eps = rms eps) */
+        for (int64_t h = 0; h < 2 * nk; h++) op_l2norm(f->r_conv + (int64_t)t * C + h * d, d, hp->rms_eps);
+    tp_run(f->pool, dn_delta_job, &j);
+    fwd_matmul(f, &L->ssm_out, f->r_y, f->tmp);
+    fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
+}

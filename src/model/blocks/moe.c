@@ -1,0 +1,148 @@
+/* moe.c — the mixture-of-experts feed-forward of qwen35moe / qwen3next (llama.cpp's
+ * build_moe_ffn with softmax gating, ARCHITECTURES.md §2.4):
+ *   p = softmax(ffn_gate_inp · n);  E = the n_expert_used largest p (in decreasing order)
+ *   w_e = p_e / max(Σ_E p, 6.1e-5) (× expert_weights_scale when it is not 0 or 1)
+ *   moe = Σ_{e∈E} w_e · down_e(silu(gate_e · n) ⊙ up_e · n)   (summed in the order of E)
+ *   shared = down_sh(silu(gate_sh · n) ⊙ up_sh · n) · sigmoid(ffn_gate_inp_shexp · n)
+ *   x += moe + shared,  n = RMSNorm(x)·post_attention_norm
+ * Each (token, expert) product is a one-row matmul: tensor_matmul's results do not depend on
+ * the rows in a call, so this equals ggml's grouped mul_mat_id bit for bit. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "model/forward.h"
+#include "tensor/ops.h"
+
+recur_status model_read_moe_hparams(struct recur_model *m, char *err, size_t err_len) {
+    model_hparams *hp = &m->hp;
+    const char *keys[4] = { "expert_count", "expert_used_count", "expert_feed_forward_length",
+                            "expert_shared_feed_forward_length" };
+    int32_t *dst[4] = { &hp->n_expert, &hp->n_expert_used, &hp->n_ff_exp, &hp->n_ff_shexp };
+    for (int i = 0; i < 4; i++) {
+        char key[96];
+        int64_t v = 0;
+        snprintf(key, sizeof key, "%s.%s", hp->arch, keys[i]);
+        if ((!gguf_get_int(m->g, key, &v) && i < 3) || v < 0 || v > (1 << 24))
+            return rc_fail(err, err_len, RECUR_E_FORMAT, "model: key %s missing or out of range", key);
+        *dst[i] = (int32_t)v;
+    }
+    if (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert || hp->n_expert > 4096)
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: expert_used_count %d / expert_count %d invalid",
+                       hp->n_expert_used, hp->n_expert);
+    char key[96];
+    double s = 0;
+    snprintf(key, sizeof key, "%s.expert_weights_scale", hp->arch);
+    hp->expert_weights_scale = gguf_get_float(m->g, key, &s) ? (float)s : 0.0f;
+    if (hp->n_ff_shexp == 0) hp->n_ff_shexp = hp->n_ff;
+    if (hp->n_ff < hp->n_ff_exp) hp->n_ff = hp->n_ff_exp;     /* hb / hb2 hold either */
+    if (hp->n_ff < hp->n_ff_shexp) hp->n_ff = hp->n_ff_shexp;
+    return RECUR_OK;
+}
+
+/* A 3-D expert tensor {ne0, ne1, n_expert}. */
+static recur_status bind_exps(struct recur_model *m, model_w *w, const char *fmt, int il, int64_t ne0, int64_t ne1,
+                              char *err, size_t err_len) {
+    char name[GGUF_MAX_NAME + 16];
+    snprintf(name, sizeof name, fmt, il);
+    const gguf_tensor *t = gguf_find_tensor(m->g, name);
+    if (!t) return rc_fail(err, err_len, RECUR_E_FORMAT, "model: tensor '%s' is missing", name);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != m->hp.n_expert || t->ne[3] != 1)
+        return rc_fail(err, err_len, RECUR_E_FORMAT, "model: tensor '%s' has shape {%lld, %lld, %lld}, expected "
+                       "{%lld, %lld, %d}", name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                       (long long)ne0, (long long)ne1, m->hp.n_expert);
+    if (!tensor_type_supported(t->type))
+        return rc_fail(err, err_len, RECUR_E_UNSUPPORTED, "model: tensor '%s' has type %s, not supported yet", name,
+                       gguf_type_name(t->type));
+    w->type = t->type;
+    w->data = t->data;
+    memcpy(w->ne, t->ne, sizeof w->ne);
+    return RECUR_OK;
+}
+
+recur_status model_bind_moe(struct recur_model *m, int il, char *err, size_t err_len) {
+    const model_hparams *hp = &m->hp;
+    model_layer *L = &m->w.layers[il];
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp, S = hp->n_ff_shexp;
+    recur_status st;
+    if ((st = model_bind(m, &L->ffn_gate_inp, "blk.%d.ffn_gate_inp.weight", il, E, hp->n_expert, true, err, err_len)) ||
+        (st = bind_exps(m, &L->ffn_gate_exps, "blk.%d.ffn_gate_exps.weight", il, E, F, err, err_len)) ||
+        (st = bind_exps(m, &L->ffn_up_exps, "blk.%d.ffn_up_exps.weight", il, E, F, err, err_len)) ||
+        (st = bind_exps(m, &L->ffn_down_exps, "blk.%d.ffn_down_exps.weight", il, F, E, err, err_len)) ||
+        (st = model_bind(m, &L->ffn_up_shexp, "blk.%d.ffn_up_shexp.weight", il, E, S, false, err, err_len)))
+        return st;
+    if (!L->ffn_up_shexp.data) return RECUR_OK;
+    if ((st = model_bind(m, &L->ffn_gate_inp_shexp, "blk.%d.ffn_gate_inp_shexp.weight", il, E, 0, true, err,
+                         err_len)) ||
+        (st = model_bind(m, &L->ffn_gate_shexp, "blk.%d.ffn_gate_shexp.weight", il, E, S, true, err, err_len)) ||
+        (st = model_bind(m, &L->ffn_down_shexp, "blk.%d.ffn_down_shexp.weight", il, S, E, true, err, err_len)))
+        return st;
+    return RECUR_OK;
+}
+
+/* Y[n_out] = expert e of the 3-D weight w times one row X. */
+static void expert_mv(model_fwd *f, const model_w *w, int e, const float *X, float *Y) {
+    const char *base = (const char *)w->data + (size_t)e * w->ne[1] * tensor_row_bytes(w->type, w->ne[0]);
+    tensor_matmul(f->pool, f->kern, w->type, base, w->ne[0], w->ne[1], X, 1, Y, w->ne[1], f->mm_scratch);
+}
+
+/* The routed experts of token t, added to out[n_embd] (which holds zeros). */
+static void moe_token(const struct recur_model *m, model_fwd *f, const model_layer *L, int32_t t, float *out) {
+    const model_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp, ne = hp->n_expert;
+    float *p = f->moe + (int64_t)t * ne, *y = f->moe_y;
+    int sel[64];
+    float w[64];
+    const int k = hp->n_expert_used < 64 ? hp->n_expert_used : 64;
+    op_softmax(p, ne);
+    double sum = 0;
+    for (int i = 0; i < k; i++) {   /* top-k, largest first, lowest index on ties */
+        int best = -1;
+        for (int64_t e = 0; e < ne; e++) {
+            bool used = false;
+            for (int j = 0; j < i; j++) used |= sel[j] == e;
+            if (!used && (best < 0 || p[e] > p[best])) best = (int)e;
+        }
+        sel[i] = best;
+        w[i] = p[best];
+        sum += w[i];
+    }
+    float s = (float)sum;
+    if (s < 6.103515625e-5f) s = 6.103515625e-5f;
+    const float *xb = f->xb + (int64_t)t * E;
+    for (int i = 0; i < k; i++) {
+        float wi = w[i] / s;
+        if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f) wi *= hp->expert_weights_scale;
+        expert_mv(f, &L->ffn_gate_exps, sel[i], xb, f->hb);
+        expert_mv(f, &L->ffn_up_exps, sel[i], xb, f->hb2);
+        op_swiglu(f->hb, f->hb2, F);
+        expert_mv(f, &L->ffn_down_exps, sel[i], f->hb, y);
+        for (int64_t d = 0; d < E; d++) out[d] = i ? out[d] + y[d] * wi : y[d] * wi;
+    }
+}
+
+void block_ffn_moe(const struct recur_model *m, model_fwd *f, const model_layer *L) {
+    const model_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, S = hp->n_ff_shexp;
+    fwd_rmsnorm_rows(f, f->xb, f->x, &L->ffn_norm, E, hp->rms_eps);
+    fwd_matmul(f, &L->ffn_gate_inp, f->xb, f->moe);
+    if (L->ffn_up_shexp.data) {   /* shared expert, gated, into tmp */
+        fwd_matmul(f, &L->ffn_gate_shexp, f->xb, f->hb);
+        fwd_matmul(f, &L->ffn_up_shexp, f->xb, f->hb2);
+        op_swiglu(f->hb, f->hb2, (int64_t)f->n_tok * S);
+        fwd_matmul(f, &L->ffn_down_shexp, f->hb, f->tmp);
+        fwd_matmul(f, &L->ffn_gate_inp_shexp, f->xb, f->moe_g);
+        for (int32_t t = 0; t < f->n_tok; t++) {
+            const float g = 1.0f / (1.0f + expf(-f->moe_g[t]));
+            for (int64_t d = 0; d < E; d++) f->tmp[t * E + d] *= g;
+        }
+    }
+    for (int32_t t = 0; t < f->n_tok; t++) {
+        float *acc = f->moe_acc;
+        moe_token(m, f, L, t, acc);
+        float *x = f->x + (int64_t)t * E;
+        const float *sh = f->tmp + (int64_t)t * E;
+        for (int64_t d = 0; d < E; d++) x[d] += L->ffn_up_shexp.data ? acc[d] + sh[d] : acc[d];
+    }
+}
