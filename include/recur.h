@@ -192,6 +192,90 @@ recur_status recur_seq_cp(recur_ctx *ctx, recur_seq_id src, recur_seq_id dst, re
 recur_status recur_seq_keep(recur_ctx *ctx, recur_seq_id seq);
 recur_pos    recur_seq_pos_max(const recur_ctx *ctx, recur_seq_id seq);   /* -1 when empty */
 
+/* ---- snapshots: the state of one sequence at one position ---------------------------------
+ *
+ * A snapshot holds the memory of one sequence right after its token at position `pos`:
+ *  - RECUR_SNAP_CHECKPOINT: the recurrent state only (conv + SSM of every recurrent layer).
+ *    Attention cells are not copied: restoring it needs a sequence that still holds the cells
+ *    of positions 0..pos (or a model without attention layers).
+ *  - RECUR_SNAP_SEQUENCE: the recurrent state plus the K/V rows of every attention layer for
+ *    positions 0..pos: restorable into any sequence, also of another context of the model.
+ * A snapshot is caller-owned, sized at _new (no allocation happens during decode), and knows
+ * its model (recur_model_id), kind, position and byte size. Snapshots of another model are
+ * refused by every call (RECUR_E_INVALID). Restoring then evaluating the rest of the prompt
+ * gives logits bit-identical to the uninterrupted run.
+ *
+ * States: empty (pos -1) --capture/take/load--> holds pos p --capture/take--> holds pos p' ...
+ * A failing call leaves the snapshot and the context as they were. */
+
+typedef struct recur_snapshot recur_snapshot;
+
+typedef enum recur_snapshot_kind {
+    RECUR_SNAP_CHECKPOINT = 1,   /* recurrent state only */
+    RECUR_SNAP_SEQUENCE = 2,     /* recurrent state + attention K/V rows 0..pos */
+} recur_snapshot_kind;
+
+/* What to capture during recur_decode_capture: the state of seq right after position pos. */
+typedef struct recur_capture {
+    recur_seq_id    seq;
+    recur_pos       pos;
+    recur_snapshot *snap;
+} recur_capture;
+
+/* Identity of a model: XXH3 of its hyperparameters and tensor layout (names, types, shapes). */
+uint64_t recur_model_id(const recur_model *m);
+
+/* An empty snapshot for ctx's model. A RECUR_SNAP_SEQUENCE snapshot holds positions up to
+ * max_pos (max_pos < 0: the context size - 1); checkpoints ignore max_pos. NULL on failure
+ * (bad kind, out of memory). */
+recur_snapshot *recur_snapshot_new(const recur_ctx *ctx, recur_snapshot_kind kind, recur_pos max_pos);
+void recur_snapshot_free(recur_snapshot *s);
+
+/* Serialized bytes of a snapshot of this kind at position pos (a checkpoint's do not depend
+ * on pos); 0 for a bad kind or pos. */
+size_t recur_snapshot_size(const recur_ctx *ctx, recur_snapshot_kind kind, recur_pos pos);
+
+recur_snapshot_kind recur_snapshot_kind_of(const recur_snapshot *s);
+recur_pos recur_snapshot_pos(const recur_snapshot *s);          /* -1 when empty */
+uint64_t  recur_snapshot_model_id(const recur_snapshot *s);     /* = recur_model_id of its model */
+size_t    recur_snapshot_bytes(const recur_snapshot *s);        /* serialized size now; 0 when empty */
+
+/* recur_decode, plus: for each of the n entries of list, the state of list[i].seq right after
+ * its token at list[i].pos is copied into list[i].snap while the batch is evaluated (any
+ * position inside a ubatch; the batch is not split and the logits are those of recur_decode).
+ * Each (seq, pos) must be a token of this batch, pairs must be distinct, snapshots distinct,
+ * of ctx's model, and a sequence snapshot must reach pos (max_pos). Otherwise RECUR_E_INVALID
+ * and nothing changed (no snapshot, no sequence). RECUR_E_STATE when a sequence snapshot would
+ * need attention cells of an earlier position that were removed; other statuses as
+ * recur_decode, nothing changed. On RECUR_OK every listed snapshot holds its position. */
+recur_status recur_decode_capture(recur_ctx *ctx, const recur_batch *batch, const recur_capture *list, int n,
+                                  char *err, size_t err_len);
+
+/* Copies the current state of seq (at recur_seq_pos_max) into s. RECUR_E_INVALID for a bad
+ * seq, an empty sequence, a snapshot of another model or too short; nothing changed then. */
+recur_status recur_snapshot_take(recur_ctx *ctx, recur_seq_id seq, recur_snapshot *s, char *err, size_t err_len);
+
+/* Puts s back into seq, whose recur_seq_pos_max becomes s's position.
+ *  - sequence snapshot: seq's cells are dropped and re-created for positions 0..pos
+ *    (RECUR_E_FULL when the free cells, counting those seq alone uses, are too few).
+ *  - checkpoint: seq must hold attention cells for every position 0..pos (always true without
+ *    attention layers), else RECUR_E_STATE; cells beyond pos are dropped.
+ * RECUR_E_INVALID for an empty snapshot, another model's, or a bad seq. On error nothing
+ * changed. Other sequences are never touched (shared cells stay with them). */
+recur_status recur_snapshot_restore(recur_ctx *ctx, const recur_snapshot *s, recur_seq_id seq, char *err,
+                                    size_t err_len);
+
+/* Serializes s into buf (cap bytes, at least recur_snapshot_bytes): a header (magic, version,
+ * model id, kind, position, sizes), the payload, and an XXH3 checksum of everything before it.
+ * Little-endian. Returns the bytes written, 0 when s is empty or cap too small. */
+size_t recur_snapshot_save(const recur_snapshot *s, void *buf, size_t cap);
+
+/* A snapshot from bytes written by recur_snapshot_save, for ctx's model. RECUR_E_FORMAT for
+ * corrupt data (bad magic, version, sizes, truncation, checksum); RECUR_E_INVALID when it is
+ * another model's; RECUR_E_NOMEM. *out is NULL on failure. */
+recur_status recur_snapshot_load(const recur_ctx *ctx, const void *buf, size_t len, recur_snapshot **out,
+                                 char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -80,6 +80,13 @@ int32_t kv_seq_cell(const kv_cache *kv, recur_seq_id seq, recur_pos pos) {
     return seq_map(kv, seq)[pos];
 }
 
+uint32_t kv_seq_n_own(const kv_cache *kv, recur_seq_id seq) {
+    if (seq < 0 || (uint32_t)seq >= kv->p.n_seq_max) return 0;
+    uint32_t n = 0;
+    for (uint32_t c = 0; c < kv->p.n_cells; c++) n += kv->mask[c] == 1ull << seq;
+    return n;
+}
+
 int32_t kv_cell_alloc(kv_cache *kv, recur_seq_id seq, recur_pos pos) {
     uint32_t c = kv->next_free;
     while (kv->mask[c]) c = (c + 1) % kv->p.n_cells;

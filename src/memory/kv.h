@@ -42,6 +42,9 @@ uint32_t  kv_n_seq_max(const kv_cache *kv);
 recur_pos kv_seq_pos_max(const kv_cache *kv, recur_seq_id seq);      /* -1 when empty */
 int32_t   kv_seq_cell(const kv_cache *kv, recur_seq_id seq, recur_pos pos);  /* -1 when none */
 
+/* Cells used by seq and no other sequence (freed if seq were removed). */
+uint32_t  kv_seq_n_own(const kv_cache *kv, recur_seq_id seq);
+
 /* Takes a free cell for (seq, pos); the caller checked kv_n_free and that pos is in range and
  * not yet mapped for seq. Returns the cell index. */
 int32_t kv_cell_alloc(kv_cache *kv, recur_seq_id seq, recur_pos pos);

@@ -56,6 +56,15 @@ float *rs_ssm(rs_state *rs, int il, recur_seq_id seq) {
     return seq_base(rs, seq) + (int64_t)rs->p.n_layer * rs->p.n_conv + (int64_t)il * rs->p.n_ssm;
 }
 
+int64_t rs_seq_floats(const rs_state *rs) { return rs->seq_floats; }
+int64_t rs_n_conv(const rs_state *rs) { return rs->p.n_conv; }
+float *rs_seq_state(rs_state *rs, recur_seq_id seq) { return seq_base(rs, seq); }
+
+void rs_seq_set(rs_state *rs, recur_seq_id seq, const float *state, recur_pos pos_max) {
+    memcpy(seq_base(rs, seq), state, (size_t)rs->seq_floats * sizeof(float));
+    rs->pos_max[seq] = pos_max;
+}
+
 void rs_seq_advance(rs_state *rs, recur_seq_id seq, recur_pos pos) { rs->pos_max[seq] = pos; }
 
 static void seq_clear(rs_state *rs, recur_seq_id seq) {

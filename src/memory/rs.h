@@ -39,6 +39,15 @@ recur_pos rs_seq_pos_max(const rs_state *rs, recur_seq_id seq);   /* -1 when emp
 float *rs_conv(rs_state *rs, int il, recur_seq_id seq);
 float *rs_ssm(rs_state *rs, int il, recur_seq_id seq);
 
+/* Floats of one sequence's whole state (invariant 3), and of one layer's conv state. */
+int64_t rs_seq_floats(const rs_state *rs);
+int64_t rs_n_conv(const rs_state *rs);
+/* The first float of seq's state: rs_conv / rs_ssm minus this is the offset of a layer's
+ * state inside a copy of the whole state (snapshots use the same layout). */
+float *rs_seq_state(rs_state *rs, recur_seq_id seq);
+/* Replaces seq's whole state (rs_seq_floats floats, same layout) and sets its pos_max. */
+void rs_seq_set(rs_state *rs, recur_seq_id seq, const float *state, recur_pos pos_max);
+
 /* Records that seq's states now include the token at pos (pos == pos_max + 1). */
 void rs_seq_advance(rs_state *rs, recur_seq_id seq, recur_pos pos);
 

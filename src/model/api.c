@@ -2,6 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <string.h>
+#include <xxhash.h>
+
 #include "model/model.h"
 #include "tensor/tensor.h"
 
@@ -82,4 +85,30 @@ int recur_model_meta_str(const recur_model *m, const char *key, char *buf, size_
     if (gguf_kv_arr(m->g, i, &a))
         return snprintf(buf, buf_len, "[%s x %llu]", gguf_kv_type_name(a.elem_type), (unsigned long long)a.n);
     return snprintf(buf, buf_len, "?");
+}
+
+/* XXH3 of the hyperparameters (field by field: no padding bytes) and of every tensor's name,
+ * type and shape, chained through the seed. */
+uint64_t recur_model_id(const recur_model *m) {
+    const model_hparams *hp = &m->hp;
+    uint64_t h = XXH3_64bits(hp->arch, strnlen(hp->arch, sizeof hp->arch));
+    const int64_t v[] = { hp->n_vocab, hp->n_embd, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim_k,
+                          hp->head_dim_v, hp->n_ff, hp->n_rot, hp->n_ctx_train, (int64_t)hp->rope_kind,
+                          hp->tied_output, hp->ssm_d_conv, hp->ssm_d_inner, hp->ssm_d_state, hp->ssm_dt_rank,
+                          hp->ssm_n_group, hp->rs_n_in, hp->rs_n_conv, hp->rs_n_ssm, hp->n_layer_kv, hp->n_layer_rs };
+    h = XXH3_64bits_withSeed(v, sizeof v, h);
+    const float fv[] = { hp->rope_base, hp->rope_freq_scale, hp->rms_eps };
+    h = XXH3_64bits_withSeed(fv, sizeof fv, h);
+    for (int il = 0; il < hp->n_layer && il < MODEL_MAX_LAYERS; il++) {
+        const int32_t lv[2] = { hp->head_kv[il], hp->recurrent[il] };
+        h = XXH3_64bits_withSeed(lv, sizeof lv, h);
+    }
+    const int64_t nt = m->g ? gguf_n_tensors(m->g) : 0;
+    for (int64_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->g, i);
+        h = XXH3_64bits_withSeed(t->name, strlen(t->name), h);
+        const int64_t tv[2 + GGUF_MAX_DIMS] = { t->type, t->n_dims, t->ne[0], t->ne[1], t->ne[2], t->ne[3] };
+        h = XXH3_64bits_withSeed(tv, sizeof tv, h);
+    }
+    return h;
 }

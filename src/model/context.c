@@ -12,6 +12,7 @@
 #include "core/err.h"
 #include "memory/kv.h"
 #include "memory/rs.h"
+#include "memory/snapshot.h"
 #include "model/forward.h"
 #include "tensor/ops.h"
 
@@ -29,6 +30,8 @@ struct recur_ctx {
     int32_t         *logit_row;  /* [n_batch] row in logits of batch entry i, -1 = none */
     int32_t          n_batch_last;
     void            *arena;      /* one block for every float buffer of f */
+    float          **cap;        /* [n_ubatch] capture destinations of a ubatch (f.cap) */
+    snap_layout      sl;         /* what this context's snapshots look like */
 };
 
 recur_ctx_params recur_ctx_default_params(void) {
@@ -86,7 +89,8 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
     c->logit_row = malloc((size_t)c->p.n_batch * sizeof(int32_t));
     c->cells = malloc((size_t)U * sizeof(int32_t));
     c->next_pos = malloc((size_t)c->p.n_seq_max * sizeof(recur_pos));
-    if (!c->arena || !c->logits || !c->logit_row || !c->cells || !c->next_pos)
+    c->cap = calloc((size_t)U, sizeof *c->cap);
+    if (!c->arena || !c->logits || !c->logit_row || !c->cells || !c->next_pos || !c->cap)
         return rc_fail(err, err_len, RECUR_E_NOMEM, "ctx: cannot allocate %zu MiB of buffers",
                        (total + mm + (size_t)c->p.n_batch * hp->n_vocab * 4) >> 20);
     char *p = c->arena;
@@ -134,6 +138,9 @@ recur_status recur_ctx_new(recur_model *m, const recur_ctx_params *params, recur
     c->f.rs = c->rs;
     c->f.pool = c->pool;
     c->f.kern = tensor_kernels_active();
+    c->sl = (snap_layout){ .model_id = recur_model_id(m), .rs_floats = c->rs ? rs_seq_floats(c->rs) : 0,
+                           .n_layer_kv = m->hp.n_layer_kv, .n_embd_k = kp.n_embd_k, .n_embd_v = kp.n_embd_v,
+                           .n_ctx = p.n_ctx };
     *out = c;
     return RECUR_OK;
 }
@@ -148,6 +155,7 @@ void recur_ctx_free(recur_ctx *c) {
     free(c->logit_row);
     free(c->cells);
     free(c->next_pos);
+    free(c->cap);
     free(c);
 }
 
@@ -199,6 +207,20 @@ static void ubatch_logits(recur_ctx *c, const recur_batch *b, int32_t i0, int32_
     c->f.n_tok = saved;
 }
 
+/* Points f.cap at the snapshots captured inside the ubatch [i0, i0 + n) (NULL when none). */
+static void capture_map(recur_ctx *c, const recur_batch *b, const recur_capture *list, int n_cap, int32_t i0,
+                        int32_t n) {
+    c->f.cap = NULL;
+    if (!n_cap || !c->rs) return;
+    for (int32_t t = 0; t < n; t++) c->cap[t] = NULL;
+    for (int k = 0; k < n_cap; k++)
+        for (int32_t t = 0; t < n; t++)
+            if (b->seq_id[i0 + t] == list[k].seq && b->pos[i0 + t] == list[k].pos) {
+                c->cap[t] = list[k].snap->rs;
+                c->f.cap = c->cap;
+            }
+}
+
 static void ubatch_eval(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t n) {
     const recur_model *m = c->m;
     const model_hparams *hp = &m->hp;
@@ -216,13 +238,46 @@ static void ubatch_eval(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t 
     c->f.seq = b->seq_id + i0;
     c->f.cell = c->cells;
     m->arch->forward(m, &c->f);
+    c->f.cap = NULL;
     if (c->rs)
         for (int32_t t = 0; t < n; t++) rs_seq_advance(c->rs, b->seq_id[i0 + t], b->pos[i0 + t]);
     ubatch_logits(c, b, i0, n);
 }
 
-recur_status recur_decode(recur_ctx *c, const recur_batch *b, char *err, size_t err_len) {
+/* Validates a capture list against a checked batch (c->next_pos holds each sequence's next
+ * position after the batch); changes nothing. */
+static recur_status capture_check(recur_ctx *c, const recur_capture *list, int n, char *err, size_t err_len) {
+    if (n < 0 || (n > 0 && !list)) return rc_fail(err, err_len, RECUR_E_INVALID, "capture: bad list (n = %d)", n);
+    for (int k = 0; k < n; k++) {
+        const recur_capture *e = &list[k];
+        const recur_status st = snap_check_model(e->snap, &c->sl, err, err_len);
+        if (st) return st;
+        if (e->seq < 0 || (uint32_t)e->seq >= c->p.n_seq_max)
+            return rc_fail(err, err_len, RECUR_E_INVALID, "capture %d: seq %d outside 0..%u", k, e->seq,
+                           c->p.n_seq_max - 1);
+        const recur_pos first = recur_seq_pos_max(c, e->seq) + 1;
+        if (e->pos < first || e->pos >= c->next_pos[e->seq])
+            return rc_fail(err, err_len, RECUR_E_INVALID, "capture %d: (seq %d, pos %d) is not a token of the batch", k,
+                           e->seq, e->pos);
+        if (e->snap->kind == RECUR_SNAP_SEQUENCE && e->pos > e->snap->max_pos)
+            return rc_fail(err, err_len, RECUR_E_INVALID, "capture %d: pos %d beyond the snapshot's reach %d", k, e->pos,
+                           e->snap->max_pos);
+        for (int j = 0; j < k; j++)
+            if ((list[j].seq == e->seq && list[j].pos == e->pos) || list[j].snap == e->snap)
+                return rc_fail(err, err_len, RECUR_E_INVALID, "capture %d: same position or snapshot as capture %d", k,
+                               j);
+        for (recur_pos p = 0; c->kv && e->snap->kind == RECUR_SNAP_SEQUENCE && p < first; p++)
+            if (kv_seq_cell(c->kv, e->seq, p) < 0)
+                return rc_fail(err, err_len, RECUR_E_STATE, "capture %d: seq %d has no cell at position %d", k, e->seq,
+                               p);
+    }
+    return RECUR_OK;
+}
+
+recur_status recur_decode_capture(recur_ctx *c, const recur_batch *b, const recur_capture *list, int n_cap,
+                                  char *err, size_t err_len) {
     recur_status st = batch_check(c, b, err, err_len);
+    if (!st) st = capture_check(c, list, n_cap, err, err_len);
     if (st) return st;
     int32_t rows = 0;
     for (int32_t i = 0; i < b->n_tokens; i++) {
@@ -232,9 +287,18 @@ recur_status recur_decode(recur_ctx *c, const recur_batch *b, char *err, size_t 
     c->n_batch_last = b->n_tokens;
     for (int32_t i0 = 0; i0 < b->n_tokens; i0 += (int32_t)c->p.n_ubatch) {
         const int32_t n = b->n_tokens - i0 < (int32_t)c->p.n_ubatch ? b->n_tokens - i0 : (int32_t)c->p.n_ubatch;
+        capture_map(c, b, list, n_cap, i0, n);
         ubatch_eval(c, b, i0, n);
     }
+    for (int k = 0; k < n_cap; k++) {   /* cells of positions <= pos are final now */
+        if (c->kv && list[k].snap->kind == RECUR_SNAP_SEQUENCE) snap_put_kv(list[k].snap, c->kv, list[k].seq, list[k].pos);
+        list[k].snap->pos = list[k].pos;
+    }
     return RECUR_OK;
+}
+
+recur_status recur_decode(recur_ctx *c, const recur_batch *b, char *err, size_t err_len) {
+    return recur_decode_capture(c, b, NULL, 0, err, err_len);
 }
 
 const float *recur_get_logits(const recur_ctx *c, int32_t i) {
@@ -272,4 +336,45 @@ recur_status recur_seq_keep(recur_ctx *c, recur_seq_id seq) {
 
 recur_pos recur_seq_pos_max(const recur_ctx *c, recur_seq_id seq) {
     return c->kv ? kv_seq_pos_max(c->kv, seq) : rs_seq_pos_max(c->rs, seq);
+}
+
+/* ---- snapshots (memory/snapshot.c holds the copies and the byte format) -------------------- */
+
+recur_snapshot *recur_snapshot_new(const recur_ctx *c, recur_snapshot_kind kind, recur_pos max_pos) {
+    if (!c) return NULL;
+    if (max_pos < 0 || (uint32_t)max_pos >= c->p.n_ctx) max_pos = (recur_pos)c->p.n_ctx - 1;
+    return snap_new(&c->sl, kind, max_pos);
+}
+
+size_t recur_snapshot_size(const recur_ctx *c, recur_snapshot_kind kind, recur_pos pos) {
+    return snap_size(&c->sl, kind, pos);
+}
+
+recur_status recur_snapshot_take(recur_ctx *c, recur_seq_id seq, recur_snapshot *s, char *err, size_t err_len) {
+    const recur_status st = snap_check_model(s, &c->sl, err, err_len);
+    if (st) return st;
+    const recur_pos pm = recur_seq_pos_max(c, seq);
+    if (seq < 0 || (uint32_t)seq >= c->p.n_seq_max || pm < 0)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "snapshot: seq %d is invalid or empty", seq);
+    if (s->kind == RECUR_SNAP_SEQUENCE && pm > s->max_pos)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "snapshot: pos %d beyond the snapshot's reach %d", pm, s->max_pos);
+    for (recur_pos p = 0; c->kv && s->kind == RECUR_SNAP_SEQUENCE && p <= pm; p++)
+        if (kv_seq_cell(c->kv, seq, p) < 0)
+            return rc_fail(err, err_len, RECUR_E_STATE, "snapshot: seq %d has no cell at position %d", seq, p);
+    snap_take(s, c->kv, c->rs, seq, pm);
+    return RECUR_OK;
+}
+
+recur_status recur_snapshot_restore(recur_ctx *c, const recur_snapshot *s, recur_seq_id seq, char *err,
+                                    size_t err_len) {
+    const recur_status st = snap_check_model(s, &c->sl, err, err_len);
+    if (st) return st;
+    if (seq < 0 || (uint32_t)seq >= c->p.n_seq_max)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "snapshot: seq %d outside 0..%u", seq, c->p.n_seq_max - 1);
+    return snap_restore(s, c->kv, c->rs, seq, err, err_len);
+}
+
+recur_status recur_snapshot_load(const recur_ctx *c, const void *buf, size_t len, recur_snapshot **out, char *err,
+                                 size_t err_len) {
+    return snap_load(&c->sl, buf, len, out, err, err_len);
 }

@@ -48,6 +48,11 @@ typedef struct model_fwd {
     float *moe_y;    /* [n_embd] one expert's output */
     float *moe_acc;  /* [n_embd] routed experts' sum of one token */
 
+    /* snapshot capture (recur_decode_capture): NULL when no token of this ubatch is captured;
+     * else cap[t] is NULL or where the state of token t's sequence right after token t goes
+     * (the layout of one sequence's whole state, rs.h invariant 3). See fwd_capture_conv. */
+    float *const *cap;   /* [n_tok] */
+
     /* tools */
     kv_cache             *kv;     /* NULL without attention layers */
     rs_state             *rs;     /* NULL without recurrent layers */
@@ -90,6 +95,19 @@ void block_mamba2(const struct recur_model *m, model_fwd *f, const model_layer *
  * multiply-adds); then the state drops its oldest row and appends in. */
 void fwd_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
                    float *out);
+
+/* ---- capture hooks (model/capture.c) ----
+ * A recurrent block calls these right after it has stepped token t's state, for the slice the
+ * calling thread stepped; threads own disjoint slices, so the hooks are thread-safe. They do
+ * nothing (one test) unless f->cap && f->cap[t]. Every recurrent block must call them for every
+ * token and every part of its state, or captured snapshots miss that part:
+ *   fwd_capture_conv: after the conv state of token t's sequence in rs layer rs_layer was
+ *     stepped for channels [lo, hi) of C (the conv state is (K-1) rows of C channels);
+ *   fwd_capture_ssm: after floats [lo, hi) of that layer's SSM (or delta) state were stepped.
+ * Used by shortconv.c and mamba.c; a gated DeltaNet block calls fwd_capture_conv after its conv
+ * step and fwd_capture_ssm with the float range of the heads it owns after each token. */
+void fwd_capture_conv(model_fwd *f, int rs_layer, int32_t t, int64_t C, int64_t lo, int64_t hi);
+void fwd_capture_ssm(model_fwd *f, int rs_layer, int32_t t, int64_t lo, int64_t hi);
 
 /* The llama-family layer loop (model/arch/llama.c), shared by llama and qwen3. */
 void llama_like_forward(const struct recur_model *m, model_fwd *f);

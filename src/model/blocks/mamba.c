@@ -42,6 +42,7 @@ static void conv_tokens(const mb_job *j, int64_t in_stride, int64_t in_off, long
         float *out = f->r_conv + (int64_t)t * C;
         fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
                       f->r_in + (int64_t)t * in_stride + in_off, out);
+        fwd_capture_conv(f, j->rs_layer, t, C, lo, hi);
         for (long ch = lo; ch < hi; ch++) out[ch] = op_silu1(out[ch] + bias[ch]);
     }
 }
@@ -76,6 +77,7 @@ static void mamba_scan_job(void *arg, int ith, int nth) {
             }
             f->r_y[t * di + c] = op_silu1(z[c]) * (sum + x[c] * D[c]);
         }
+        fwd_capture_ssm(f, j->rs_layer, t, lo * ds, hi * ds);
     }
 }
 
@@ -142,6 +144,7 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
                 f->r_y[t * di + ii] = op_silu1(z[ii]) * (y + x[ii] * D[h]);
             }
         }
+        fwd_capture_ssm(f, j->rs_layer, t, lo * hd * ds, hi * hd * ds);
     }
 }
 

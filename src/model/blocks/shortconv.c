@@ -46,6 +46,7 @@ static void shortconv_job(void *arg, int ith, int nth) {
         float *bx = f->r_conv + (int64_t)t * E, *y = f->r_y + (int64_t)t * E;
         for (long ch = lo; ch < hi; ch++) bx[ch] = bcx[ch] * bcx[2 * E + ch];
         fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, K, E, lo, hi, bx, bx);
+        fwd_capture_conv(f, j->rs_layer, t, E, lo, hi);
         for (long ch = lo; ch < hi; ch++) y[ch] = bcx[E + ch] * bx[ch];
     }
 }
