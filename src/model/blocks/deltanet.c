@@ -72,6 +72,7 @@ static void dn_conv_job(void *arg, int ith, int nth) {
         fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
                       f->r_in + (int64_t)t * hp->rs_n_in, out);
         for (long ch = lo; ch < hi; ch++) out[ch] = op_silu1(out[ch]);
+        fwd_capture_conv(f, j->rs_layer, t, C, lo, hi);
     }
 }
 
@@ -116,6 +117,7 @@ static void dn_delta_job(void *arg, int ith, int nth) {
             op_rmsnorm(o, o, nw, d, hp->rms_eps);
             for (int64_t e = 0; e < d; e++) o[e] *= op_silu1(z[e]);
         }
+        fwd_capture_ssm(f, j->rs_layer, t, lo * d * d, hi * d * d);   /* the heads this thread owns */
     }
 }
 
