@@ -225,7 +225,7 @@ static void synth_usage(FILE *f) {
 static int parse_args(int argc, char **argv, synth_opts *o) {
     const char *preset = NULL, *type = "Q8_0";
     *o = (synth_opts){.seed = 1};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { synth_usage(stdout); return -1; }
         if (!v) { fprintf(stderr, "recur-gguf synth: %s needs a value\n", a); return 2; }
@@ -238,7 +238,6 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
             o->seed = strtoull(v, &end, 0);
             if (!*v || *end) { fprintf(stderr, "recur-gguf synth: bad seed '%s'\n", v); return 2; }
         } else { fprintf(stderr, "recur-gguf synth: unknown option '%s'\n", a); synth_usage(stderr); return 2; }
-        i++;
     }
     if (!o->arch || !preset || !o->out) { synth_usage(stderr); return 2; }
     if (!(o->preset = synth_preset_find(preset))) {
