@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "recur.h"
+#include "ref_prompt.h"
 
 #define N_PROMPT 300
 #define N_OTHER 150
@@ -24,14 +25,6 @@ typedef struct run_cfg {
     int      n_threads;
     bool     interleave_other;   /* a second sequence shares every batch */
 } run_cfg;
-
-static recur_token prompt_tok(int i, int n_vocab, uint32_t salt) {
-    uint32_t x = (uint32_t)i * 2654435761u ^ salt;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    return (recur_token)(3 + x % (uint32_t)(n_vocab - 6));
-}
 
 /* Evaluates the N_PROMPT-token prompt of seq 0 (plus, when asked, an N_OTHER-token prompt of
  * seq 1 interleaved token by token) and returns seq 0's logits at every position. */

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "recur.h"
+#include "ref_prompt.h"
 
 #define N_PROMPT 300
 #define N_OTHER 120
@@ -27,14 +28,6 @@ typedef struct cfg {
     int      n_threads;
     bool     other;   /* a second sequence shares the batch */
 } cfg;
-
-static recur_token prompt_tok(int i, int n_vocab, uint32_t salt) {
-    uint32_t x = (uint32_t)i * 2654435761u ^ salt;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    return (recur_token)(3 + x % (uint32_t)(n_vocab - 6));
-}
 
 static recur_model *load(const char *name) {
     char path[1024], err[256];
