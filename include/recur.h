@@ -118,18 +118,50 @@ int recur_model_meta_str(const recur_model *m, const char *key, char *buf, size_
 
 /* ---- sampling ----------------------------------------------------------------------------- */
 
+/* A bias added to one token's logit before sampling; -INFINITY bans the token. */
+typedef struct recur_logit_bias {
+    recur_token token;
+    float       bias;
+} recur_logit_bias;
+
+/* The chain, in llama.cpp's default order: logit_bias -> penalties (over the accepted history)
+ * -> top_k -> typical_p -> top_p -> min_p -> temperature -> draw from the softmax with the
+ * sampler's own PRNG. temp <= 0 is greedy over the biased, penalized logits (the lowest id wins
+ * ties). Same seed + same history + same logits -> same token. */
 typedef struct recur_sampler_params {
-    float    temp;     /* <= 0: greedy (the lowest id wins ties) */
-    int32_t  top_k;    /* <= 0: all tokens */
-    float    top_p;    /* >= 1: off */
-    uint64_t seed;     /* same seed + same logits -> same tokens */
+    float    temp;              /* <= 0: greedy (the lowest id wins ties) */
+    int32_t  top_k;             /* <= 0: all tokens */
+    float    top_p;             /* >= 1: off */
+    float    min_p;             /* <= 0: off */
+    float    typical_p;         /* >= 1: off */
+    int32_t  min_keep;          /* top_p / min_p / typical_p keep at least this many (0 = 1) */
+    int32_t  penalty_last_n;    /* history the penalties look at; 0: off, -1: all accepted */
+    float    penalty_repeat;    /* 1: off (llama.cpp's repeat_penalty) */
+    float    penalty_freq;      /* 0: off (frequency_penalty) */
+    float    penalty_present;   /* 0: off (presence_penalty) */
+    const recur_logit_bias *logit_bias;   /* [n_logit_bias], copied by recur_sampler_new */
+    int32_t  n_logit_bias;
+    uint64_t seed;              /* same seed + same logits -> same tokens */
 } recur_sampler_params;
 
 typedef struct recur_sampler recur_sampler;
 recur_sampler_params recur_sampler_default_params(void);
+/* NULL when out of memory or p is invalid (a logit_bias token outside the vocab). */
 recur_sampler *recur_sampler_new(const recur_sampler_params *p, int32_t n_vocab);
 void           recur_sampler_free(recur_sampler *s);
+/* Chooses the next token; does not add it to the history (recur_sampler_accept does). */
 recur_token    recur_sampler_sample(recur_sampler *s, const float *logits);
+/* Appends t to the history the penalties see (prompt tokens and generated ones). */
+void           recur_sampler_accept(recur_sampler *s, recur_token t);
+/* Empties the history and restarts the PRNG from the seed. */
+void           recur_sampler_reset(recur_sampler *s);
+
+/* The n most likely tokens of logits[0 .. n_vocab) with their log-probabilities (log-softmax of
+ * the raw logits), most likely first, the lower id first on ties. Returns how many were
+ * written: min(n, n_vocab). */
+int32_t recur_logprobs_top(const float *logits, int32_t n_vocab, int32_t n, recur_token *ids, float *logprobs);
+/* log-softmax(logits)[t]. */
+float   recur_logprob_of(const float *logits, int32_t n_vocab, recur_token t);
 
 /* ---- context: sequence memory + a batch evaluator ----------------------------------------- */
 

@@ -13,7 +13,8 @@ struct recur_sampler {
 };
 
 recur_sampler_params recur_sampler_default_params(void) {
-    recur_sampler_params p = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0x5eed };
+    recur_sampler_params p = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .typical_p = 1.0f,
+                               .penalty_last_n = 64, .penalty_repeat = 1.0f, .seed = 0x5eed };
     return p;
 }
 
@@ -82,4 +83,40 @@ recur_token recur_sampler_sample(recur_sampler *s, const float *logits) {
         if (r < acc) return s->c[i].id;
     }
     return s->c[n - 1].id;
+}
+
+void recur_sampler_accept(recur_sampler *s, recur_token t) {
+    (void)s; (void)t;   /* the penalties (history) come with the full chain */
+}
+
+void recur_sampler_reset(recur_sampler *s) { s->rng = s->p.seed ^ 0x9E3779B97F4A7C15ull; }
+
+/* log-sum-exp of the logits in double, in index order (one fixed order: deterministic) */
+static double log_sum_exp(const float *logits, int32_t n) {
+    float max = logits[0];
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > max) max = logits[i];
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)logits[i] - max);
+    return max + log(sum);
+}
+
+float recur_logprob_of(const float *logits, int32_t n_vocab, recur_token t) {
+    if (t < 0 || t >= n_vocab) return -INFINITY;
+    return (float)((double)logits[t] - log_sum_exp(logits, n_vocab));
+}
+
+int32_t recur_logprobs_top(const float *logits, int32_t n_vocab, int32_t n, recur_token *ids, float *logprobs) {
+    if (n > n_vocab) n = n_vocab;
+    if (n <= 0) return 0;
+    const double lse = log_sum_exp(logits, n_vocab);
+    int32_t k = 0;   /* ids[0 .. k) sorted: descending logit, ascending id on ties */
+    for (int32_t i = 0; i < n_vocab; i++) {
+        if (k == n && !(logits[i] > logits[ids[k - 1]])) continue;
+        int32_t j = k < n ? k++ : n - 1;
+        while (j > 0 && logits[i] > logits[ids[j - 1]]) { ids[j] = ids[j - 1]; j--; }
+        ids[j] = i;
+    }
+    for (int32_t i = 0; i < k; i++) logprobs[i] = (float)((double)logits[ids[i]] - lse);
+    return k;
 }

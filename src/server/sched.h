@@ -1,0 +1,85 @@
+/* sched.h — the scheduler: one thread that owns the context (model memory) and decodes every
+ * active slot in one batch per step (continuous batching).
+ *
+ * Slots: slot i uses sequence i of one recur_ctx with n_slots sequences and
+ * n_slots * n_ctx_slot cells; a slot's prompt + generated tokens never exceed n_ctx_slot.
+ * A submitted task waits in a bounded FIFO queue until a slot is free (the requested one when
+ * params.id_slot >= 0), then: reuse what the slot holds (cache_prompt) -> prefill the rest in
+ * chunks of at most n_batch tokens per step, shared with the other slots' work -> sample one
+ * token per step -> events to the task (see task.h) -> release the slot.
+ *
+ * Invariants:
+ *  1. Only the scheduler thread touches the recur_ctx. sched_submit, sched_slot_info and
+ *     sched_get_metrics are safe from any thread.
+ *  2. Results never depend on the other slots' work: same prompt + same params + same seed =
+ *     same tokens, whatever else is in the batch (the engine's determinism).
+ *  3. A cancelled task leaves its slot within one decode step.
+ *  4. Every submitted task gets exactly one terminal event, also at sched_free.
+ */
+#ifndef RECUR_SERVER_SCHED_H
+#define RECUR_SERVER_SCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "recur.h"
+#include "server/task.h"
+
+typedef struct sched_params {
+    int32_t n_slots;       /* -np / --parallel */
+    int32_t n_ctx_slot;    /* -c: tokens per slot */
+    int32_t n_batch;       /* -b: most tokens per decode step (all slots together) */
+    int32_t n_ubatch;      /* -ub */
+    int32_t n_threads;     /* -t */
+    int32_t queue_max;     /* tasks waiting for a slot; one more is refused (RECUR_E_FULL) */
+    bool    cache_prompt;  /* false (--no-cache-prompt): never reuse a slot's tokens */
+} sched_params;
+
+typedef struct sched sched;
+
+sched_params sched_default_params(void);
+
+/* Creates the context and starts the scheduler thread. m must outlive the scheduler. */
+recur_status sched_new(recur_model *m, const sched_params *p, sched **out, char *err, size_t err_len);
+/* Cancels every task (each gets its terminal event), joins the thread, frees. NULL: no-op. */
+void sched_free(sched *s);
+
+/* Queues t (the scheduler takes its own reference). RECUR_E_FULL: the queue is full (HTTP 503);
+ * RECUR_E_INVALID: id_slot out of range, or the prompt + n_predict can never fit a slot
+ * (the message says which; HTTP 400). Nothing is queued on error. */
+recur_status sched_submit(sched *s, srv_task *t, char *err, size_t err_len);
+
+const sched_params *sched_params_of(const sched *s);
+
+/* What GET /slots shows of one slot. */
+typedef struct sched_slot_info {
+    int32_t id;
+    int64_t id_task;                  /* -1 when idle */
+    bool    is_processing;
+    int32_t n_ctx;
+    int32_t n_prompt_tokens;          /* of the current (or last) task */
+    int32_t n_prompt_tokens_processed;
+    int32_t n_prompt_tokens_cache;
+    int32_t n_decoded;
+    int32_t n_tokens_cached;          /* tokens the slot's sequence holds */
+} sched_slot_info;
+
+/* Fills out[0 .. min(cap, n_slots)) and returns n_slots. */
+int32_t sched_slot_info_get(sched *s, sched_slot_info *out, int32_t cap);
+
+/* Counters for GET /metrics (llama-server's names in comments). */
+typedef struct sched_metrics {
+    uint64_t prompt_tokens_total;        /* llamacpp:prompt_tokens_total */
+    double   prompt_seconds_total;       /* llamacpp:prompt_seconds_total */
+    uint64_t tokens_predicted_total;     /* llamacpp:tokens_predicted_total */
+    double   predicted_seconds_total;    /* llamacpp:tokens_predicted_seconds_total */
+    uint64_t n_decode_total;             /* llamacpp:n_decode_total */
+    uint64_t n_busy_slots_total;         /* sum over decode steps of busy slots */
+    int32_t  requests_processing;        /* llamacpp:requests_processing */
+    int32_t  requests_deferred;          /* llamacpp:requests_deferred (queued) */
+    int32_t  n_tokens_max;               /* llamacpp:n_tokens_max (largest slot fill seen) */
+} sched_metrics;
+
+void sched_get_metrics(sched *s, sched_metrics *out);
+
+#endif
