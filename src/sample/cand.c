@@ -96,10 +96,52 @@ static void partial_quicksort(sample_cand *c, int32_t lo, int32_t hi, int32_t k,
     insertion_sort(c + lo, hi - lo);
 }
 
+static int depth_limit(int32_t n) {
+    int depth = 2;
+    for (int32_t m = n; m > 1; m >>= 1) depth += 2;
+    return depth;
+}
+
 void sample_cand_select(sample_cand *c, int32_t n, int32_t k) {
     if (k > n) k = n;
     if (k <= 0) return;
-    int depth = 2;
-    for (int32_t m = n; m > 1; m >>= 1) depth += 2;
-    partial_quicksort(c, 0, n, k, depth);
+    partial_quicksort(c, 0, n, k, depth_limit(n));
+}
+
+/* ---- selection by mass ------------------------------------------------------------------------ */
+
+static inline bool reached(double sum, double target, bool strict) { return strict ? sum > target : sum >= target; }
+
+/* Quickselect on the cut: each partition either holds the cut in its front part (go left) or
+ * is wholly kept (add its mass, go right). c[0 .. lo) are always the first lo of the order, with
+ * mass `before`. */
+int32_t sample_cand_mass_select(sample_cand *c, int32_t n, double target, bool strict, int32_t min_keep) {
+    int32_t lo = 0, hi = n, m = -1;
+    double before = 0;
+    int depth = depth_limit(n);
+    bool sorted = false;
+    while (m < 0 && hi - lo > 16) {
+        if (depth-- == 0) { heap_sort_range(c + lo, hi - lo); sorted = true; break; }
+        const int32_t p = partition(c, lo, hi);
+        double left = 0;
+        for (int32_t i = lo; i < p; i++) left += c[i].w;
+        if (reached(before + left, target, strict)) { hi = p; continue; }
+        before += left + c[p].w;
+        if (reached(before, target, strict)) m = p + 1;
+        lo = p + 1;
+    }
+    if (m < 0) {
+        if (!sorted) insertion_sort(c + lo, hi - lo);
+        m = hi;   /* the whole range when the walk falls short (rounding, or the total is short) */
+        for (int32_t i = lo; i < hi; i++) {
+            before += c[i].w;
+            if (reached(before, target, strict)) { m = i + 1; break; }
+        }
+    }
+    if (min_keep > n) min_keep = n;
+    if (m < min_keep) {
+        sample_cand_select(c, n, min_keep);
+        m = min_keep;
+    }
+    return m;
 }

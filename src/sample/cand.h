@@ -16,6 +16,7 @@
 typedef struct sample_cand {
     float   logit;   /* biased, penalized logit (before temperature) */
     float   key;     /* what the order sorts by (see invariant 2) */
+    float   w;       /* a weight (unnormalized probability), set by the stage that needs it */
     int32_t id;      /* token id */
 } sample_cand;
 
@@ -28,6 +29,14 @@ static inline bool sample_cand_before(const sample_cand *a, const sample_cand *b
  * c[k .. n) holds the rest in an unspecified (but deterministic) arrangement. O(n + k log k)
  * expected, O(n log n) worst case. k is clamped to [0, n]. */
 void sample_cand_select(sample_cand *c, int32_t n, int32_t k);
+
+/* Rearranges c[0 .. n) so that c[0 .. m) are the first m candidates of the order, for the
+ * smallest m whose weights sum to at least target (more than target when strict), and at least
+ * min_keep (clamped to n); returns m, or n when the whole sum falls short. Unlike a sort, this is
+ * O(n) expected however long the kept run is. c[0 .. m) is left in no particular order (but a
+ * deterministic one: the same input gives the same arrangement). The running sums are taken
+ * over blocks the partitioning makes, so rounding may differ from a sum in sorted order. */
+int32_t sample_cand_mass_select(sample_cand *c, int32_t n, double target, bool strict, int32_t min_keep);
 
 /* A bounded heap that keeps the first k candidates of the total order seen so far, for top-k
  * during one pass over the vocabulary (the 150k-token array is never written in full).

@@ -129,8 +129,9 @@ static double rng_uniform(uint64_t *state) {
 
 recur_token sample_argmax(const float *logits, int32_t n) {
     int32_t best = 0;
+    float max = logits[0];   /* in a register: no reload of logits[best] per step */
     for (int32_t i = 1; i < n; i++)
-        if (logits[i] > logits[best]) best = i;
+        if (logits[i] > max) { max = logits[i]; best = i; }
     return best;
 }
 
@@ -160,7 +161,7 @@ static void gather(recur_sampler *s, const float *logits, int32_t top_k, chain *
         if (b < b_end && b->token == i) l += (b++)->bias;
         if (pen && s->count[i] > 0) l = penalize(&s->p, l, s->count[i]);
         if (!(l > -INFINITY)) continue;   /* banned (or NaN): never a candidate */
-        const sample_cand x = { l, l, i };
+        const sample_cand x = { l, l, 0.0f, i };
         if (top_k > 0) {
             if (n == top_k && !sample_cand_before(&x, &c[0])) continue;   /* the common case: out */
             sample_cand_heap_offer(c, &n, top_k, x);
@@ -180,47 +181,42 @@ static void gather(recur_sampler *s, const float *logits, int32_t top_k, chain *
     }
 }
 
-/* The shortest prefix of the candidates, in their key order, whose probability (exp(logit -
- * max) / sum) reaches p (exceeds it when strict), and at least min_keep. Sorts the prefix as
- * far as the walk goes, in growing steps: a long tail is never sorted. *n_sorted: how much of c
- * is known sorted by key, updated. */
-static int32_t mass_cut(sample_cand *c, int32_t n, int32_t *n_sorted, float max, double sum, float p, bool strict,
-                        int32_t min_keep) {
+/* w = exp(logit - max), each candidate's unnormalized probability; returns their sum. */
+static double weigh_probs(chain *ch) {
+    double sum = 0;
+    for (int32_t i = 0; i < ch->n; i++) {
+        ch->c[i].w = expf(ch->c[i].logit - ch->max);
+        sum += ch->c[i].w;
+    }
+    return sum;
+}
+
+/* The shortest run of candidates in key order whose weight reaches target (exceeds it when
+ * strict), and at least min_keep. Candidates already sorted (the top-k heap's) are walked;
+ * others are selected by mass (cand.h), without sorting the kept run. */
+static int32_t mass_cut(sample_cand *c, int32_t n, bool sorted, double target, bool strict, int32_t min_keep) {
+    if (!sorted) return sample_cand_mass_select(c, n, target, strict, min_keep);
     double cum = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (i == *n_sorted) {
-            const int32_t m = i < 32 ? 256 : i * 8;
-            *n_sorted = m < n ? m : n;
-            sample_cand_select(c, n, *n_sorted);
-        }
-        cum += exp((double)c[i].logit - max) / sum;
-        if ((strict ? cum > p : cum >= p) && i + 1 >= min_keep) return i + 1;
+        cum += c[i].w;
+        if ((strict ? cum > target : cum >= target) && i + 1 >= min_keep) return i + 1;
     }
     return n;
 }
 
-static double exp_sum(const chain *ch) {
-    double sum = 0;
-    for (int32_t i = 0; i < ch->n; i++) sum += exp((double)ch->c[i].logit - ch->max);
-    return sum;
-}
-
+/* With p_i = w_i / sum: -log p_i = log(sum) - (l_i - max), and the entropy H is the mean of that
+ * under p. So no log per token, and a token whose p underflows to 0 adds 0 to H (llama.cpp's
+ * p * log(p) would give NaN there). */
 static void typical(chain *ch, float typical_p, int32_t min_keep) {
     if (typical_p >= 1.0f || ch->n <= 1) return;
     sample_cand *c = ch->c;
-    const double sum = exp_sum(ch);
+    const double sum = weigh_probs(ch), log_sum = log(sum);
     double entropy = 0;
-    for (int32_t i = 0; i < ch->n; i++) {
-        const double p = exp((double)c[i].logit - ch->max) / sum;
-        if (p > 0) entropy -= p * log(p);
-    }
+    for (int32_t i = 0; i < ch->n; i++) entropy += c[i].w * (log_sum - ((double)c[i].logit - ch->max));
+    entropy /= sum;
     /* sort by |-log p - H| ascending: key = minus that, as the order sorts by key descending */
-    for (int32_t i = 0; i < ch->n; i++) {
-        const double p = exp((double)c[i].logit - ch->max) / sum;
-        c[i].key = p > 0 ? -(float)fabs(-log(p) - entropy) : -INFINITY;
-    }
-    int32_t n_by_key = 0;
-    ch->n = mass_cut(c, ch->n, &n_by_key, ch->max, sum, typical_p, true, min_keep);
+    for (int32_t i = 0; i < ch->n; i++) c[i].key = -(float)fabs(log_sum - ((double)c[i].logit - ch->max) - entropy);
+    ch->n = mass_cut(c, ch->n, false, typical_p * sum, true, min_keep);
     float max = -INFINITY;
     for (int32_t i = 0; i < ch->n; i++) {   /* back to the logit order (cand.h, invariant 2) */
         c[i].key = c[i].logit;
@@ -232,8 +228,10 @@ static void typical(chain *ch, float typical_p, int32_t min_keep) {
 
 static void top_p(chain *ch, float p, int32_t min_keep) {
     if (p >= 1.0f || ch->n <= 1) return;
-    ch->n = mass_cut(ch->c, ch->n, &ch->n_sorted, ch->max, exp_sum(ch), p, false, min_keep);
-    if (ch->n_sorted > ch->n) ch->n_sorted = ch->n;
+    const double sum = weigh_probs(ch);
+    const bool sorted = ch->n_sorted >= ch->n;
+    ch->n = mass_cut(ch->c, ch->n, sorted, p * sum, false, min_keep);
+    ch->n_sorted = sorted ? ch->n : 0;
 }
 
 static void min_p(chain *ch, float p, int32_t min_keep) {
@@ -269,12 +267,12 @@ static void run_chain(recur_sampler *s, const float *logits, chain *ch) {
     min_p(ch, p->min_p, min_keep);
 }
 
-/* Temperature: key = exp((logit - max) / temp), the unnormalized weight; returns their sum. */
+/* Temperature: w = exp((logit - max) / temp), the weight the draw uses; returns their sum. */
 static double weigh(chain *ch, float temp) {
     double sum = 0;
     for (int32_t i = 0; i < ch->n; i++) {
-        ch->c[i].key = (float)exp(((double)ch->c[i].logit - ch->max) / temp);
-        sum += ch->c[i].key;
+        ch->c[i].w = expf((ch->c[i].logit - ch->max) / temp);
+        sum += ch->c[i].w;
     }
     return sum;
 }
@@ -288,7 +286,7 @@ recur_token recur_sampler_sample(recur_sampler *s, const float *logits) {
     const double r = rng_uniform(&s->rng) * sum;
     double acc = 0;
     for (int32_t i = 0; i < ch.n; i++) {
-        acc += ch.c[i].key;
+        acc += ch.c[i].w;
         if (r < acc) return ch.c[i].id;
     }
     return ch.c[ch.n - 1].id;   /* r rounded up to the sum */
@@ -299,13 +297,12 @@ int32_t sample_chain(recur_sampler *s, const float *logits, recur_token *ids, fl
     run_chain(s, logits, &ch);
     if (ch.n == 0) return 0;
     const double sum = s->p.temp <= 0 ? 1.0 : weigh(&ch, s->p.temp);
-    if (s->p.temp <= 0) ch.c[0].key = 1.0f;
-    /* most likely first: the weights order the same way as the logits, so sort by weight */
+    if (s->p.temp <= 0) ch.c[0].w = 1.0f;
     const int32_t k = cap < ch.n ? cap : ch.n;
-    sample_cand_select(ch.c, ch.n, k);
+    sample_cand_select(ch.c, ch.n, k);   /* most likely first: by logit, as the weights follow it */
     for (int32_t i = 0; i < k; i++) {
         ids[i] = ch.c[i].id;
-        probs[i] = (float)(ch.c[i].key / sum);
+        probs[i] = (float)(ch.c[i].w / sum);
     }
     return ch.n;
 }

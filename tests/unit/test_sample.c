@@ -494,7 +494,7 @@ static sample_cand shaped(int shape, int32_t i, int32_t n) {
     case 3: k = (float)((i * 7919) % 97); break;           /* many ties */
     default: k = (float)(i % 2 ? i : n - i); break;        /* organ pipe */
     }
-    return (sample_cand){ k, k, (i * 7) % n };
+    return (sample_cand){ k, k, 1.0f, (i * 7) % n };
 }
 
 /* sample_cand_select and the top-k heap against a plain insertion sort */
@@ -521,6 +521,50 @@ static void test_cand_select(void **state) {
         sample_cand_heap_sort(c, n);
         assert_int_equal(n, 50);
         for (int32_t i = 0; i < 50; i++) assert_int_equal(c[i].id, ref[i].id);
+    }
+    free(c);
+    free(ref);
+}
+
+static int cmp_id(const void *a, const void *b) {
+    const sample_cand *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* sample_cand_mass_select against a walk in sorted order. Integer weights keep every sum exact,
+ * so the cut (strict or not, targets landing exactly on a sum) must be the same. */
+static void test_cand_mass_select(void **state) {
+    (void)state;
+    enum { N = 3000 };
+    sample_cand *c = malloc(N * sizeof *c), *ref = malloc(N * sizeof *ref);
+    for (int shape = 0; shape < 5; shape++) {
+        double total = 0;
+        for (int32_t i = 0; i < N; i++) {
+            ref[i] = shaped(shape, i, N);
+            ref[i].w = (float)(1 + (i * 13) % 5);
+            total += ref[i].w;
+        }
+        memcpy(c, ref, N * sizeof *c);
+        sample_cand_select(ref, N, N);
+        const double targets[6] = { 0, 1, 2, total * 0.5, total * 0.999, total };
+        for (int t = 0; t < 12; t++) {
+            const bool strict = t >= 6;
+            const int32_t min_keep = t % 3 == 0 ? 40 : 1;
+            int32_t want = N;
+            double cum = 0;
+            for (int32_t i = 0; i < N; i++) {
+                cum += ref[i].w;
+                if ((strict ? cum > targets[t % 6] : cum >= targets[t % 6]) && i + 1 >= min_keep) { want = i + 1; break; }
+            }
+            const int32_t m = sample_cand_mass_select(c, N, targets[t % 6], strict, min_keep);
+            assert_int_equal(m, want);
+            qsort(c, (size_t)m, sizeof *c, cmp_id);   /* the kept run is a set: compare it sorted by id */
+            sample_cand *r = malloc((size_t)m * sizeof *r);
+            memcpy(r, ref, (size_t)m * sizeof *r);
+            qsort(r, (size_t)m, sizeof *r, cmp_id);
+            for (int32_t i = 0; i < m; i++) assert_int_equal(c[i].id, r[i].id);
+            free(r);
+        }
     }
     free(c);
     free(ref);
@@ -567,7 +611,7 @@ int main(void) {
         cmocka_unit_test(test_top_p),            cmocka_unit_test(test_top_p_long),
         cmocka_unit_test(test_min_p),            cmocka_unit_test(test_temperature),
         cmocka_unit_test(test_chain_order),      cmocka_unit_test(test_draw_frequencies),
-        cmocka_unit_test(test_determinism),      cmocka_unit_test(test_cand_select),
+        cmocka_unit_test(test_determinism),      cmocka_unit_test(test_cand_select),      cmocka_unit_test(test_cand_mass_select),
         cmocka_unit_test(test_logprobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
