@@ -266,8 +266,10 @@ static int32_t sched_build_batch(sched *s, int32_t *n_caps) {
         if (sl->state != SLOT_PREFILL || s->take[i] == 0) continue;
         const srv_task *t = sl->task;
         const int32_t p0 = sl->n_past, p1 = sl->n_past + s->take[i];
-        const int32_t cp = t->n_prompt - 2;   /* checkpoint: an identical resend evaluates one token */
-        if (sl->ckpt && t->params.cache_prompt && s->p.cache_prompt && cp >= p0 && cp < p1)
+        /* checkpoint: an identical resend evaluates one token (also taken when this task does
+         * not reuse the cache: the next one may) */
+        const int32_t cp = t->n_prompt - 2;
+        if (sl->ckpt && s->p.cache_prompt && cp >= p0 && cp < p1)
             s->caps[(*n_caps)++] = (recur_capture){ sl->id, cp, sl->ckpt };
         for (int32_t p = p0; p < p1; p++) {
             if (p == t->n_prompt - 1) sl->i_batch = n;
