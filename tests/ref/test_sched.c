@@ -444,10 +444,21 @@ static void test_stop_strings(void **st) {
     serve(s, 1, prompt, 1, &c, &full);
     assert_true(full.n_text > 40);
     /* a stop string that starts in one token's text and ends in a later one's */
-    size_t at = 30;
-    char stop[8];
-    memcpy(stop, full.text + at, 5);
-    stop[5] = '\0';
+    size_t at = 0, len = 0, off = 0;
+    for (int i = 0; i + 1 < full.n_tok && len == 0; i++) {
+        char a[64], b[64];
+        const int la = recur_token_to_piece(m, full.tok[i], a, sizeof a, false);
+        const int lb = recur_token_to_piece(m, full.tok[i + 1], b, sizeof b, false);
+        if (off >= 20 && la >= 2 && lb >= 2) {   /* from inside token i to inside token i + 1 */
+            at = off + 1;
+            len = (size_t)la - 1 + 1;
+        }
+        off += (size_t)la;
+    }
+    assert_true(len >= 2 && at + len < full.n_text);
+    char stop[64];
+    memcpy(stop, full.text + at, len);
+    stop[len] = '\0';
     const char *first = strstr(full.text, stop);
     c.stop = stop;
     serve(s, 2, prompt, 1, &c, &r);
