@@ -26,7 +26,7 @@ recur_status slot_init(slot *s, int32_t id, const slot_env *env) {
     s->cache = malloc((size_t)env->n_ctx_slot * sizeof *s->cache);
     s->piece = malloc((size_t)env->piece_max + 1);
     if (!s->cache || !s->piece) return RECUR_E_NOMEM;
-    if (env->recurrent) {
+    if (env->recurrent && env->cache_prompt) {   /* only a reusable cache needs the checkpoint */
         s->ckpt = recur_snapshot_new(env->ctx, RECUR_SNAP_CHECKPOINT, -1);
         if (!s->ckpt) return RECUR_E_NOMEM;
     }
