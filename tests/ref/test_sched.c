@@ -304,6 +304,33 @@ static void test_cache_llama(void **st) { (void)st; check_cache("pub-llama-F32.g
 static void test_cache_qwen35(void **st) { (void)st; check_cache("pub-qwen35-Q8_0.gguf", true); }
 static void test_cache_mamba(void **st) { (void)st; check_cache("pub-mamba-F32.gguf", true); }
 
+/* --no-cache-prompt: nothing is reused, the output does not change. */
+static void test_no_cache(void **st) {
+    (void)st;
+    recur_model *m = load("pub-mamba-F32.gguf");
+    recur_token prompt[20];
+    make_prompt(m, prompt, 20, 8);
+    sched_params p = sched_default_params();
+    p.n_slots = 1;
+    p.n_ctx_slot = 64;
+    p.n_batch = 16;
+    p.n_threads = 1;
+    p.cache_prompt = false;
+    sched *s;
+    char err[256];
+    assert_int_equal(sched_new(m, &p, &s, err, sizeof err), RECUR_OK);
+    task_cfg c = cfg_default(6);
+    result a, b;
+    serve(s, 1, prompt, 20, &c, &a);
+    serve(s, 2, prompt, 20, &c, &b);
+    assert_int_equal(b.stats.n_cache, 0);
+    assert_int_equal(b.stats.n_prompt_eval, 20);
+    assert_int_equal(a.n_tok, b.n_tok);
+    assert_memory_equal(a.tok, b.tok, (size_t)a.n_tok * sizeof a.tok[0]);
+    sched_free(s);
+    recur_model_free(m);
+}
+
 /* A cancelled task ends with "cancelled" and its slot serves the next task. */
 static void test_cancel(void **st) {
     (void)st;
@@ -543,6 +570,7 @@ int main(void) {
         cmocka_unit_test(test_cache_llama),
         cmocka_unit_test(test_cache_qwen35),
         cmocka_unit_test(test_cache_mamba),
+        cmocka_unit_test(test_no_cache),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_eos_and_context_full),
