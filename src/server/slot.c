@@ -147,7 +147,7 @@ recur_status slot_start(slot *s, const slot_env *env, srv_task *t, double now_ms
     s->smp = slot_sampler(env, &t->params);
     s->detok = recur_detok_new(env->model, false);
     if (!s->smp || !s->detok) {
-        slot_fail(s, env, RECUR_E_NOMEM, "cannot create the sampler (out of memory or a logit_bias token outside the vocabulary)");
+        slot_fail(s, env, RECUR_E_NOMEM, "out of memory (sampler)");
         return RECUR_E_NOMEM;
     }
     for (int32_t i = 0; i < t->n_prompt; i++) recur_sampler_accept(s->smp, t->prompt[i]);

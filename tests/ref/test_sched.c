@@ -398,6 +398,10 @@ static void test_queue_full(void **st) {
     bad->params.id_slot = 1;
     assert_int_equal(sched_submit(s, bad, err, sizeof err), RECUR_E_INVALID);
     srv_task_unref(bad);
+    bad = make_task(6, prompt, 16, &c);
+    bad->prompt[3] = recur_model_n_vocab(m);
+    assert_int_equal(sched_submit(s, bad, err, sizeof err), RECUR_E_INVALID);
+    srv_task_unref(bad);
     recur_token *big = calloc(4096, sizeof *big);
     bad = make_task(5, big, 4096, &c);
     assert_int_equal(sched_submit(s, bad, err, sizeof err), RECUR_E_INVALID);
