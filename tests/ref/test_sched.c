@@ -218,6 +218,20 @@ static void test_single_llama(void **st) { (void)st; check_single("pub-llama-F32
 static void test_single_qwen35(void **st) { (void)st; check_single("pub-qwen35-Q8_0.gguf"); }
 static void test_single_mamba(void **st) { (void)st; check_single("pub-mamba-F32.gguf"); }
 
+/* 8 tasks at once with the same prompt; their results in r[0..8). */
+static void serve_wave(sched *s, uint64_t id0, const recur_token *prompt, int n, const task_cfg *c, result *r) {
+    srv_task *t[8];
+    char err[256];
+    for (int i = 0; i < 8; i++) {
+        t[i] = make_task(id0 + (uint64_t)i, prompt, n, c);
+        assert_int_equal(sched_submit(s, t[i], err, sizeof err), RECUR_OK);
+    }
+    for (int i = 0; i < 8; i++) {
+        collect(t[i], &r[i]);
+        assert_int_equal(r[i].error, RECUR_OK);
+    }
+}
+
 /* 8 concurrent greedy tasks with the same prompt on 4 slots: 8 identical token sequences, equal
  * to the task served alone (the others' prefill chunks and tokens share its batches). */
 static void test_isolation_hybrid(void **st) {
@@ -233,16 +247,9 @@ static void test_isolation_hybrid(void **st) {
     serve(s, 1, prompt, 48, &c, &alone);
     assert_int_equal(alone.n_tok, 20);
 
-    srv_task *t[8];
-    char err[256];
-    for (int i = 0; i < 8; i++) {
-        t[i] = make_task(10 + i, prompt, 48, &c);
-        assert_int_equal(sched_submit(s, t[i], err, sizeof err), RECUR_OK);
-    }
     static result r[8];
+    serve_wave(s, 10, prompt, 48, &c, r);
     for (int i = 0; i < 8; i++) {
-        collect(t[i], &r[i]);
-        assert_int_equal(r[i].error, RECUR_OK);
         assert_int_equal(r[i].n_tok, alone.n_tok);
         assert_memory_equal(r[i].tok, alone.tok, (size_t)alone.n_tok * sizeof alone.tok[0]);
         assert_string_equal(r[i].text, alone.text);
@@ -254,6 +261,15 @@ static void test_isolation_hybrid(void **st) {
                   (double)met.n_busy_slots_total / (double)met.n_decode_total);
     assert_int_equal(met.tokens_predicted_total, 9 * 20);
     assert_int_equal(met.prompt_tokens_total, 9 * 48);
+
+    /* again with the cache: every slot restores its checkpoint and evaluates the last token */
+    c.cache_prompt = true;
+    serve_wave(s, 20, prompt, 48, &c, r);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(r[i].stats.n_cache, 47);
+        assert_int_equal(r[i].n_tok, alone.n_tok);
+        assert_memory_equal(r[i].tok, alone.tok, (size_t)alone.n_tok * sizeof alone.tok[0]);
+    }
     sched_free(s);
     recur_model_free(m);
 }
