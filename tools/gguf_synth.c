@@ -176,8 +176,8 @@ static void synth_usage(FILE *f) {
                "  --preset P       one of (architecture in brackets):\n");
     for (int i = 0; synth_preset_at(i); i++) {
         const synth_preset *p = synth_preset_at(i);
-        fprintf(f, "%s%s (%s)%s", i % 4 ? "" : "                     ", p->name, p->arch,
-                !synth_preset_at(i + 1) ? "\n" : i % 4 == 3 ? ",\n" : ", ");
+        fprintf(f, "%s%s (%s)%s", i % 3 ? "" : "                     ", p->name, p->arch,
+                !synth_preset_at(i + 1) ? "\n" : i % 3 == 2 ? ",\n" : ", ");
     }
     fprintf(f, "  --arch A         the preset's architecture, as a check\n"
                "  --type T         2-D weights: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K (default Q8_0);\n"
