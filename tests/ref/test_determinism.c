@@ -184,5 +184,7 @@ int main(void) {
         cmocka_unit_test(qwen35moe_f32), cmocka_unit_test(qwen35moe_q8_0), cmocka_unit_test(qwen3next_f32),
         cmocka_unit_test(qwen3next_q8_0),
     };
+    const char *only = getenv("RECUR_TEST_FILTER");   /* e.g. "qwen3next*": run a subset */
+    if (only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

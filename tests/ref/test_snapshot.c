@@ -205,10 +205,9 @@ MODEL_TEST(mamba2_q8_0, "pub-mamba2-Q8_0", false)
 MODEL_TEST(qwen3_f32, "pub-qwen3-F32", true)
 MODEL_TEST(qwen35_f32, "pub-qwen35-F32", true)
 MODEL_TEST(qwen35_q8_0, "pub-qwen35-Q8_0", true)
-MODEL_TEST(qwen35moe_f32, "pub-qwen35moe-F32", true)
+/* one weight type per MoE arch: the snapshot path is the arch's, and this test is long */
 MODEL_TEST(qwen35moe_q8_0, "pub-qwen35moe-Q8_0", true)
 MODEL_TEST(qwen3next_f32, "pub-qwen3next-F32", true)
-MODEL_TEST(qwen3next_q8_0, "pub-qwen3next-Q8_0", true)
 MODEL_TEST(llama_f32, "pub-llama-F32", true)
 
 /* ---- sizes ------------------------------------------------------------------------------ */
@@ -357,10 +356,11 @@ int main(void) {
         cmocka_unit_test(lfm2_f32), cmocka_unit_test(lfm2_q8_0), cmocka_unit_test(mamba_f32),
         cmocka_unit_test(mamba_q8_0), cmocka_unit_test(mamba2_f32), cmocka_unit_test(mamba2_q8_0),
         cmocka_unit_test(qwen3_f32), cmocka_unit_test(qwen35_f32), cmocka_unit_test(qwen35_q8_0),
-        cmocka_unit_test(qwen35moe_f32), cmocka_unit_test(qwen35moe_q8_0), cmocka_unit_test(qwen3next_f32),
-        cmocka_unit_test(qwen3next_q8_0),
+        cmocka_unit_test(qwen35moe_q8_0), cmocka_unit_test(qwen3next_f32),
         cmocka_unit_test(llama_f32), cmocka_unit_test(sizes_match_getters), cmocka_unit_test(other_model_refused),
         cmocka_unit_test(corrupt_refused), cmocka_unit_test(bad_capture_rejected),
     };
+    const char *only = getenv("RECUR_TEST_FILTER");   /* e.g. "qwen3next*": run a subset */
+    if (only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
