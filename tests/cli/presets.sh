@@ -85,7 +85,7 @@ done
 "$bin" synth --arch mamba2 --preset mamba2-370m -o "$tmp/sparse.gguf" --weights zero >/dev/null || fail "synth zero"
 sparse=0
 [ "$(du -k "$tmp/sparse.gguf" | cut -f1)" -lt $(($(stat -c %s "$tmp/sparse.gguf") / 10240)) ] && sparse=1
-[ $sparse = 1 ] || echo "presets.sh: $TMPDIR has no sparse files: checking only presets under 1 GB"
+[ $sparse = 1 ] || echo "presets.sh: ${TMPDIR:-/tmp} has no sparse files: checking only presets under 1 GB"
 rm -f "$tmp/sparse.gguf"
 big() { [ $sparse = 1 ]; }
 
