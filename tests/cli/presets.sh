@@ -108,7 +108,7 @@ check_preset qwen35-0.8b qwen35 335 20201472 12288 block_count=25 nextn_predict_
     blk.0.ssm_conv1d.weight:"[4, 6144]" blk.0.ssm_out.weight:"[2048, 1024]" blk.3.attn_q.weight:"[1024, 4096]" \
     blk.3.attn_k.weight:"[1024, 512]" blk.3.attn_qkv.weight:- blk.0.ffn_down.weight:"[3584, 1024]" \
     blk.24.nextn.eh_proj.weight:"[2048, 1024]" blk.24.attn_q.weight:"[1024, 4096]" blk.24.ssm_a:-
-check_preset qwen35-2b qwen35 335 20201472 12288 block_count=25 embedding_length=2048 \
+big && check_preset qwen35-2b qwen35 335 20201472 12288 block_count=25 embedding_length=2048 \
     token_embd.weight:"[2048, 248320]" output.weight:- blk.0.attn_qkv.weight:"[2048, 6144]" \
     blk.3.attn_q.weight:"[2048, 4096]" blk.0.ffn_up.weight:"[2048, 6144]" blk.24.nextn.eh_proj.weight:"[4096, 2048]"
 big && check_preset qwen35-4b qwen35 441 52690944 32768 block_count=33 attention.head_count=16 \
