@@ -81,6 +81,14 @@ uint64_t    recur_model_size_bytes(const recur_model *m);   /* bytes of all weig
 const char *recur_model_arch(const recur_model *m);         /* general.architecture */
 /* A one-line description ("qwen3 28 layers, 1024 embd, Q8_0, 596.0M params"). */
 void        recur_model_desc(const recur_model *m, char *buf, size_t buf_len);
+/* Memory per sequence that a context allocates for this model (0 for a vocab_only model):
+ *  - state_bytes: the recurrent state of one sequence (conv + SSM / delta state of every
+ *    recurrent layer, F32), whatever its length — also the payload of a checkpoint snapshot;
+ *    0 without recurrent layers;
+ *  - kv_bytes_per_token: the K and V rows (F16) of one token in every attention layer; 0
+ *    without attention layers. */
+size_t      recur_model_state_bytes(const recur_model *m);
+size_t      recur_model_kv_bytes_per_token(const recur_model *m);
 
 /* ---- vocabulary (what the model file carries) --------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /* recur-gguf — inspect and produce GGUF files.
  *
  *   recur-gguf info FILE
- *   recur-gguf synth --arch A --preset P -o FILE [--type T] [--seed N]
+ *   recur-gguf synth --arch A --preset P -o FILE [--type T] [--seed N] [--weights zero] [--allow-large]
  *   recur-gguf render -m FILE --context JSON|@FILE [--template FILE]
  *   recur-gguf tokenize -m FILE [--add-special] [--parse-special] TEXT
  *   recur-gguf detokenize -m FILE [--no-special] IDS
@@ -21,9 +21,10 @@ typedef struct subcmd {
 } subcmd;
 
 static const subcmd k_cmds[] = {
-    {"info", cmd_info, "info FILE", "print the header, every KV and every tensor of a GGUF file"},
-    {"synth", cmd_synth, "synth --arch A --preset P -o FILE [--type T] [--seed N]",
-     "write a model with random weights (see `recur-gguf synth --help`)"},
+    {"info", cmd_info, "info FILE",
+     "print the header, the per-sequence memory recur allocates, every KV and every tensor of a GGUF file"},
+    {"synth", cmd_synth, "synth --arch A --preset P -o FILE [--type T] [--seed N] [--weights zero] [--allow-large]",
+     "write a model of a preset shape with random or zero weights (see `recur-gguf synth --help`)"},
     {"render", cmd_render, "render -m FILE --context JSON|@FILE [--template FILE] [--now YYYY-MM-DDTHH:MM:SS]",
      "print the prompt a chat template renders from a context (messages, tools, add_generation_prompt, ...)"},
     {"tokenize", cmd_tokenize, "tokenize -m FILE [--add-special] [--parse-special] TEXT",

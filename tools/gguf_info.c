@@ -1,10 +1,17 @@
 /* gguf_info.c — `recur-gguf info FILE`: a gguf-dump-like listing.
  *
- * Output (stable; tests/cli/synth.sh parses the tensor table):
+ * Output (stable; tests/cli/synth.sh and presets.sh parse it):
  *
  *   file:        PATH
  *   version:     3
  *   ...
+ *   tensors:     39
+ *   model:       qwen35 4 layers, 256 embd, F32, 2.9M params, 10.9 MiB     (recur_model_desc)
+ *   state:       3158016 bytes per sequence (recurrent layers, F32)
+ *   KV cache:    1024 bytes per token (attention layers, F16 K and V)
+ *
+ * (model/state/KV cache: what a recur context allocates per sequence; "model: not loadable by
+ * recur: REASON" instead when librecur cannot load the file, e.g. an unsupported architecture)
  *
  *   KVs (23):
  *       0  general.architecture                     string         "llama"
@@ -23,6 +30,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf_tool.h"
+#include "recur.h"
 
 #define INFO_STR_MAX 60
 #define INFO_ARR_MAX 5
@@ -118,12 +126,31 @@ static void print_tensors(FILE *f, const gguf_file *g) {
     }
 }
 
+/* Loads the file as a model (weights stay mapped, nothing is read) for the per-sequence memory
+ * figures; prints why not when librecur cannot. */
+static void print_memory(FILE *f, const char *path) {
+    recur_model *m;
+    char err[512], desc[256];
+    if (recur_model_load(path, NULL, &m, err, sizeof err)) {
+        fprintf(f, "model:       not loadable by recur: %s\n", err);
+        return;
+    }
+    recur_model_desc(m, desc, sizeof desc);
+    const size_t rs = recur_model_state_bytes(m), kv = recur_model_kv_bytes_per_token(m);
+    fprintf(f, "model:       %s\n", desc);
+    fprintf(f, "state:       %zu bytes per sequence (recurrent layers, F32; %.2f MiB)\n", rs, (double)rs / 1048576.0);
+    fprintf(f, "KV cache:    %zu bytes per token (attention layers, F16 K and V; %.2f KiB)\n", kv, (double)kv / 1024.0);
+    recur_model_free(m);
+}
+
 int cmd_info(int argc, char **argv) {
     if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc == 2 ? stdout : stderr;
         fprintf(f, "usage: recur-gguf info FILE\n"
-                   "Validates FILE and prints its version, alignment, counts, every KV (arrays: type,\n"
-                   "count, first %d elements) and every tensor (index, type, bytes, offset, shape, name).\n",
+                   "Validates FILE and prints its version, alignment, counts, what a recur context\n"
+                   "allocates per sequence (recurrent state bytes, KV-cache bytes per token), every KV\n"
+                   "(arrays: type, count, first %d elements) and every tensor (index, type, bytes,\n"
+                   "offset, shape, name).\n",
                 INFO_ARR_MAX);
         return argc == 2 ? 0 : 2;
     }
@@ -140,6 +167,7 @@ int cmd_info(int argc, char **argv) {
     printf("file size:   %" PRIu64 " bytes\n", gguf_file_size(g));
     printf("KV count:    %" PRId64 "\n", gguf_n_kv(g));
     printf("tensors:     %" PRId64 "\n", gguf_n_tensors(g));
+    print_memory(stdout, argv[1]);
     print_kvs(stdout, g);
     print_tensors(stdout, g);
     gguf_close(g);

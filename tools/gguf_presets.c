@@ -5,19 +5,88 @@
 
 #include "gguf_synth.h"
 
-/* Shapes: llama-tiny and qwen3-tiny mirror ../shared/testdata/models/pub-{llama,qwen3}-*.gguf;
- * qwen3-0.6b is Qwen/Qwen3-0.6B's config.json. */
+/* Shapes. The *-tiny presets mirror ../shared/testdata/models/pub-<arch>-*.gguf (tests/cli/synth.sh
+ * compares them tensor by tensor and key by key); the others are the released models' HF
+ * config.json as llama.cpp's converter turns it into keys:
+ *   qwen3-0.6b          Qwen/Qwen3-0.6B
+ *   qwen35-{0.8b,2b,4b} Qwen/Qwen3.5-{0.8B,2B,4B} text_config: 24/24/32 layers, every 4th full
+ *                       attention; gated attention 8/8/16 heads, 2/2/4 KV, head_dim 256, partial
+ *                       rotary 0.25 (n_rot 64), mrope_section [11,11,10]; DeltaNet 16 k heads,
+ *                       16/16/32 v heads of 128; tied embeddings; one MTP block (converted by
+ *                       default: block_count = 25/25/33, nextn_predict_layers = 1)
+ *   qwen35moe-35b-a3b   Qwen/Qwen3.5-35B-A3B: 40 layers, 2048, 16/2 heads, 256 experts top-8 of
+ *                       512 + shared 512, untied, no intermediate_size (no feed_forward_length)
+ *   qwen3next-80b-a3b   Qwen/Qwen3-Next-80B-A3B-Instruct: 48 layers, 512 experts top-10,
+ *                       intermediate_size 5120, vocab 151936, no mrope; MTP block counted from
+ *                       the checkpoint's mtp.layers.0
+ *   mamba-130m          state-spaces/mamba-130m-hf: d_model 768, 24 layers, d_state 16,
+ *                       dt_rank ceil(768/16) = 48, vocab 50280 (a multiple of 8), tied (the
+ *                       Mamba-1 converter drops an lm_head equal to the embedding)
+ *   mamba2-370m         state-spaces/mamba2-370m: d_model 1024, 48 layers, d_state 128, head
+ *                       dim 64 (32 heads), 1 group, vocab 50277 padded to 50288; the mamba_ssm
+ *                       checkpoint stores lm_head.weight and the Mamba-2 converter keeps it
+ *   lfm2-{350m,1.2b}    LiquidAI/LFM2-{350M,1.2B}: 16 layers, attention at [2,5,8,10,12,14],
+ *                       1024/2048 wide, 16/32 heads, 8 KV, ff = 256-rounded 2/3 of
+ *                       block_ff_dim (6656 -> 4608, 12288 -> 8192), conv L_cache 3, tied */
+#define QWEN35(n, E, L, ff, H, Hkv, nv) \
+    {.name = n, .arch = "qwen35", .n_embd = E, .n_layer = L, .n_ff = ff, .n_vocab = 248320, .n_ctx = 262144, \
+     .n_head = H, .n_head_kv = Hkv, .head_dim = 256, .rope_base = 1e7f, .eps = 1e-6f, .tied = true, .n_rot = 64, \
+     .rope_sections = {11, 11, 10, 0}, .full_attn = 4, .n_nextn = 1, .ssm_conv = 4, .ssm_inner = (nv) * 128, \
+     .ssm_state = 128, .ssm_dt_rank = nv, .ssm_groups = 16}
+#define LFM2(n, E, ff, H) \
+    {.name = n, .arch = "lfm2", .n_embd = E, .n_layer = 16, .n_ff = ff, .n_vocab = 65536, .n_ctx = 128000, \
+     .n_head = H, .n_head_kv = 8, .head_dim = (E) / (H), .rope_base = 1e6f, .eps = 1e-5f, .tied = true, \
+     .ssm_conv = 3, .attn_layers = 1u << 2 | 1u << 5 | 1u << 8 | 1u << 10 | 1u << 12 | 1u << 14}
 static const synth_preset k_presets[] = {
     {.name = "llama-tiny", .arch = "llama", .n_embd = 256, .n_layer = 4, .n_ff = 512, .n_vocab = 512,
-     .n_ctx = 4096, .n_head = 8, .n_head_kv = 4, .head_dim = 32, .rope_base = 10000.0f, .eps = 1e-5f,
-     .tied = false},
+     .n_ctx = 4096, .n_head = 8, .n_head_kv = 4, .head_dim = 32, .rope_base = 10000.0f, .eps = 1e-5f},
     {.name = "qwen3-tiny", .arch = "qwen3", .n_embd = 256, .n_layer = 4, .n_ff = 256, .n_vocab = 512,
-     .n_ctx = 4096, .n_head = 8, .n_head_kv = 2, .head_dim = 64, .rope_base = 1e6f, .eps = 1e-6f,
-     .tied = true},
+     .n_ctx = 4096, .n_head = 8, .n_head_kv = 2, .head_dim = 64, .rope_base = 1e6f, .eps = 1e-6f, .tied = true},
+    {.name = "qwen35-tiny", .arch = "qwen35", .n_embd = 256, .n_layer = 4, .n_ff = 512, .n_vocab = 512,
+     .n_ctx = 4096, .n_head = 4, .n_head_kv = 2, .head_dim = 64, .rope_base = 1e7f, .eps = 1e-6f, .tied = true,
+     .n_rot = 16, .rope_sections = {3, 3, 2, 0}, .full_attn = 4, .ssm_conv = 4, .ssm_inner = 256,
+     .ssm_state = 128, .ssm_dt_rank = 2, .ssm_groups = 2},
+    {.name = "qwen35moe-tiny", .arch = "qwen35moe", .n_embd = 256, .n_layer = 2, .n_vocab = 512,
+     .n_ctx = 4096, .n_head = 4, .n_head_kv = 2, .head_dim = 64, .rope_base = 1e7f, .eps = 1e-6f, .tied = true,
+     .n_rot = 16, .rope_sections = {3, 3, 2, 0}, .full_attn = 2, .ssm_conv = 4, .ssm_inner = 256,
+     .ssm_state = 128, .ssm_dt_rank = 2, .ssm_groups = 1, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 256,
+     .n_ff_shexp = 256},
+    {.name = "qwen3next-tiny", .arch = "qwen3next", .n_embd = 256, .n_layer = 2, .n_ff = 512, .n_vocab = 512,
+     .n_ctx = 4096, .n_head = 4, .n_head_kv = 2, .head_dim = 64, .rope_base = 1e7f, .eps = 1e-6f,
+     .n_rot = 16, .full_attn = 2, .ssm_conv = 4, .ssm_inner = 256, .ssm_state = 128, .ssm_dt_rank = 2,
+     .ssm_groups = 1, .n_expert = 4, .n_expert_used = 2, .n_ff_exp = 256, .n_ff_shexp = 256},
+    {.name = "mamba-tiny", .arch = "mamba", .n_embd = 256, .n_layer = 4, .n_vocab = 512, .n_ctx = 4096,
+     .eps = 1e-5f, .tied = true, .ssm_conv = 4, .ssm_inner = 512, .ssm_state = 16, .ssm_dt_rank = 16},
+    {.name = "mamba2-tiny", .arch = "mamba2", .n_embd = 256, .n_layer = 4, .n_vocab = 512, .n_ctx = 4096,
+     .eps = 1e-5f, .tied = true, .ssm_conv = 4, .ssm_inner = 512, .ssm_state = 128, .ssm_dt_rank = 8,
+     .ssm_groups = 1},
+    {.name = "lfm2-tiny", .arch = "lfm2", .n_embd = 256, .n_layer = 4, .n_ff = 512, .n_vocab = 512, .n_ctx = 4096,
+     .n_head = 8, .n_head_kv = 2, .head_dim = 32, .rope_base = 1e6f, .eps = 1e-5f, .tied = true, .ssm_conv = 3,
+     .attn_layers = 1u << 1 | 1u << 3},
     {.name = "qwen3-0.6b", .arch = "qwen3", .n_embd = 1024, .n_layer = 28, .n_ff = 3072, .n_vocab = 151936,
-     .n_ctx = 40960, .n_head = 16, .n_head_kv = 8, .head_dim = 128, .rope_base = 1e6f, .eps = 1e-6f,
-     .tied = true},
+     .n_ctx = 40960, .n_head = 16, .n_head_kv = 8, .head_dim = 128, .rope_base = 1e6f, .eps = 1e-6f, .tied = true},
+    QWEN35("qwen35-0.8b", 1024, 24, 3584, 8, 2, 16),
+    QWEN35("qwen35-2b", 2048, 24, 6144, 8, 2, 16),
+    QWEN35("qwen35-4b", 2560, 32, 9216, 16, 4, 32),
+    {.name = "qwen35moe-35b-a3b", .arch = "qwen35moe", .n_embd = 2048, .n_layer = 40, .n_vocab = 248320,
+     .n_ctx = 262144, .n_head = 16, .n_head_kv = 2, .head_dim = 256, .rope_base = 1e7f, .eps = 1e-6f, .n_rot = 64,
+     .rope_sections = {11, 11, 10, 0}, .full_attn = 4, .n_nextn = 1, .ssm_conv = 4, .ssm_inner = 4096,
+     .ssm_state = 128, .ssm_dt_rank = 32, .ssm_groups = 16, .n_expert = 256, .n_expert_used = 8,
+     .n_ff_exp = 512, .n_ff_shexp = 512, .large = true},
+    {.name = "qwen3next-80b-a3b", .arch = "qwen3next", .n_embd = 2048, .n_layer = 48, .n_ff = 5120,
+     .n_vocab = 151936, .n_ctx = 262144, .n_head = 16, .n_head_kv = 2, .head_dim = 256, .rope_base = 1e7f,
+     .eps = 1e-6f, .n_rot = 64, .full_attn = 4, .n_nextn = 1, .ssm_conv = 4, .ssm_inner = 4096, .ssm_state = 128,
+     .ssm_dt_rank = 32, .ssm_groups = 16, .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 512,
+     .n_ff_shexp = 512, .large = true},
+    {.name = "mamba-130m", .arch = "mamba", .n_embd = 768, .n_layer = 24, .n_vocab = 50280, .n_ctx = 1 << 20,
+     .eps = 1e-5f, .tied = true, .ssm_conv = 4, .ssm_inner = 1536, .ssm_state = 16, .ssm_dt_rank = 48},
+    {.name = "mamba2-370m", .arch = "mamba2", .n_embd = 1024, .n_layer = 48, .n_vocab = 50288, .n_ctx = 1 << 20,
+     .eps = 1e-5f, .ssm_conv = 4, .ssm_inner = 2048, .ssm_state = 128, .ssm_dt_rank = 32, .ssm_groups = 1},
+    LFM2("lfm2-350m", 1024, 4608, 16),
+    LFM2("lfm2-1.2b", 2048, 8192, 32),
 };
+#undef QWEN35
+#undef LFM2
 
 const synth_preset *synth_preset_find(const char *name) {
     for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)
@@ -25,7 +94,9 @@ const synth_preset *synth_preset_find(const char *name) {
     return NULL;
 }
 
-const char *synth_preset_names(void) { return "llama-tiny, qwen3-tiny, qwen3-0.6b"; }
+const synth_preset *synth_preset_at(int i) {
+    return i >= 0 && (size_t)i < sizeof k_presets / sizeof k_presets[0] ? &k_presets[i] : NULL;
+}
 
 /* ---- vocabulary --------------------------------------------------------------------------- */
 

@@ -1,16 +1,20 @@
 /* gguf_synth.c — `recur-gguf synth`: a model file with random weights.
  *
  * The file carries the exact tensor names, shapes and hyperparameter keys that llama.cpp's
- * converter (convert_hf_to_gguf.py) writes for the arch, in the converter's order, so loaders
- * can be tested on full-size shapes without downloading weights. Differences from a converted
- * model: the weights are random (deterministic in --seed and the tensor name), and the
- * vocabulary is a SentencePiece stand-in (gguf_presets.c) even for qwen3, whose real tokenizer
- * is byte-level BPE — text round-trips without a download, but ids differ from the real model.
+ * converter (convert_hf_to_gguf.py) writes for the arch (gguf_synth_plan.c; presets in
+ * gguf_presets.c), so loaders can be tested on full-size shapes without downloading weights.
+ * Differences from a converted model: the weights are random (deterministic in --seed and the
+ * tensor name) or zero, the general.* keys are few, and the vocabulary is a SentencePiece
+ * stand-in (gguf_presets.c) whatever the real tokenizer (byte-level BPE for all the presets'
+ * models) — text round-trips without a download, but ids differ from the real model.
  *
  * Weights: linear layers and embeddings ~ N(0, 0.02²) (an Irwin-Hall approximation), norm
- * weights 1 + N(0, 0.02²). 1-D tensors stay F32 (as the converter keeps norms); all 2-D
- * tensors, token_embd included, take --type, or F16 when their rows are not a multiple of the
- * type's block size. Quantization uses the scalar reference quantizers of src/tensor.
+ * weights and Mamba's D 1 + N(0, 0.02²), decays ssm_a -1 + N(0, 0.02²). Types follow the
+ * converter: 1-D tensors, norms, routers, conv kernels and names without ".weight" stay F32;
+ * the other tensors, token_embd included, take --type, or F16 when their rows are not a
+ * multiple of the type's block size. Quantization uses the scalar reference quantizers of
+ * src/tensor. The file is streamed (gguf_synth_write.c): memory stays at a few MB whatever
+ * the model size.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,6 +42,8 @@ typedef struct synth_opts {
     const synth_preset *preset;
     uint32_t            type, ftype;
     uint64_t            seed;
+    bool                zero;          /* --weights zero: header only, a sparse file */
+    bool                allow_large;   /* --allow-large */
 } synth_opts;
 
 /* ---- random numbers ----------------------------------------------------------------------- */
@@ -65,79 +71,14 @@ static uint64_t tensor_seed(uint64_t seed, const char *name) {
     return splitmix64(&s);
 }
 
-/* ---- the tensor plan ---------------------------------------------------------------------- */
-
-typedef struct synth_tensor {
-    char     name[GGUF_MAX_NAME];
-    uint32_t n_dims;
-    int64_t  ne[GGUF_MAX_DIMS];
-} synth_tensor;
-
-static void plan_add(synth_tensor *t, int *n, const char *name, int64_t ne0, int64_t ne1) {
-    synth_tensor *x = &t[(*n)++];
-    snprintf(x->name, sizeof x->name, "%s", name);
-    x->n_dims = ne1 ? 2 : 1;
-    x->ne[0] = ne0;
-    x->ne[1] = ne1 ? ne1 : 1;
-    x->ne[2] = x->ne[3] = 1;
-}
-
-/* Tensors in the converter's order; returns the count (t has room for 3 + 11 per layer). */
-static int plan_tensors(const synth_preset *p, synth_tensor *t) {
-    int n = 0;
-    int64_t E = p->n_embd, Q = (int64_t)p->n_head * p->head_dim, KV = (int64_t)p->n_head_kv * p->head_dim;
-    bool qk_norm = !strcmp(p->arch, "qwen3");
-    char name[GGUF_MAX_NAME];
-    plan_add(t, &n, "token_embd.weight", E, p->n_vocab);
-    if (!p->tied) plan_add(t, &n, "output.weight", E, p->n_vocab);
-    plan_add(t, &n, "output_norm.weight", E, 0);
-    for (int il = 0; il < p->n_layer; il++) {
-#define LAYER(suffix, ne0, ne1) \
-    (snprintf(name, sizeof name, "blk.%d." suffix, il), plan_add(t, &n, name, ne0, ne1))
-        LAYER("attn_norm.weight", E, 0);
-        LAYER("attn_q.weight", E, Q);
-        LAYER("attn_k.weight", E, KV);
-        LAYER("attn_v.weight", E, KV);
-        LAYER("attn_output.weight", Q, E);
-        if (qk_norm) {
-            LAYER("attn_q_norm.weight", p->head_dim, 0);
-            LAYER("attn_k_norm.weight", p->head_dim, 0);
-        }
-        LAYER("ffn_norm.weight", E, 0);
-        LAYER("ffn_gate.weight", E, p->n_ff);
-        LAYER("ffn_up.weight", E, p->n_ff);
-        LAYER("ffn_down.weight", p->n_ff, E);
-#undef LAYER
-    }
-    return n;
-}
-
 /* ---- metadata ----------------------------------------------------------------------------- */
 
-static recur_status put_hparams(gguf_writer *w, const synth_opts *o) {
-    const synth_preset *p = o->preset;
-    char key[128], name[128];
-    recur_status st = RECUR_OK;
-#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, p->arch), key)
-    snprintf(name, sizeof name, "recur synth %s (random weights)", p->name);
-    st |= gguf_writer_set_str(w, "general.architecture", p->arch);
+static recur_status put_general(gguf_writer *w, const synth_opts *o) {
+    char name[128];
+    snprintf(name, sizeof name, "recur synth %s (%s weights)", o->preset->name, o->zero ? "zero" : "random");
+    recur_status st = gguf_writer_set_str(w, "general.architecture", o->preset->arch);
     st |= gguf_writer_set_str(w, "general.name", name);
-    st |= gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)p->n_layer);
-    st |= gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)p->n_ctx);
-    st |= gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)p->n_embd);
-    st |= gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)p->n_ff);
-    st |= gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head);
-    st |= gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv);
-    st |= gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_base);
-    st |= gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->eps);
-    if (!strcmp(p->arch, "qwen3")) {          /* Qwen3 configs carry head_dim */
-        st |= gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)p->head_dim);
-        st |= gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)p->head_dim);
-    } else {                                  /* LlamaModel writes both always */
-        st |= gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)p->head_dim);
-        st |= gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)p->n_vocab);
-    }
-#undef KEY
+    st |= synth_put_hparams(w, o->preset);
     st |= gguf_writer_set_u32(w, "general.file_type", o->ftype);
     if (o->type != GGUF_T_F32) st |= gguf_writer_set_u32(w, "general.quantization_version", 2);
     return st ? RECUR_E_NOMEM : RECUR_OK;
@@ -168,80 +109,110 @@ static recur_status put_vocab(gguf_writer *w, const synth_preset *p) {
 
 /* ---- weights ------------------------------------------------------------------------------ */
 
-/* Fills and adds one tensor, row by row: random floats, then the quantizer of its type. */
-static int add_weights(gguf_writer *w, const synth_tensor *t, const synth_opts *o, const tensor_kernels *k) {
-    uint32_t type = t->n_dims == 1 ? GGUF_T_F32 : o->type, blck;
-    gguf_type_block(type, &blck, NULL);
-    if (t->ne[0] % blck) {
-        fprintf(stderr, "recur-gguf synth: %s: rows of %" PRId64 " are not a multiple of the %s block; "
-                "writing F16\n", t->name, t->ne[0], gguf_type_name(type));
-        type = GGUF_T_F16;
-    }
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* The converter's F32 list (conversion/base.py): 1-D tensors, norms, names without ".weight"
+ * (ssm_a, ssm_d, biases), routers and conv kernels. Others take the wanted type, or F16 when
+ * their rows are not a multiple of its block. */
+static uint32_t tensor_type(const synth_tensor *t, uint32_t want) {
+    if (t->n_dims == 1 || ends_with(t->name, "_norm.weight") || !ends_with(t->name, ".weight") ||
+        strstr(t->name, "ffn_gate_inp") || strstr(t->name, "ssm_conv1d") || strstr(t->name, "shortconv.conv"))
+        return GGUF_T_F32;
+    uint32_t blck;
+    gguf_type_block(want, &blck, NULL);
+    return t->ne[0] % blck ? GGUF_T_F16 : want;
+}
+
+/* Centre of a tensor's values: norms and the Mamba skip D near 1, the decays A near -1 (the
+ * converter stores A = -exp(A_log); a positive A would make the recurrences blow up), the
+ * rest near 0. */
+static float tensor_centre(const char *name) {
+    if (ends_with(name, "ssm_a")) return -1.0f;
+    if (ends_with(name, "norm.weight") || ends_with(name, "ssm_d")) return 1.0f;
+    return 0.0f;
+}
+
+/* Writes tensor i: rows of random floats through the quantizer of its type, in chunks of
+ * about 8 MiB (buf: SYNTH_CHUNK bytes or one row if larger; row: ne[0] floats). */
+#define SYNTH_CHUNK (8u << 20)
+static int write_weights(synth_out *out, int i, const synth_tensor *t, uint32_t type, const synth_opts *o,
+                         const tensor_kernels *k, uint8_t *buf, float *row) {
     tensor_from_float_fn quant = k->from_float[type];
     if (!quant) {
         fprintf(stderr, "recur-gguf synth: this build has no quantizer for %s\n", gguf_type_name(type));
         return 1;
     }
-    size_t row_bytes = tensor_row_bytes(type, t->ne[0]);
-    int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
-    uint8_t *data = malloc(row_bytes * (size_t)rows + 1);
-    float *row = malloc((size_t)t->ne[0] * sizeof *row);
+    const size_t row_bytes = tensor_row_bytes(type, t->ne[0]);
+    const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+    const int64_t per_chunk = row_bytes < SYNTH_CHUNK ? (int64_t)(SYNTH_CHUNK / row_bytes) : 1;
+    const float centre = tensor_centre(t->name);
     uint64_t s = tensor_seed(o->seed, t->name);
-    int rc = 0;
-    if (!data || !row) {
-        fprintf(stderr, "recur-gguf synth: out of memory for %s\n", t->name);
-        rc = 1;
-    }
-    for (int64_t r = 0; r < rows && !rc; r++) {
-        for (int64_t i = 0; i < t->ne[0]; i++)
-            row[i] = (t->n_dims == 1 ? 1.0f : 0.0f) + SYNTH_STD * normalish(&s);
-        quant(row, data + (size_t)r * row_bytes, t->ne[0]);
-    }
     char err[256];
-    if (!rc && gguf_writer_add_tensor(w, t->name, type, t->n_dims, t->ne, data, err, sizeof err)) {
-        fprintf(stderr, "recur-gguf synth: %s\n", err);
-        rc = 1;
+    for (int64_t r0 = 0; r0 < rows; r0 += per_chunk) {
+        const int64_t nr = rows - r0 < per_chunk ? rows - r0 : per_chunk;
+        for (int64_t r = 0; r < nr; r++) {
+            for (int64_t j = 0; j < t->ne[0]; j++) row[j] = centre + SYNTH_STD * normalish(&s);
+            quant(row, buf + (size_t)r * row_bytes, t->ne[0]);
+        }
+        if (synth_out_write(out, i, (uint64_t)r0 * row_bytes, buf, (size_t)nr * row_bytes, err, sizeof err)) {
+            fprintf(stderr, "recur-gguf synth: %s\n", err);
+            return 1;
+        }
     }
-    free(row);
-    free(data);
-    return rc;
+    return 0;
 }
 
 /* ---- command line ------------------------------------------------------------------------- */
 
 static void synth_usage(FILE *f) {
     fprintf(f, "usage: recur-gguf synth --arch A --preset P -o FILE [--type T] [--seed N]\n"
-               "Writes a model with random weights and the tensor names, shapes and hyperparameter\n"
-               "keys llama.cpp's converter writes for the arch, plus a stand-in SPM vocabulary.\n"
-               "  --preset P   %s\n"
-               "  --arch A     the preset's architecture (llama or qwen3), as a check\n"
-               "  --type T     2-D weights: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K (default Q8_0);\n"
-               "               1-D tensors (norms) stay F32\n"
-               "  --seed N     random seed (default 1); same seed, same file\n",
-            synth_preset_names());
+               "                        [--weights random|zero] [--allow-large]\n"
+               "Writes a model with the tensor names, shapes and hyperparameter keys llama.cpp's\n"
+               "converter writes for the preset's released model, random (or zero) weights and a\n"
+               "stand-in SPM vocabulary.\n"
+               "  --preset P       one of (architecture in brackets):\n");
+    for (int i = 0; synth_preset_at(i); i++) {
+        const synth_preset *p = synth_preset_at(i);
+        fprintf(f, "%s%s (%s)%s", i % 3 ? "" : "                     ", p->name, p->arch,
+                !synth_preset_at(i + 1) ? "\n" : i % 3 == 2 ? ",\n" : ", ");
+    }
+    fprintf(f, "  --arch A         the preset's architecture, as a check\n"
+               "  --type T         2-D weights: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K (default Q8_0);\n"
+               "                   norms, routers, conv kernels, ssm_a/ssm_d and biases stay F32\n"
+               "  --seed N         random seed (default 1); same seed, same file\n"
+               "  --weights zero   write only the header: every weight is 0 and the file is sparse\n"
+               "                   (instant, takes no disk space where the filesystem has holes)\n"
+               "  --allow-large    needed for the presets of tens of GB (qwen35moe-35b-a3b,\n"
+               "                   qwen3next-80b-a3b)\n");
 }
 
 /* Returns 0 with o filled, 2 on a usage error (message printed), -1 after --help. */
 static int parse_args(int argc, char **argv, synth_opts *o) {
     const char *preset = NULL, *type = "Q8_0";
     *o = (synth_opts){.seed = 1};
-    for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
+    for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { synth_usage(stdout); return -1; }
+        if (!strcmp(a, "--allow-large")) { o->allow_large = true; continue; }
         if (!v) { fprintf(stderr, "recur-gguf synth: %s needs a value\n", a); return 2; }
+        i++;   /* every other option takes a value */
         if (!strcmp(a, "--arch")) o->arch = v;
         else if (!strcmp(a, "--preset")) preset = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) o->out = v;
         else if (!strcmp(a, "--type")) type = v;
+        else if (!strcmp(a, "--weights") && (!strcmp(v, "zero") || !strcmp(v, "random"))) o->zero = !strcmp(v, "zero");
         else if (!strcmp(a, "--seed")) {
             char *end;
             o->seed = strtoull(v, &end, 0);
             if (!*v || *end) { fprintf(stderr, "recur-gguf synth: bad seed '%s'\n", v); return 2; }
-        } else { fprintf(stderr, "recur-gguf synth: unknown option '%s'\n", a); synth_usage(stderr); return 2; }
+        } else { fprintf(stderr, "recur-gguf synth: bad option '%s %s'\n", a, v); synth_usage(stderr); return 2; }
     }
     if (!o->arch || !preset || !o->out) { synth_usage(stderr); return 2; }
     if (!(o->preset = synth_preset_find(preset))) {
-        fprintf(stderr, "recur-gguf synth: unknown preset '%s' (have: %s)\n", preset, synth_preset_names());
+        fprintf(stderr, "recur-gguf synth: unknown preset '%s' (`recur-gguf synth --help` lists them)\n", preset);
         return 2;
     }
     if (strcmp(o->arch, o->preset->arch)) {
@@ -254,29 +225,87 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
     return 2;
 }
 
+/* Types of every tensor; reports the F16 fallbacks once. Returns the data bytes. */
+static uint64_t plan_types(const synth_tensor *t, int n, uint32_t want, uint32_t *type, int64_t *max_ne0) {
+    uint64_t bytes = 0;
+    int n_f16 = 0, first = -1;
+    *max_ne0 = 1;
+    for (int i = 0; i < n; i++) {
+        type[i] = tensor_type(&t[i], want);
+        if (type[i] == GGUF_T_F16 && want != GGUF_T_F16 && !n_f16++) first = i;
+        uint64_t nb = 0;
+        gguf_tensor_nbytes(type[i], t[i].ne, &nb);
+        bytes += nb;
+        if (t[i].ne[0] > *max_ne0) *max_ne0 = t[i].ne[0];
+    }
+    if (n_f16)
+        fprintf(stderr, "recur-gguf synth: %d tensor(s) with rows not a multiple of the %s block written as F16 "
+                "(%s, ...)\n", n_f16, gguf_type_name(want), t[first].name);
+    return bytes;
+}
+
+/* Header, then (random weights) every tensor in order. */
+static int write_model(const synth_opts *o, const synth_tensor *plan, const uint32_t *type, int n, int64_t max_ne0) {
+    tensor_init();
+    const tensor_kernels *k = tensor_kernels_scalar();
+    gguf_writer *w = gguf_writer_new();
+    char err[512];
+    int rc = 0;
+    if (!w || put_general(w, o) || put_vocab(w, o->preset)) {
+        fprintf(stderr, "recur-gguf synth: out of memory\n");
+        gguf_writer_free(w);
+        return 1;
+    }
+    synth_out out;
+    if (synth_out_open(&out, o->out, w, plan, type, n, err, sizeof err)) {
+        fprintf(stderr, "recur-gguf synth: %s\n", err);
+        gguf_writer_free(w);
+        return 1;
+    }
+    gguf_writer_free(w);
+    size_t max_row = 0;
+    for (int i = 0; i < n; i++)
+        if (tensor_row_bytes(type[i], plan[i].ne[0]) > max_row) max_row = tensor_row_bytes(type[i], plan[i].ne[0]);
+    uint8_t *buf = o->zero ? NULL : malloc(max_row > SYNTH_CHUNK ? max_row : SYNTH_CHUNK);
+    float *row = o->zero ? NULL : malloc((size_t)max_ne0 * sizeof *row);
+    if (!o->zero && (!buf || !row)) {
+        fprintf(stderr, "recur-gguf synth: out of memory\n");
+        rc = 1;
+    }
+    for (int i = 0; i < n && !rc && !o->zero; i++) rc = write_weights(&out, i, &plan[i], type[i], o, k, buf, row);
+    free(buf);
+    free(row);
+    if (synth_out_close(&out, rc == 0, err, sizeof err)) {
+        fprintf(stderr, "recur-gguf synth: %s\n", err);
+        rc = 1;
+    }
+    return rc;
+}
+
 int cmd_synth(int argc, char **argv) {
     synth_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-    tensor_init();
-    const tensor_kernels *k = tensor_kernels_scalar();
-    gguf_writer *w = gguf_writer_new();
-    synth_tensor *plan = malloc((size_t)(3 + 11 * o.preset->n_layer) * sizeof *plan);
-    if (!w || !plan || put_hparams(w, &o) || put_vocab(w, o.preset)) {
+    synth_tensor *plan;
+    const int n = synth_plan(o.preset, &plan);
+    uint32_t *type = n > 0 ? malloc((size_t)n * sizeof *type) : NULL;
+    if (!type) {
         fprintf(stderr, "recur-gguf synth: out of memory\n");
-        rc = 1;
+        free(plan);
+        return 1;
     }
-    int n = rc ? 0 : plan_tensors(o.preset, plan);
-    for (int i = 0; i < n && !rc; i++) rc = add_weights(w, &plan[i], &o, k);
-    char err[512];
-    if (!rc && gguf_writer_write(w, o.out, err, sizeof err)) {
-        fprintf(stderr, "recur-gguf synth: %s\n", err);
-        rc = 1;
+    int64_t max_ne0;
+    const uint64_t bytes = plan_types(plan, n, o.type, type, &max_ne0);
+    if (o.preset->large && !o.allow_large) {
+        fprintf(stderr, "recur-gguf synth: %s holds %.1f GB of %s weights; pass --allow-large to write it\n",
+                o.preset->name, (double)bytes / 1e9, gguf_type_name(o.type));
+        rc = 2;
     }
+    if (!rc) rc = write_model(&o, plan, type, n, max_ne0);
     if (!rc)
-        printf("wrote %s: %s (%s), %d tensors, weights %s, seed %" PRIu64 "\n", o.out, o.preset->name,
-               o.preset->arch, n, gguf_type_name(o.type), o.seed);
+        printf("wrote %s: %s (%s), %d tensors, %" PRIu64 " bytes of weights %s%s, seed %" PRIu64 "\n", o.out,
+               o.preset->name, o.preset->arch, n, bytes, gguf_type_name(o.type), o.zero ? " (all zero)" : "", o.seed);
+    free(type);
     free(plan);
-    gguf_writer_free(w);
     return rc;
 }

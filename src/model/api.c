@@ -28,6 +28,23 @@ void recur_model_desc(const recur_model *m, char *buf, size_t buf_len) {
              m->hp.n_embd, gguf_type_name(m->file_type), (double)m->n_params / 1e6, (double)m->n_bytes / 1048576.0);
 }
 
+/* The sizes context.c gives rs_new and kv_new: per recurrent layer (K-1) conv rows of
+ * rs_n_conv channels plus rs_n_ssm floats; per attention layer one K and one V row of
+ * n_head_kv heads, F16. */
+size_t recur_model_state_bytes(const recur_model *m) {
+    const model_hparams *hp = &m->hp;
+    if (hp->n_layer_rs <= 0) return 0;
+    const size_t per_layer = (size_t)(hp->ssm_d_conv - 1) * (size_t)hp->rs_n_conv + (size_t)hp->rs_n_ssm;
+    return (size_t)hp->n_layer_rs * per_layer * sizeof(float);
+}
+
+size_t recur_model_kv_bytes_per_token(const recur_model *m) {
+    const model_hparams *hp = &m->hp;
+    if (hp->n_layer_kv <= 0) return 0;
+    const size_t row = (size_t)hp->n_head_kv * ((size_t)hp->head_dim_k + (size_t)hp->head_dim_v);
+    return (size_t)hp->n_layer_kv * row * sizeof(uint16_t);
+}
+
 recur_token recur_token_bos(const recur_model *m) { return vocab_bos(m->vocab); }
 recur_token recur_token_eos(const recur_model *m) { return vocab_eos(m->vocab); }
 bool recur_token_is_eog(const recur_model *m, recur_token t) { return vocab_is_eog(m->vocab, t); }

@@ -2,8 +2,10 @@
 # tests/cli/synth.sh BUILD_DIR TESTDATA_DIR
 #
 # `recur-gguf synth` must write the tensor names and shapes, and the {arch}.* hyperparameters,
-# of the converter-written tiny models in TESTDATA_DIR/models (pub-llama, pub-qwen3); the
-# output must be deterministic in --seed, and `recur-gguf info` must reject a damaged file.
+# of the converter-written tiny models in TESTDATA_DIR/models (pub-<arch> for every arch), and
+# at Q8_0 the tensor types llama-quantize chose for pub-<arch>-Q8_0; the output must be
+# deterministic in --seed, and `recur-gguf info` must reject a damaged file. (The real-size
+# presets: tests/cli/presets.sh.)
 set -u
 build=${1:?usage: synth.sh BUILD_DIR TESTDATA_DIR}
 data=${2:?usage: synth.sh BUILD_DIR TESTDATA_DIR}
@@ -48,12 +50,23 @@ check_preset() {   # arch preset pub-file
     grep -qE 'tokenizer.ggml.tokens +\[string; 512\] +\["<unk>", "<s>", "</s>", "<0x00>"' "$tmp/$preset.info" ||
         fail "$preset: vocabulary"
     # norms stay F32, weights take --type
-    grep -qE '^ +[0-9]+ +F32 .* output_norm.weight$' "$tmp/$preset.info" || fail "$preset: output_norm not F32"
+    grep -qE '^ +[0-9]+ +F32 .* (output|token_embd)_norm.weight$' "$tmp/$preset.info" || fail "$preset: final norm not F32"
     grep -qE '^ +[0-9]+ +Q8_0 .* token_embd.weight$' "$tmp/$preset.info" || fail "$preset: token_embd not Q8_0"
 }
 
-check_preset llama llama-tiny pub-llama-F32.gguf
-check_preset qwen3 qwen3-tiny pub-qwen3-F32.gguf
+# "name type" of every tensor row
+tensor_types() {
+    sed -n '/^tensors (/,$p' "$1" | sed -nE 's/^ *[0-9]+ +([A-Z0-9_?]+) +[0-9]+ +[0-9]+ +\[[^]]*\] +(.*)$/\2 \1/p' | sort
+}
+
+for arch in llama qwen3 qwen35 qwen35moe qwen3next mamba mamba2 lfm2; do
+    check_preset "$arch" "$arch-tiny" "pub-$arch-F32.gguf"
+    # F32 for norms, routers, conv kernels, ssm_a/ssm_d and biases, F16 for rows that do not
+    # fill Q8_0 blocks: as the converter and llama-quantize decided for the pub model
+    "$bin" info "$data/models/pub-$arch-Q8_0.gguf" | tensor_types /dev/stdin >"$tmp/b.txt"
+    tensor_types "$tmp/$arch-tiny.info" >"$tmp/a.txt"
+    diff -u "$tmp/b.txt" "$tmp/a.txt" || fail "$arch-tiny: tensor types differ from pub-$arch-Q8_0"
+done
 
 # deterministic: same seed, same bytes; another seed, other bytes
 "$bin" synth --arch qwen3 --preset qwen3-tiny -o "$tmp/again.gguf" --seed 7 >/dev/null || fail "synth again"

@@ -168,6 +168,10 @@ RECURRENT_TEST(mamba2_f32, "pub-mamba2-F32")
 RECURRENT_TEST(mamba2_q8_0, "pub-mamba2-Q8_0")
 RECURRENT_TEST(qwen35_f32, "pub-qwen35-F32")
 RECURRENT_TEST(qwen35_q8_0, "pub-qwen35-Q8_0")
+RECURRENT_TEST(qwen35moe_f32, "pub-qwen35moe-F32")
+RECURRENT_TEST(qwen35moe_q8_0, "pub-qwen35moe-Q8_0")
+RECURRENT_TEST(qwen3next_f32, "pub-qwen3next-F32")
+RECURRENT_TEST(qwen3next_q8_0, "pub-qwen3next-Q8_0")
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -177,6 +181,10 @@ int main(void) {
         cmocka_unit_test(lfm2_f32), cmocka_unit_test(lfm2_q8_0), cmocka_unit_test(mamba_f32),
         cmocka_unit_test(mamba_q8_0), cmocka_unit_test(mamba2_f32), cmocka_unit_test(mamba2_q8_0),
         cmocka_unit_test(qwen35_f32), cmocka_unit_test(qwen35_q8_0),
+        cmocka_unit_test(qwen35moe_f32), cmocka_unit_test(qwen35moe_q8_0), cmocka_unit_test(qwen3next_f32),
+        cmocka_unit_test(qwen3next_q8_0),
     };
+    const char *only = getenv("RECUR_TEST_FILTER");   /* e.g. "qwen3next*": run a subset */
+    if (only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -205,7 +205,44 @@ MODEL_TEST(mamba2_q8_0, "pub-mamba2-Q8_0", false)
 MODEL_TEST(qwen3_f32, "pub-qwen3-F32", true)
 MODEL_TEST(qwen35_f32, "pub-qwen35-F32", true)
 MODEL_TEST(qwen35_q8_0, "pub-qwen35-Q8_0", true)
+/* one weight type per MoE arch: the snapshot path is the arch's, and this test is long */
+MODEL_TEST(qwen35moe_q8_0, "pub-qwen35moe-Q8_0", true)
+MODEL_TEST(qwen3next_f32, "pub-qwen3next-F32", true)
 MODEL_TEST(llama_f32, "pub-llama-F32", true)
+
+/* ---- sizes ------------------------------------------------------------------------------ */
+
+/* recur_model_state_bytes / _kv_bytes_per_token are what a context holds per sequence: a
+ * checkpoint is the 64-byte header, the recurrent state and an 8-byte checksum; a sequence
+ * snapshot grows by one token's K/V rows per position. Hand-computed for the tiny models
+ * (F32 states, F16 K/V): */
+static void sizes_match_getters(void **state) {
+    (void)state;
+    static const struct { const char *name; size_t rs, kv; } k[] = {
+        /* 3 DeltaNet layers x ((4-1) x (2*2*128 + 256) + 256*128) x 4; 1 attention layer x 2 x 2*64 x 2 */
+        { "pub-qwen35-F32", 420864, 512 },
+        /* 1 DeltaNet layer x ((4-1) x (2*1*128 + 256) + 256*128) x 4; 1 attention layer */
+        { "pub-qwen35moe-Q8_0", 137216, 512 },
+        { "pub-qwen3next-F32", 137216, 512 },
+        { "pub-mamba-F32", 155648, 0 },       /* 4 x ((4-1) x 512 + 16*512) x 4 */
+        { "pub-mamba2-Q8_0", 1085440, 0 },    /* 4 x ((4-1) x (512 + 2*128) + 128*512) x 4 */
+        { "pub-lfm2-F32", 4096, 512 },        /* 2 conv layers x (3-1) x 256 x 4; 2 attention x 2 x 2*32 x 2 */
+        { "pub-llama-F32", 0, 2048 },         /* 4 x 4 heads x 2*32 x 2 */
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        recur_model *m = load(k[i].name);
+        assert_int_equal(recur_model_state_bytes(m), k[i].rs);
+        assert_int_equal(recur_model_kv_bytes_per_token(m), k[i].kv);
+        const cfg c = { 64, 1, false };
+        recur_ctx *ctx = new_ctx(m, &c);
+        assert_int_equal(recur_snapshot_size(ctx, RECUR_SNAP_CHECKPOINT, 0), 64 + k[i].rs + 8);
+        for (recur_pos p = 1; p < 300; p += 149)
+            assert_int_equal(recur_snapshot_size(ctx, RECUR_SNAP_SEQUENCE, p) -
+                             recur_snapshot_size(ctx, RECUR_SNAP_SEQUENCE, p - 1), k[i].kv);
+        recur_ctx_free(ctx);
+        recur_model_free(m);
+    }
+}
 
 /* ---- refusals --------------------------------------------------------------------------- */
 
@@ -319,8 +356,11 @@ int main(void) {
         cmocka_unit_test(lfm2_f32), cmocka_unit_test(lfm2_q8_0), cmocka_unit_test(mamba_f32),
         cmocka_unit_test(mamba_q8_0), cmocka_unit_test(mamba2_f32), cmocka_unit_test(mamba2_q8_0),
         cmocka_unit_test(qwen3_f32), cmocka_unit_test(qwen35_f32), cmocka_unit_test(qwen35_q8_0),
-        cmocka_unit_test(llama_f32), cmocka_unit_test(other_model_refused),
+        cmocka_unit_test(qwen35moe_q8_0), cmocka_unit_test(qwen3next_f32),
+        cmocka_unit_test(llama_f32), cmocka_unit_test(sizes_match_getters), cmocka_unit_test(other_model_refused),
         cmocka_unit_test(corrupt_refused), cmocka_unit_test(bad_capture_rejected),
     };
+    const char *only = getenv("RECUR_TEST_FILTER");   /* e.g. "qwen3next*": run a subset */
+    if (only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
