@@ -29,6 +29,9 @@ static int ensure_default_model(const char *argv0) {
     mkdir("models", 0755);
     pid_t pid = fork();
     if (pid == 0) {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_UNBLOCK, &all, NULL);   /* main blocked SIGINT/SIGTERM for sigwait */
         execl(tool, tool, "synth", "--arch", "qwen3", "--preset", "qwen3-tiny", "--type", "Q8_0", "-o",
               SERVER_DEFAULT_MODEL, (char *)NULL);
         _exit(127);
@@ -72,10 +75,8 @@ int main(int argc, char **argv) {
     server_args a;
     int rc = server_args_parse(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : rc;
-    if (!a.model) {
-        if (ensure_default_model(argv[0])) return 1;
-        a.model = SERVER_DEFAULT_MODEL;
-    }
+    const bool default_model = !a.model;
+    if (default_model) a.model = SERVER_DEFAULT_MODEL;
     /* the signals are taken by sigwait below; every thread started from here on blocks them */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -94,6 +95,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     fprintf(stderr, "recur-server: listening on http://%s:%d\n", a.host, srv_http_port(&s));
+    /* a test hook: a slow load, to observe the 503 "Loading model" answers */
+    const char *delay = getenv("RECUR_SERVER_LOAD_DELAY_MS");
+    if (delay) usleep((useconds_t)atoi(delay) * 1000u);
     sched_params sp = sched_default_params();
     sp.n_slots = a.n_slots;
     sp.n_ctx_slot = a.n_ctx;
@@ -102,7 +106,9 @@ int main(int argc, char **argv) {
     sp.n_threads = a.n_threads;
     sp.cache_prompt = a.cache_prompt;
     rc = 0;
-    if (srv_load(&s, a.model, a.chat_template_file, &sp, err, sizeof err)) {
+    if (default_model && ensure_default_model(argv[0])) {
+        rc = 1;
+    } else if (srv_load(&s, a.model, a.chat_template_file, &sp, err, sizeof err)) {
         fprintf(stderr, "recur-server: %s\n", err);
         rc = 1;
     } else {

@@ -32,7 +32,7 @@
 #include "server/task.h"
 #include "vocab/vocab.h"
 
-#define SRV_POLL_MS 100              /* how often a waiting handler checks its client */
+#define SRV_POLL_MS 50               /* how often a waiting handler checks its client */
 #define SRV_BUILD_INFO "b1-recur"    /* system_fingerprint and /props build_info ("b...") */
 
 typedef enum srv_reasoning {
