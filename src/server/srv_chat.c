@@ -129,12 +129,11 @@ void srv_chat_split_deltas(const srv_gen_opts *g, srv_split_state *st, const cha
     }
     /* while streaming, hold back what may still turn into a tag: a partial "</think>" at the
      * end, or a start that may still become "<think>" — so that nothing sent is ever retracted */
-    size_t eff = final ? len : len - partial_tag(text, len, "</think>");
+    size_t eff = final ? len : len - partial_tag(text, len, "</think>"), i = 0;
+    while (i < eff && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) i++;
+    if (!final && eff - i < 7 && !memcmp(text + i, "<think>", eff - i)) return;
     chat_reasoning r = chat_split_reasoning(text, eff, g->think_open);
     if (!r.found) {
-        size_t i = 0;
-        while (i < eff && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) i++;
-        if (!final && eff - i < 7 && !memcmp(text + i, "<think>", eff - i)) return;
         *content = delta(text, eff, &st->sent_content);
         return;
     }

@@ -331,6 +331,11 @@ recur_status srv_params_parse(srv_server *s, const json_t *b, srv_task *t, srv_g
         (st = parse_stop(b, p, err, err_len)) ||
         (st = parse_logit_bias(s, b, p, err, err_len)))
         return st;
+    int64_t n_cmpl = 1;
+    if ((st = srv_get_int(b, "n_cmpl", &n_cmpl, err, err_len)) ||
+        (!present(b, "n_cmpl") && (st = srv_get_int(b, "n", &n_cmpl, err, err_len))))
+        return st;
+    if (n_cmpl != 1) return rc_fail(err, err_len, RECUR_E_UNSUPPORTED, "Field 'n': only one completion per request is supported");
     if (so && json_is_object(so) && (st = srv_get_bool(so, "include_usage", &g->include_usage, err, err_len))) return st;
     if (rf) {
         int r = srv_reasoning_parse(rf);

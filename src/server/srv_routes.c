@@ -112,7 +112,7 @@ int srv_h_completion(srv_req *r, json_t *body, srv_fmt fmt) {
     if (st) {
         srv_task_unref(t);
         srv_gen_opts_free(&g);
-        return srv_reply_error(r, st == RECUR_E_NOMEM ? 500 : status, err);
+        return srv_reply_error(r, st == RECUR_E_NOMEM ? 500 : st == RECUR_E_UNSUPPORTED ? 501 : status, err);
     }
     return srv_gen_run(r, t, &g);
 }
@@ -130,7 +130,8 @@ int srv_h_chat(srv_req *r, json_t *body) {
     recur_status st = srv_chat_prompt(s, body, true, &text, &text_len, &t->prompt, &t->n_prompt, &g.think_open,
                                       &status, err, sizeof err);
     free(text);
-    if (!st && (st = srv_params_parse(s, body, t, &g, err, sizeof err))) status = st == RECUR_E_NOMEM ? 500 : 400;
+    if (!st && (st = srv_params_parse(s, body, t, &g, err, sizeof err)))
+        status = st == RECUR_E_NOMEM ? 500 : st == RECUR_E_UNSUPPORTED ? 501 : 400;
     if (st) {
         srv_task_unref(t);
         srv_gen_opts_free(&g);
