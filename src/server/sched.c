@@ -33,6 +33,7 @@ struct sched {
     recur_capture *caps;       /* [n_slots] */
     int32_t       *order;      /* [n_slots] prefill order scratch */
     int32_t       *take;       /* [n_slots] prompt tokens per slot this step */
+    srv_task     **starting;   /* [n_slots] tasks sched_take_queued puts on slots */
 
     pthread_t       th;
     bool            th_started;
@@ -154,47 +155,62 @@ static void sched_cancel_queued(srv_task *t) {
     srv_task_unref(t);
 }
 
-/* The free slot for t: the requested one, else the longest reusable prefix, else the least
- * recently used. -1 when none is free (or the requested one is busy). */
+/* The free slot for t: the requested one, else the one that can reuse the most of its prompt
+ * when that is more than a tenth of it (as llama-server's slot_prompt_similarity: a shared BOS
+ * alone should not take a slot whose cache another prompt needs), else the least recently used.
+ * -1 when none is free (or the requested one is busy). */
 static int32_t sched_pick_slot(const sched *s, const srv_task *t) {
     if (t->params.id_slot >= 0) return s->slots[t->params.id_slot].task ? -1 : t->params.id_slot;
-    int32_t best = -1, best_reuse = -1;
+    int32_t best = -1, best_reuse = 0, lru = -1;
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         const slot *sl = &s->slots[i];
         if (sl->task) continue;
+        if (lru < 0 || sl->last_used < s->slots[lru].last_used) lru = i;
         const int32_t r = slot_reusable(sl, &s->env, t->prompt, t->n_prompt, t->params.cache_prompt);
-        if (r > best_reuse || (r == best_reuse && sl->last_used < s->slots[best].last_used)) {
+        if ((int64_t)r * 10 > t->n_prompt && r > best_reuse) {
             best = i;
             best_reuse = r;
         }
     }
-    return best;
+    return best >= 0 ? best : lru;
+}
+
+static int32_t sched_busy(const sched *s) {
+    int32_t busy = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) busy += s->slots[i].task != NULL;
+    return busy;
 }
 
 /* Moves queued tasks onto free slots (FIFO; a task waiting for a busy requested slot lets the
- * next ones pass) and answers the cancelled ones. Returns false when the thread should stop. */
+ * next ones pass) and answers the cancelled ones; waits while there is nothing to do. The
+ * slots are reserved under mu, the tasks started (cache reuse: sequence ops, maybe a
+ * checkpoint restore) after it. Returns false when the thread should stop. */
 static bool sched_take_queued(sched *s) {
-    pthread_mutex_lock(&s->mu);
     for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->quit && s->q_len == 0 && sched_busy(s) == 0) {
+            sched_publish_locked(s);   /* delivers what slot_start refused */
+            pthread_cond_wait(&s->cv, &s->mu);
+        }
         if (s->quit) { pthread_mutex_unlock(&s->mu); return false; }
-        int32_t kept = 0, busy = 0;
+        int32_t kept = 0;
         for (int32_t i = 0; i < s->q_len; i++) {
             srv_task *t = s->q[i];
-            int32_t k = -1;
-            if (srv_task_cancelled(t)) { sched_cancel_queued(t); continue; }
-            if ((k = sched_pick_slot(s, t)) < 0) { s->q[kept++] = t; continue; }
-            /* slot_start touches only this slot's sequence: quick, no decode */
-            slot_start(&s->slots[k], &s->env, t, slot_now_ms());
+            const int32_t k = srv_task_cancelled(t) ? -2 : sched_pick_slot(s, t);
+            if (k == -2) sched_cancel_queued(t);
+            else if (k < 0) s->q[kept++] = t;
+            else s->slots[k].task = s->starting[k] = t;   /* reserved */
         }
         s->q_len = kept;
-        for (int32_t i = 0; i < s->p.n_slots; i++) busy += s->slots[i].task != NULL;
-        s->n_free = s->p.n_slots - busy;
-        if (busy > 0) break;
-        sched_publish_locked(s);   /* delivers what slot_start refused */
-        pthread_cond_wait(&s->cv, &s->mu);
+        s->n_free = s->p.n_slots - sched_busy(s);
+        pthread_mutex_unlock(&s->mu);
+        for (int32_t k = 0; k < s->p.n_slots; k++) {
+            if (!s->starting[k]) continue;
+            slot_start(&s->slots[k], &s->env, s->starting[k], slot_now_ms());
+            s->starting[k] = NULL;
+        }
+        if (sched_busy(s) > 0) return true;
     }
-    pthread_mutex_unlock(&s->mu);
-    return true;
 }
 
 /* Adds one entry to the batch. */
@@ -250,8 +266,10 @@ static int32_t sched_build_batch(sched *s, int32_t *n_caps) {
         if (sl->state != SLOT_PREFILL || s->take[i] == 0) continue;
         const srv_task *t = sl->task;
         const int32_t p0 = sl->n_past, p1 = sl->n_past + s->take[i];
-        const int32_t cp = t->n_prompt - 2;   /* checkpoint: an identical resend evaluates one token */
-        if (sl->ckpt && t->params.cache_prompt && s->p.cache_prompt && cp >= p0 && cp < p1)
+        /* checkpoint: an identical resend evaluates one token (also taken when this task does
+         * not reuse the cache: the next one may) */
+        const int32_t cp = t->n_prompt - 2;
+        if (sl->ckpt && s->p.cache_prompt && cp >= p0 && cp < p1)
             s->caps[(*n_caps)++] = (recur_capture){ sl->id, cp, sl->ckpt };
         for (int32_t p = p0; p < p1; p++) {
             if (p == t->n_prompt - 1) sl->i_batch = n;
@@ -358,13 +376,14 @@ static recur_status sched_alloc(sched *s, char *err, size_t err_len) {
     s->caps = calloc((size_t)ns, sizeof *s->caps);
     s->order = calloc((size_t)ns, sizeof *s->order);
     s->take = calloc((size_t)ns, sizeof *s->take);
+    s->starting = calloc((size_t)ns, sizeof *s->starting);
     s->q_cap = s->p.queue_max + ns;
     s->q = calloc((size_t)s->q_cap, sizeof *s->q);
     s->pub = calloc((size_t)ns, sizeof *s->pub);
     s->slots = calloc((size_t)ns, sizeof *s->slots);
     const int32_t nv = s->env.n_vocab;
     s->eog = malloc((size_t)nv * sizeof *s->eog);
-    if (!s->b_tok || !s->b_pos || !s->b_seq || !s->b_want || !s->caps || !s->order || !s->take || !s->q ||
+    if (!s->b_tok || !s->b_pos || !s->b_seq || !s->b_want || !s->caps || !s->order || !s->take || !s->starting || !s->q ||
         !s->pub || !s->slots || !s->eog)
         return rc_fail(err, err_len, RECUR_E_NOMEM, "sched: out of memory");
     for (recur_token t = 0; t < nv; t++)
@@ -435,7 +454,7 @@ void sched_free(sched *s) {
     recur_ctx_free(s->env.ctx);
     free(s->slots); free(s->pub); free(s->q); free(s->eog);
     free(s->b_tok); free(s->b_pos); free(s->b_seq); free(s->b_want);
-    free(s->caps); free(s->order); free(s->take);
+    free(s->caps); free(s->order); free(s->take); free(s->starting);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

@@ -250,6 +250,8 @@ static void test_isolation_hybrid(void **st) {
     sched_metrics met;
     sched_get_metrics(s, &met);
     assert_true(met.n_decode_total > 0);
+    print_message("9 tasks: %llu decode steps, %.2f busy slots per step\n", (unsigned long long)met.n_decode_total,
+                  (double)met.n_busy_slots_total / (double)met.n_decode_total);
     assert_int_equal(met.tokens_predicted_total, 9 * 20);
     assert_int_equal(met.prompt_tokens_total, 9 * 48);
     sched_free(s);
@@ -390,18 +392,18 @@ static void test_queue_full(void **st) {
 static void test_eos_and_context_full(void **st) {
     (void)st;
     recur_model *m = load("stories260K.gguf");
-    recur_token prompt[8], ref[300];
+    recur_token prompt[8], ref[120];
     make_prompt(m, prompt, 4, 2);
     /* greedy stories here do not end by themselves: a bias on EOS (the smallest of a few that
      * makes it come, after some text) gives an end to compare */
     const recur_token eos = recur_token_eos(m);
     recur_logit_bias lb = { eos, 0.0f };
-    int n_ref = 300;
-    for (int i = 1; i <= 40 && (n_ref == 300 || n_ref < 3); i++) {
-        lb.bias = 0.5f * (float)i;
-        n_ref = direct_greedy_bias(m, prompt, 4, 300, ref, eos, lb.bias);
+    int n_ref = 120;
+    for (int i = 4; i <= 30 && (n_ref == 120 || n_ref < 3); i += 2) {
+        lb.bias = (float)i;
+        n_ref = direct_greedy_bias(m, prompt, 4, 120, ref, eos, lb.bias);
     }
-    assert_true(n_ref >= 3 && n_ref < 300);
+    assert_true(n_ref >= 3 && n_ref < 120);
     sched *s = start(m, 2, 512, 64);
     result r;
     srv_task *t = make_task(1, prompt, 4, &(task_cfg){ .n_predict = -1, .id_slot = -1, .cache_prompt = true });
@@ -442,10 +444,21 @@ static void test_stop_strings(void **st) {
     serve(s, 1, prompt, 1, &c, &full);
     assert_true(full.n_text > 40);
     /* a stop string that starts in one token's text and ends in a later one's */
-    size_t at = 30;
-    char stop[8];
-    memcpy(stop, full.text + at, 5);
-    stop[5] = '\0';
+    size_t at = 0, len = 0, off = 0;
+    for (int i = 0; i + 1 < full.n_tok && len == 0; i++) {
+        char a[64], b[64];
+        const int la = recur_token_to_piece(m, full.tok[i], a, sizeof a, false);
+        const int lb = recur_token_to_piece(m, full.tok[i + 1], b, sizeof b, false);
+        if (off >= 20 && la >= 2 && lb >= 2) {   /* from inside token i to inside token i + 1 */
+            at = off + 1;
+            len = (size_t)la - 1 + 1;
+        }
+        off += (size_t)la;
+    }
+    assert_true(len >= 2 && at + len < full.n_text);
+    char stop[64];
+    memcpy(stop, full.text + at, len);
+    stop[len] = '\0';
     const char *first = strstr(full.text, stop);
     c.stop = stop;
     serve(s, 2, prompt, 1, &c, &r);
@@ -459,6 +472,45 @@ static void test_stop_strings(void **st) {
     serve(s, 3, prompt, 1, &c, &r);
     assert_string_equal(r.text, full.text);
     assert_int_equal(r.stats.stop_type, SRV_STOP_LIMIT);
+    sched_free(s);
+    recur_model_free(m);
+}
+
+/* Slot choice: a prompt goes back to the slot that holds it (not one whose cache shares only
+ * the BOS), a requested slot is honoured; n_predict 0 evaluates the prompt and samples nothing. */
+static void test_slot_choice(void **st) {
+    (void)st;
+    recur_model *m = load("pub-llama-F32.gguf");
+    recur_token p1[24], p2[24];
+    make_prompt(m, p1, 24, 31);
+    make_prompt(m, p2, 24, 32);
+    sched *s = start(m, 3, 128, 32);
+    task_cfg c = cfg_default(4);
+    result a, b, a2, b2, z;
+    serve(s, 1, p1, 24, &c, &a);
+    serve(s, 2, p2, 24, &c, &b);
+    assert_int_not_equal(a.stats.id_slot, b.stats.id_slot);
+    serve(s, 3, p2, 24, &c, &b2);
+    serve(s, 4, p1, 24, &c, &a2);
+    assert_int_equal(a2.stats.id_slot, a.stats.id_slot);
+    assert_int_equal(a2.stats.n_cache, 23);
+    assert_int_equal(b2.stats.id_slot, b.stats.id_slot);
+    assert_int_equal(b2.stats.n_cache, 23);
+
+    task_cfg z0 = cfg_default(0);
+    z0.id_slot = 2;
+    serve(s, 5, p1, 24, &z0, &z);
+    assert_int_equal(z.stats.id_slot, 2);
+    assert_int_equal(z.stats.stop_type, SRV_STOP_NONE);
+    assert_int_equal(z.n_tok, 0);
+    assert_int_equal(z.stats.n_predicted, 0);
+    assert_int_equal(z.stats.tokens_cached, 24);
+    sched_slot_info info[4];
+    assert_int_equal(sched_slot_info_get(s, info, 4), 3);
+    assert_int_equal(info[2].id_task, -1);
+    assert_false(info[2].is_processing);
+    assert_int_equal(info[2].n_tokens_cached, 24);
+    assert_int_equal(info[2].n_prompt_tokens, 24);
     sched_free(s);
     recur_model_free(m);
 }
@@ -495,6 +547,7 @@ int main(void) {
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_eos_and_context_full),
         cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_slot_choice),
         cmocka_unit_test(test_n_probs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
