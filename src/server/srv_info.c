@@ -70,7 +70,8 @@ int srv_h_props(srv_req *r) {
                           "total_slots", (int)n_slots, "model_alias", srv_model_name(s),
                           "model_path", s->o.model_path ? s->o.model_path : "",
                           "chat_template", srv_json_str(s->tmpl_src, s->tmpl_src ? strlen(s->tmpl_src) : 0),
-                          "chat_template_caps", "supports_tools", 1, "supports_system_role", 1,
+                          "chat_template_caps", "supports_tools", s->tmpl_src && strstr(s->tmpl_src, "tools") != NULL,
+                          "supports_system_role", s->tmpl_src && strstr(s->tmpl_src, "system") != NULL,
                           "modalities", "vision", 0, "audio", 0, "media_marker", "<__media__>",
                           "build_info", SRV_BUILD_INFO, "is_sleeping", 0,
                           "bos_token", token_text(s, vocab_bos(s->vocab)), "eos_token", token_text(s, vocab_eos(s->vocab)));
