@@ -68,6 +68,17 @@ recur_status sched_submit(sched *s, srv_task *t, char *err, size_t err_len) {
         return rc_fail(err, err_len, RECUR_E_INVALID,
                        "the request (%d tokens) exceeds the available context size (%d tokens), try increasing it",
                        t->n_prompt, s->p.n_ctx_slot);
+    /* a bad token would fail the whole batch, the other slots' work with it */
+    for (int32_t i = 0; i < t->n_prompt; i++)
+        if (t->prompt[i] < 0 || t->prompt[i] >= s->env.n_vocab)
+            return rc_fail(err, err_len, RECUR_E_INVALID, "prompt token %d (at %d) is out of the vocabulary (0 .. %d)",
+                           t->prompt[i], i, s->env.n_vocab - 1);
+    for (int32_t i = 0; i < t->params.sampling.n_logit_bias; i++) {
+        const recur_token b = t->params.sampling.logit_bias[i].token;
+        if (b < 0 || b >= s->env.n_vocab)
+            return rc_fail(err, err_len, RECUR_E_INVALID, "logit_bias token %d is out of the vocabulary (0 .. %d)", b,
+                           s->env.n_vocab - 1);
+    }
     recur_status st = RECUR_OK;
     pthread_mutex_lock(&s->mu);
     /* queued tasks a free slot will take at the next step do not count as waiting */

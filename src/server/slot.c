@@ -26,7 +26,7 @@ recur_status slot_init(slot *s, int32_t id, const slot_env *env) {
     s->cache = malloc((size_t)env->n_ctx_slot * sizeof *s->cache);
     s->piece = malloc((size_t)env->piece_max + 1);
     if (!s->cache || !s->piece) return RECUR_E_NOMEM;
-    if (env->recurrent) {
+    if (env->recurrent && env->cache_prompt) {   /* only a reusable cache needs the checkpoint */
         s->ckpt = recur_snapshot_new(env->ctx, RECUR_SNAP_CHECKPOINT, -1);
         if (!s->ckpt) return RECUR_E_NOMEM;
     }
@@ -147,7 +147,7 @@ recur_status slot_start(slot *s, const slot_env *env, srv_task *t, double now_ms
     s->smp = slot_sampler(env, &t->params);
     s->detok = recur_detok_new(env->model, false);
     if (!s->smp || !s->detok) {
-        slot_fail(s, env, RECUR_E_NOMEM, "cannot create the sampler (out of memory or a logit_bias token outside the vocabulary)");
+        slot_fail(s, env, RECUR_E_NOMEM, "out of memory (sampler)");
         return RECUR_E_NOMEM;
     }
     for (int32_t i = 0; i < t->n_prompt; i++) recur_sampler_accept(s->smp, t->prompt[i]);

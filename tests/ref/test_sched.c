@@ -218,6 +218,20 @@ static void test_single_llama(void **st) { (void)st; check_single("pub-llama-F32
 static void test_single_qwen35(void **st) { (void)st; check_single("pub-qwen35-Q8_0.gguf"); }
 static void test_single_mamba(void **st) { (void)st; check_single("pub-mamba-F32.gguf"); }
 
+/* 8 tasks at once with the same prompt; their results in r[0..8). */
+static void serve_wave(sched *s, uint64_t id0, const recur_token *prompt, int n, const task_cfg *c, result *r) {
+    srv_task *t[8];
+    char err[256];
+    for (int i = 0; i < 8; i++) {
+        t[i] = make_task(id0 + (uint64_t)i, prompt, n, c);
+        assert_int_equal(sched_submit(s, t[i], err, sizeof err), RECUR_OK);
+    }
+    for (int i = 0; i < 8; i++) {
+        collect(t[i], &r[i]);
+        assert_int_equal(r[i].error, RECUR_OK);
+    }
+}
+
 /* 8 concurrent greedy tasks with the same prompt on 4 slots: 8 identical token sequences, equal
  * to the task served alone (the others' prefill chunks and tokens share its batches). */
 static void test_isolation_hybrid(void **st) {
@@ -233,16 +247,9 @@ static void test_isolation_hybrid(void **st) {
     serve(s, 1, prompt, 48, &c, &alone);
     assert_int_equal(alone.n_tok, 20);
 
-    srv_task *t[8];
-    char err[256];
-    for (int i = 0; i < 8; i++) {
-        t[i] = make_task(10 + i, prompt, 48, &c);
-        assert_int_equal(sched_submit(s, t[i], err, sizeof err), RECUR_OK);
-    }
     static result r[8];
+    serve_wave(s, 10, prompt, 48, &c, r);
     for (int i = 0; i < 8; i++) {
-        collect(t[i], &r[i]);
-        assert_int_equal(r[i].error, RECUR_OK);
         assert_int_equal(r[i].n_tok, alone.n_tok);
         assert_memory_equal(r[i].tok, alone.tok, (size_t)alone.n_tok * sizeof alone.tok[0]);
         assert_string_equal(r[i].text, alone.text);
@@ -254,6 +261,15 @@ static void test_isolation_hybrid(void **st) {
                   (double)met.n_busy_slots_total / (double)met.n_decode_total);
     assert_int_equal(met.tokens_predicted_total, 9 * 20);
     assert_int_equal(met.prompt_tokens_total, 9 * 48);
+
+    /* again with the cache: every slot restores its checkpoint and evaluates the last token */
+    c.cache_prompt = true;
+    serve_wave(s, 20, prompt, 48, &c, r);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(r[i].stats.n_cache, 47);
+        assert_int_equal(r[i].n_tok, alone.n_tok);
+        assert_memory_equal(r[i].tok, alone.tok, (size_t)alone.n_tok * sizeof alone.tok[0]);
+    }
     sched_free(s);
     recur_model_free(m);
 }
@@ -303,6 +319,33 @@ static void check_cache(const char *name, bool recurrent) {
 static void test_cache_llama(void **st) { (void)st; check_cache("pub-llama-F32.gguf", false); }
 static void test_cache_qwen35(void **st) { (void)st; check_cache("pub-qwen35-Q8_0.gguf", true); }
 static void test_cache_mamba(void **st) { (void)st; check_cache("pub-mamba-F32.gguf", true); }
+
+/* --no-cache-prompt: nothing is reused, the output does not change. */
+static void test_no_cache(void **st) {
+    (void)st;
+    recur_model *m = load("pub-mamba-F32.gguf");
+    recur_token prompt[20];
+    make_prompt(m, prompt, 20, 8);
+    sched_params p = sched_default_params();
+    p.n_slots = 1;
+    p.n_ctx_slot = 64;
+    p.n_batch = 16;
+    p.n_threads = 1;
+    p.cache_prompt = false;
+    sched *s;
+    char err[256];
+    assert_int_equal(sched_new(m, &p, &s, err, sizeof err), RECUR_OK);
+    task_cfg c = cfg_default(6);
+    result a, b;
+    serve(s, 1, prompt, 20, &c, &a);
+    serve(s, 2, prompt, 20, &c, &b);
+    assert_int_equal(b.stats.n_cache, 0);
+    assert_int_equal(b.stats.n_prompt_eval, 20);
+    assert_int_equal(a.n_tok, b.n_tok);
+    assert_memory_equal(a.tok, b.tok, (size_t)a.n_tok * sizeof a.tok[0]);
+    sched_free(s);
+    recur_model_free(m);
+}
 
 /* A cancelled task ends with "cancelled" and its slot serves the next task. */
 static void test_cancel(void **st) {
@@ -369,6 +412,10 @@ static void test_queue_full(void **st) {
 
     srv_task *bad = make_task(4, prompt, 16, &c);
     bad->params.id_slot = 1;
+    assert_int_equal(sched_submit(s, bad, err, sizeof err), RECUR_E_INVALID);
+    srv_task_unref(bad);
+    bad = make_task(6, prompt, 16, &c);
+    bad->prompt[3] = recur_model_n_vocab(m);
     assert_int_equal(sched_submit(s, bad, err, sizeof err), RECUR_E_INVALID);
     srv_task_unref(bad);
     recur_token *big = calloc(4096, sizeof *big);
@@ -543,6 +590,7 @@ int main(void) {
         cmocka_unit_test(test_cache_llama),
         cmocka_unit_test(test_cache_qwen35),
         cmocka_unit_test(test_cache_mamba),
+        cmocka_unit_test(test_no_cache),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_eos_and_context_full),
