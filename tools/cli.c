@@ -26,6 +26,14 @@ static void usage(FILE *f) {
         "  --temp T                temperature (default 0.8; 0 = greedy)\n"
         "  --top-k K               top-k (default 40; 0 = off)\n"
         "  --top-p P               top-p (default 0.95; 1 = off)\n"
+        "  --min-p P               min-p (default 0.05; 0 = off)\n"
+        "  --typical P             locally typical sampling (default 1.0; 1 = off)\n"
+        "  --min-keep N            top-p, min-p and typical keep at least N tokens (default 0 = 1)\n"
+        "  --repeat-penalty R      penalize repeated tokens (default 1.0; 1 = off)\n"
+        "  --repeat-last-n N       tokens the penalties look back on (default 64; 0 = off, -1 = all)\n"
+        "  --presence-penalty P    subtracted once from each repeated token's logit (default 0 = off)\n"
+        "  --frequency-penalty F   subtracted per occurrence (default 0 = off)\n"
+        "  -l, --logit-bias ID(+/-)BIAS  add BIAS to token ID's logit, e.g. 15043+1 or 2-inf (bans it)\n"
         "  --seed N                sampler seed (default 24301)\n"
         "  -t, --threads N         kernel threads (default: all cores)\n"
         "  -c, --ctx-size N        context size (default: the model's, at most 4096)\n"
@@ -37,6 +45,32 @@ static void usage(FILE *f) {
         "  --greedy-out FILE       write the generated ids, one per line\n"
         "  -q, --quiet             print only the generated text\n"
         "  -h, --help              this text\n");
+}
+
+/* -l ID+BIAS or ID-BIAS, llama.cpp's format; BIAS may be inf. */
+static int parse_bias(cli_opts *o, const char *v) {
+    char *end;
+    errno = 0;
+    const long id = strtol(v, &end, 10);
+    const char sign = *end;
+    float bias = 0;
+    if (end != v && !errno && id >= 0 && id <= INT32_MAX && (sign == '+' || sign == '-')) {
+        const char *num = end + 1;
+        bias = strtof(num, &end);
+        if (end == num || *end) end = NULL;
+    } else {
+        end = NULL;
+    }
+    if (!end) {
+        fprintf(stderr, "recur-cli: --logit-bias wants TOKEN_ID(+/-)BIAS, e.g. 15043+1, not '%s'\n", v);
+        return 2;
+    }
+    if (o->n_bias == CLI_MAX_BIAS) {
+        fprintf(stderr, "recur-cli: at most %d --logit-bias options\n", CLI_MAX_BIAS);
+        return 2;
+    }
+    o->bias[o->n_bias++] = (recur_logit_bias){ (recur_token)id, sign == '-' ? -bias : bias };
+    return 0;
 }
 
 static int parse_args(int argc, char **argv, cli_opts *o) {
@@ -55,6 +89,14 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
         else if (FLAG("--temp", "--temperature")) { NEED(); o->sp.temp = strtof(v, NULL); }
         else if (FLAG("--top-k", "--top-k")) { NEED(); o->sp.top_k = atoi(v); }
         else if (FLAG("--top-p", "--top-p")) { NEED(); o->sp.top_p = strtof(v, NULL); }
+        else if (FLAG("--min-p", "--min-p")) { NEED(); o->sp.min_p = strtof(v, NULL); }
+        else if (FLAG("--typical", "--typical-p")) { NEED(); o->sp.typical_p = strtof(v, NULL); }
+        else if (FLAG("--min-keep", "--min-keep")) { NEED(); o->sp.min_keep = atoi(v); }
+        else if (FLAG("--repeat-penalty", "--repeat-penalty")) { NEED(); o->sp.penalty_repeat = strtof(v, NULL); }
+        else if (FLAG("--repeat-last-n", "--repeat-last-n")) { NEED(); o->sp.penalty_last_n = atoi(v); }
+        else if (FLAG("--presence-penalty", "--presence-penalty")) { NEED(); o->sp.penalty_present = strtof(v, NULL); }
+        else if (FLAG("--frequency-penalty", "--frequency-penalty")) { NEED(); o->sp.penalty_freq = strtof(v, NULL); }
+        else if (FLAG("-l", "--logit-bias")) { NEED(); if (parse_bias(o, v)) return 2; }
         else if (FLAG("--seed", "-s")) { NEED(); o->sp.seed = strtoull(v, NULL, 10); }
         else if (FLAG("-t", "--threads")) { NEED(); o->n_threads = atoi(v); }
         else if (FLAG("-c", "--ctx-size")) { NEED(); o->n_ctx = atoi(v); }
@@ -73,6 +115,12 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
         fprintf(stderr, "recur-cli: -n, -b, -ub and -c must not be negative\n");
         return 2;
     }
+    if (o->sp.penalty_last_n < -1 || o->sp.min_keep < 0) {
+        fprintf(stderr, "recur-cli: --repeat-last-n must be -1 or more, --min-keep 0 or more\n");
+        return 2;
+    }
+    o->sp.logit_bias = o->bias;
+    o->sp.n_logit_bias = o->n_bias;
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "recur.h"
 
 #define DEFAULT_MODEL "models/default.gguf"
+#define CLI_MAX_BIAS  64
 
 typedef struct cli_opts {
     const char   *model;
@@ -17,7 +18,9 @@ typedef struct cli_opts {
     int           n_predict;
     int           n_ctx, n_batch, n_ubatch, n_threads;
     bool          interactive, ignore_eos, quiet;
-    recur_sampler_params sp;
+    recur_sampler_params sp;           /* sp.logit_bias points at bias */
+    recur_logit_bias     bias[CLI_MAX_BIAS];
+    int                  n_bias;
 } cli_opts;
 
 /* Tokenizes text into a malloc'd array; returns the count or -1. */

@@ -79,6 +79,7 @@ static int generate(cli_state *s, int32_t last_row) {
     const float *logits = recur_get_logits(s->ctx, last_row);
     for (int i = 0; i < s->o->n_predict; i++) {
         const recur_token t = recur_sampler_sample(s->smp, logits);
+        recur_sampler_accept(s->smp, t);
         if (s->greedy_f) fprintf(s->greedy_f, "%d\n", t);
         if (!s->o->ignore_eos && recur_token_is_eog(s->m, t)) break;
         emit(s, t);
@@ -97,6 +98,7 @@ static int generate(cli_state *s, int32_t last_row) {
 static int prompt_and_generate(cli_state *s, const recur_token *toks, int n, bool all_logits) {
     const int64_t t0 = now_us();
     if (eval_tokens(s, toks, n, all_logits)) return 1;
+    for (int i = 0; i < n; i++) recur_sampler_accept(s->smp, toks[i]);   /* the penalties see the prompt, as in llama-server */
     s->t_prompt_us += now_us() - t0;
     s->n_prompt_eval += n;
     const int last = (n - 1) % s->o->n_batch;
@@ -157,6 +159,13 @@ int cli_run(recur_model *m, const cli_opts *o, const recur_token *prompt, int n_
     if (n_prompt < 1) {
         fprintf(stderr, "recur-cli: the prompt is empty (give -p TEXT or --prompt-tokens IDS)\n");
         return 1;
+    }
+    for (int i = 0; i < o->n_bias; i++) {
+        if (o->bias[i].token >= recur_model_n_vocab(m)) {
+            fprintf(stderr, "recur-cli: --logit-bias token %d is outside the vocabulary (%d tokens)\n", o->bias[i].token,
+                    recur_model_n_vocab(m));
+            return 1;
+        }
     }
     cli_state s = { .m = m, .o = o };
     recur_ctx_params cp = recur_ctx_default_params();

@@ -44,9 +44,12 @@ recur_status sched_new(recur_model *m, const sched_params *p, sched **out, char 
 /* Cancels every task (each gets its terminal event), joins the thread, frees. NULL: no-op. */
 void sched_free(sched *s);
 
-/* Queues t (the scheduler takes its own reference). RECUR_E_FULL: the queue is full (HTTP 503);
- * RECUR_E_INVALID: id_slot out of range, or the prompt + n_predict can never fit a slot
- * (the message says which; HTTP 400). Nothing is queued on error. */
+/* Queues t (the scheduler takes its own reference). RECUR_E_FULL: queue_max tasks already wait
+ * beyond the free slots (HTTP 503); RECUR_E_INVALID: id_slot out of range, an empty prompt, or a
+ * prompt of n_ctx_slot tokens or more (as llama-server: the message then says "exceeds the
+ * available context size", its exceed_context_size_error; HTTP 400). A prompt + n_predict beyond
+ * n_ctx_slot is accepted: it stops with SRV_STOP_LIMIT when prompt + generated tokens fill the
+ * slot. RECUR_E_STATE: shutting down. Nothing is queued on error. */
 recur_status sched_submit(sched *s, srv_task *t, char *err, size_t err_len);
 
 const sched_params *sched_params_of(const sched *s);

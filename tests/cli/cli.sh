@@ -50,5 +50,29 @@ check seed-a 0 "$cli" -q -m "$stories" -p "Once" -n 24 --seed 7 --temp 0.9; cp "
 check seed-b 0 "$cli" -q -m "$stories" -p "Once" -n 24 --seed 7 --temp 0.9 -b 2 -ub 1 -t 1
 cmp -s "$tmp/a" "$tmp/out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL same seed gave different text"; }
 
+# the sampler chain from the command line: a banned token never comes out, the penalties
+# (which see the prompt) break a greedy loop, bad options are usage errors
+greedy() {  # greedy NAME ARGS...: 12 greedy ids after the prompt 1,403,407 into $tmp/NAME
+  local name=$1; shift
+  check "$name" 0 "$cli" -q -m "$stories" --prompt-tokens 1,403,407 -n 12 --temp 0 --ignore-eos --greedy-out "$tmp/$name" "$@"
+}
+greedy plain
+first=$(head -1 "$tmp/plain")
+greedy banned -l "$first-inf"
+grep -qx "$first" "$tmp/banned" && { fail=$((fail + 1)); echo "FAIL banned token $first came out"; } || pass=$((pass + 1))
+greedy loop -l "$first-inf"                              # without it, this prompt loops on one token
+[ "$(sort -u "$tmp/loop" | wc -l)" -eq 1 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL expected a greedy loop"; }
+for pen in "--repeat-penalty 3" "--presence-penalty 5" "--frequency-penalty 2"; do
+  # shellcheck disable=SC2086
+  greedy pen -l "$first-inf" $pen
+  [ "$(sort -u "$tmp/pen" | wc -l)" -gt 6 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL $pen did not break the loop"; }
+done
+greedy off -l "$first-inf" --repeat-penalty 3 --repeat-last-n 0
+cmp -s "$tmp/loop" "$tmp/off" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL --repeat-last-n 0 did not turn the penalties off"; }
+check sampling-flags 0 "$cli" -q -m "$stories" -p "Once" -n 8 --min-p 0.1 --typical 0.9 --min-keep 2 --top-k 0 --top-p 0.8
+check bad-bias 2 "$cli" -m "$stories" -p "Once" -l 5x;            has bad-bias "logit-bias"
+check bias-range 1 "$cli" -m "$stories" -p "Once" -l 99999+1;     has bias-range "99999"
+check bad-last-n 2 "$cli" -m "$stories" -p "Once" --repeat-last-n -2
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

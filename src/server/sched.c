@@ -1,0 +1,461 @@
+/* sched.c — the scheduler thread: queue -> slots -> one batch per step (continuous batching).
+ *
+ * Threads: sched_submit / sched_slot_info_get / sched_get_metrics run on any thread and only
+ * touch what `mu` guards (the queue, the published slot infos and metrics, the quit flag).
+ * Everything else (the context, the slots, the batch buffers) belongs to the scheduler thread.
+ *
+ * One step: drop cancelled tasks -> move queued tasks onto free slots -> build one batch (one
+ * token per generating slot, then prompt chunks of the prefilling slots sharing what is left of
+ * n_batch) -> one recur_decode -> sample for every slot whose logits were asked -> publish.
+ */
+#include "server/sched.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "server/slot.h"
+
+struct sched {
+    sched_params  p;
+    slot_env      env;
+    slot         *slots;       /* [n_slots] */
+    recur_token  *eog;         /* [env.n_eog] */
+    uint64_t      n_steps;     /* decode steps so far (the LRU clock) */
+    sched_metrics met;         /* scheduler-private counters, published after each step */
+
+    /* the batch, sized n_batch at creation */
+    recur_token   *b_tok;
+    recur_pos     *b_pos;
+    recur_seq_id  *b_seq;
+    int8_t        *b_want;
+    recur_capture *caps;       /* [n_slots] */
+    int32_t       *order;      /* [n_slots] prefill order scratch */
+    int32_t       *take;       /* [n_slots] prompt tokens per slot this step */
+    srv_task     **starting;   /* [n_slots] tasks sched_take_queued puts on slots */
+
+    pthread_t       th;
+    bool            th_started;
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    /* guarded by mu */
+    srv_task      **q;         /* [q_cap] FIFO, in submission order */
+    int32_t         q_len, q_cap;
+    int32_t         n_free;    /* slots without a task */
+    bool            quit;
+    sched_slot_info *pub;      /* [n_slots] */
+    sched_metrics    pub_met;
+};
+
+sched_params sched_default_params(void) {
+    sched_params p = { .n_slots = 1, .n_ctx_slot = 4096, .n_batch = 2048, .n_ubatch = 512, .n_threads = 0,
+                       .queue_max = 64, .cache_prompt = true };
+    return p;
+}
+
+const sched_params *sched_params_of(const sched *s) { return &s->p; }
+
+/* ---- the thread-safe side ------------------------------------------------------------------ */
+
+recur_status sched_submit(sched *s, srv_task *t, char *err, size_t err_len) {
+    if (!s || !t) return rc_fail(err, err_len, RECUR_E_INVALID, "no scheduler or task");
+    if (t->n_prompt < 1) return rc_fail(err, err_len, RECUR_E_INVALID, "the prompt is empty");
+    if (t->params.id_slot < -1 || t->params.id_slot >= s->p.n_slots)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "id_slot %d out of range (0 .. %d)", t->params.id_slot,
+                       s->p.n_slots - 1);
+    if (t->n_prompt >= s->p.n_ctx_slot)
+        return rc_fail(err, err_len, RECUR_E_INVALID,
+                       "the request (%d tokens) exceeds the available context size (%d tokens), try increasing it",
+                       t->n_prompt, s->p.n_ctx_slot);
+    recur_status st = RECUR_OK;
+    pthread_mutex_lock(&s->mu);
+    /* queued tasks a free slot will take at the next step do not count as waiting */
+    const int32_t waiting = s->q_len - s->n_free;
+    if (s->quit) st = rc_fail(err, err_len, RECUR_E_STATE, "the server is shutting down");
+    else if (waiting >= s->p.queue_max || s->q_len >= s->q_cap)
+        st = rc_fail(err, err_len, RECUR_E_FULL, "the queue is full (%d tasks waiting)", waiting);
+    else {
+        srv_task_ref(t);
+        s->q[s->q_len++] = t;
+        s->pub_met.requests_deferred = s->q_len;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+int32_t sched_slot_info_get(sched *s, sched_slot_info *out, int32_t cap) {
+    pthread_mutex_lock(&s->mu);
+    for (int32_t i = 0; i < cap && i < s->p.n_slots; i++) out[i] = s->pub[i];
+    pthread_mutex_unlock(&s->mu);
+    return s->p.n_slots;
+}
+
+void sched_get_metrics(sched *s, sched_metrics *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->pub_met;
+    out->requests_deferred = s->q_len;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the scheduler thread ------------------------------------------------------------------ */
+
+/* Copies what the other threads may read, then delivers the terminal events of the tasks that
+ * ended (after: whoever got one sees the slot free). Scheduler thread, mu held. */
+static void sched_publish_locked(sched *s) {
+    int32_t busy = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        const slot *sl = &s->slots[i];
+        sched_slot_info *o = &s->pub[i];
+        o->id = i;
+        o->id_task = sl->task ? (int64_t)sl->task->id : -1;
+        o->is_processing = sl->task != NULL;
+        o->n_ctx = s->p.n_ctx_slot;
+        o->n_prompt_tokens = sl->last_n_prompt;
+        o->n_prompt_tokens_processed = sl->n_past - sl->n_reused;
+        o->n_prompt_tokens_cache = sl->n_reused;
+        o->n_decoded = sl->n_decoded;
+        o->n_tokens_cached = sl->n_cache;
+        busy += sl->task != NULL;
+        if (sl->n_cache > s->met.n_tokens_max) s->met.n_tokens_max = sl->n_cache;
+    }
+    s->met.prompt_tokens_total = s->met.tokens_predicted_total = 0;
+    s->met.prompt_seconds_total = s->met.predicted_seconds_total = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        const slot *sl = &s->slots[i];
+        s->met.prompt_tokens_total += sl->n_prompt_total;
+        s->met.prompt_seconds_total += sl->prompt_ms_total / 1e3;
+        s->met.tokens_predicted_total += sl->n_predicted_total;
+        s->met.predicted_seconds_total += sl->predicted_ms_total / 1e3;
+    }
+    s->met.requests_processing = busy;
+    s->n_free = s->p.n_slots - busy;
+    s->pub_met = s->met;
+    s->pub_met.requests_deferred = s->q_len;
+    for (int32_t i = 0; i < s->p.n_slots; i++) slot_deliver(&s->slots[i]);
+}
+
+static void sched_publish(sched *s) {
+    pthread_mutex_lock(&s->mu);
+    sched_publish_locked(s);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The terminal event of a task that never reached a slot. */
+static void sched_cancel_queued(srv_task *t) {
+    srv_event *ev = srv_event_new(SRV_EV_DONE, NULL, 0);
+    if (!ev) ev = srv_event_error(RECUR_E_STATE, "cancelled");
+    else {
+        ev->stats.id_slot = -1;
+        ev->stats.n_prompt = t->n_prompt;
+        ev->stats.stop_type = SRV_STOP_CANCELLED;
+    }
+    srv_task_push(t, ev);
+    srv_task_unref(t);
+}
+
+/* The free slot for t: the requested one, else the one that can reuse the most of its prompt
+ * when that is more than a tenth of it (as llama-server's slot_prompt_similarity: a shared BOS
+ * alone should not take a slot whose cache another prompt needs), else the least recently used.
+ * -1 when none is free (or the requested one is busy). */
+static int32_t sched_pick_slot(const sched *s, const srv_task *t) {
+    if (t->params.id_slot >= 0) return s->slots[t->params.id_slot].task ? -1 : t->params.id_slot;
+    int32_t best = -1, best_reuse = 0, lru = -1;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        const slot *sl = &s->slots[i];
+        if (sl->task) continue;
+        if (lru < 0 || sl->last_used < s->slots[lru].last_used) lru = i;
+        const int32_t r = slot_reusable(sl, &s->env, t->prompt, t->n_prompt, t->params.cache_prompt);
+        if ((int64_t)r * 10 > t->n_prompt && r > best_reuse) {
+            best = i;
+            best_reuse = r;
+        }
+    }
+    return best >= 0 ? best : lru;
+}
+
+static int32_t sched_busy(const sched *s) {
+    int32_t busy = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) busy += s->slots[i].task != NULL;
+    return busy;
+}
+
+/* Moves queued tasks onto free slots (FIFO; a task waiting for a busy requested slot lets the
+ * next ones pass) and answers the cancelled ones; waits while there is nothing to do. The
+ * slots are reserved under mu, the tasks started (cache reuse: sequence ops, maybe a
+ * checkpoint restore) after it. Returns false when the thread should stop. */
+static bool sched_take_queued(sched *s) {
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->quit && s->q_len == 0 && sched_busy(s) == 0) {
+            sched_publish_locked(s);   /* delivers what slot_start refused */
+            pthread_cond_wait(&s->cv, &s->mu);
+        }
+        if (s->quit) { pthread_mutex_unlock(&s->mu); return false; }
+        int32_t kept = 0;
+        for (int32_t i = 0; i < s->q_len; i++) {
+            srv_task *t = s->q[i];
+            const int32_t k = srv_task_cancelled(t) ? -2 : sched_pick_slot(s, t);
+            if (k == -2) sched_cancel_queued(t);
+            else if (k < 0) s->q[kept++] = t;
+            else s->slots[k].task = s->starting[k] = t;   /* reserved */
+        }
+        s->q_len = kept;
+        s->n_free = s->p.n_slots - sched_busy(s);
+        pthread_mutex_unlock(&s->mu);
+        for (int32_t k = 0; k < s->p.n_slots; k++) {
+            if (!s->starting[k]) continue;
+            slot_start(&s->slots[k], &s->env, s->starting[k], slot_now_ms());
+            s->starting[k] = NULL;
+        }
+        if (sched_busy(s) > 0) return true;
+    }
+}
+
+/* Adds one entry to the batch. */
+static inline void batch_add(sched *s, int32_t *n, recur_token tok, recur_pos pos, recur_seq_id seq, bool want) {
+    s->b_tok[*n] = tok;
+    s->b_pos[*n] = pos;
+    s->b_seq[*n] = seq;
+    s->b_want[*n] = want;
+    (*n)++;
+}
+
+/* How many prompt tokens each prefilling slot gets this step: `budget` shared max-min fairly
+ * (the slots needing least first, each taking at most an equal share of what is left). */
+static void sched_share_prefill(sched *s, int32_t budget) {
+    int32_t np = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        s->take[i] = 0;
+        if (s->slots[i].state != SLOT_PREFILL) continue;
+        const int32_t rem = s->slots[i].task->n_prompt - s->slots[i].n_past;
+        int32_t j = np++;
+        for (; j > 0; j--) {   /* insertion sort by remaining prompt */
+            const slot *o = &s->slots[s->order[j - 1]];
+            if (o->task->n_prompt - o->n_past <= rem) break;
+            s->order[j] = s->order[j - 1];
+        }
+        s->order[j] = i;
+    }
+    for (int32_t j = 0; j < np && budget > 0; j++) {
+        const slot *sl = &s->slots[s->order[j]];
+        int32_t share = budget / (np - j);
+        if (share < 1) share = 1;
+        const int32_t rem = sl->task->n_prompt - sl->n_past;
+        s->take[s->order[j]] = rem < share ? rem : share;
+        budget -= s->take[s->order[j]];
+    }
+}
+
+/* Fills the batch; returns its entries and sets *n_caps. */
+static int32_t sched_build_batch(sched *s, int32_t *n_caps) {
+    int32_t n = 0, n_gen = 0;
+    *n_caps = 0;
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        sl->i_batch = -1;
+        if (sl->state != SLOT_GEN) continue;
+        sl->i_batch = n;
+        batch_add(s, &n, sl->pending, sl->n_cache, sl->id, true);
+        n_gen++;
+    }
+    sched_share_prefill(s, s->p.n_batch - n_gen);
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->state != SLOT_PREFILL || s->take[i] == 0) continue;
+        const srv_task *t = sl->task;
+        const int32_t p0 = sl->n_past, p1 = sl->n_past + s->take[i];
+        /* checkpoint: an identical resend evaluates one token (also taken when this task does
+         * not reuse the cache: the next one may) */
+        const int32_t cp = t->n_prompt - 2;
+        if (sl->ckpt && s->p.cache_prompt && cp >= p0 && cp < p1)
+            s->caps[(*n_caps)++] = (recur_capture){ sl->id, cp, sl->ckpt };
+        for (int32_t p = p0; p < p1; p++) {
+            if (p == t->n_prompt - 1) sl->i_batch = n;
+            batch_add(s, &n, t->prompt[p], p, sl->id, p == t->n_prompt - 1);
+        }
+    }
+    return n;
+}
+
+/* Records what the batch put into each sequence (invariant 1 of slot.h). */
+static void sched_commit_batch(sched *s, int32_t n, int32_t n_caps) {
+    for (int32_t j = 0; j < n; j++) {
+        slot *sl = &s->slots[s->b_seq[j]];
+        sl->cache[s->b_pos[j]] = s->b_tok[j];
+        sl->n_cache = s->b_pos[j] + 1;
+        if (sl->state == SLOT_PREFILL) sl->n_past = sl->n_cache;
+    }
+    for (int32_t c = 0; c < n_caps; c++) s->slots[s->caps[c].seq].ckpt_pos = s->caps[c].pos;
+}
+
+/* One decode step over every busy slot. */
+static void sched_step(sched *s) {
+    const double t0 = slot_now_ms();
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->task && srv_task_cancelled(sl->task)) {
+            slot_finish(sl, &s->env, SRV_STOP_CANCELLED, t0);
+            sl->last_used = s->n_steps;
+        }
+    }
+    int32_t n_caps = 0, busy = 0;
+    const int32_t n = sched_build_batch(s, &n_caps);
+    if (n == 0) return;
+    for (int32_t i = 0; i < s->p.n_slots; i++) busy += s->slots[i].task != NULL;
+
+    char err[256];
+    const recur_batch b = { n, s->b_tok, s->b_pos, s->b_seq, s->b_want };
+    const recur_status st = n_caps ? recur_decode_capture(s->env.ctx, &b, s->caps, n_caps, err, sizeof err)
+                                   : recur_decode(s->env.ctx, &b, err, sizeof err);
+    s->n_steps++;
+    s->met.n_decode_total++;
+    s->met.n_busy_slots_total += (uint64_t)busy;
+    if (st != RECUR_OK) {
+        fprintf(stderr, "sched: decode failed (%s): %s\n", recur_status_str(st), err);
+        for (int32_t i = 0; i < s->p.n_slots; i++)
+            if (s->slots[i].task) slot_fail(&s->slots[i], &s->env, st, err);
+        return;
+    }
+    sched_commit_batch(s, n, n_caps);
+    const double t1 = slot_now_ms();
+    for (int32_t i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->task || sl->i_batch < 0) continue;
+        slot_on_logits(sl, &s->env, recur_get_logits(s->env.ctx, sl->i_batch), t1);
+        if (!sl->task) sl->last_used = s->n_steps;
+    }
+}
+
+static void *sched_main(void *arg) {
+    sched *s = arg;
+    while (sched_take_queued(s)) {
+        sched_step(s);
+        sched_publish(s);
+    }
+    /* shutdown: every task still here gets its terminal event */
+    const double now = slot_now_ms();
+    for (int32_t i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i].task) slot_finish(&s->slots[i], &s->env, SRV_STOP_CANCELLED, now);
+    pthread_mutex_lock(&s->mu);
+    for (int32_t i = 0; i < s->q_len; i++) sched_cancel_queued(s->q[i]);
+    s->q_len = 0;
+    pthread_mutex_unlock(&s->mu);
+    sched_publish(s);
+    return NULL;
+}
+
+/* ---- creation ------------------------------------------------------------------------------ */
+
+/* Whether the model keeps recurrent state: can a sequence lose a partial tail? Two tokens are
+ * evaluated in sequence 0, then the second is removed (refused with RECUR_E_STATE when not). */
+static recur_status sched_probe_recurrent(sched *s, char *err, size_t err_len) {
+    recur_token bos = recur_token_bos(s->env.model);
+    const recur_token tok[2] = { bos >= 0 ? bos : 0, bos >= 0 ? bos : 0 };
+    const recur_pos pos[2] = { 0, 1 };
+    const recur_seq_id seq[2] = { 0, 0 };
+    const int8_t want[2] = { 0, 1 };
+    const recur_batch b = { 2, tok, pos, seq, want };
+    recur_status st = recur_decode(s->env.ctx, &b, err, err_len);
+    if (st) return st;
+    st = recur_seq_rm(s->env.ctx, 0, 1, -1);
+    s->env.recurrent = st == RECUR_E_STATE;
+    recur_seq_rm(s->env.ctx, 0, -1, -1);
+    if (st != RECUR_OK && st != RECUR_E_STATE)
+        return rc_fail(err, err_len, st, "sched: cannot remove a sequence tail (%s)", recur_status_str(st));
+    return RECUR_OK;
+}
+
+static recur_status sched_alloc(sched *s, char *err, size_t err_len) {
+    const int32_t nb = s->p.n_batch, ns = s->p.n_slots;
+    s->b_tok = malloc((size_t)nb * sizeof *s->b_tok);
+    s->b_pos = malloc((size_t)nb * sizeof *s->b_pos);
+    s->b_seq = malloc((size_t)nb * sizeof *s->b_seq);
+    s->b_want = malloc((size_t)nb);
+    s->caps = calloc((size_t)ns, sizeof *s->caps);
+    s->order = calloc((size_t)ns, sizeof *s->order);
+    s->take = calloc((size_t)ns, sizeof *s->take);
+    s->starting = calloc((size_t)ns, sizeof *s->starting);
+    s->q_cap = s->p.queue_max + ns;
+    s->q = calloc((size_t)s->q_cap, sizeof *s->q);
+    s->pub = calloc((size_t)ns, sizeof *s->pub);
+    s->slots = calloc((size_t)ns, sizeof *s->slots);
+    const int32_t nv = s->env.n_vocab;
+    s->eog = malloc((size_t)nv * sizeof *s->eog);
+    if (!s->b_tok || !s->b_pos || !s->b_seq || !s->b_want || !s->caps || !s->order || !s->take || !s->starting || !s->q ||
+        !s->pub || !s->slots || !s->eog)
+        return rc_fail(err, err_len, RECUR_E_NOMEM, "sched: out of memory");
+    for (recur_token t = 0; t < nv; t++)
+        if (recur_token_is_eog(s->env.model, t)) s->eog[s->env.n_eog++] = t;
+    s->env.eog = s->eog;
+    for (int32_t i = 0; i < ns; i++)
+        if (slot_init(&s->slots[i], i, &s->env))
+            return rc_fail(err, err_len, RECUR_E_NOMEM, "sched: out of memory (slot %d)", i);
+    return RECUR_OK;
+}
+
+static recur_status sched_check_params(const sched_params *p, char *err, size_t err_len) {
+    if (p->n_slots < 1 || p->n_slots > 64)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "sched: n_slots %d out of range (1 .. 64)", p->n_slots);
+    if (p->n_ctx_slot < 2)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "sched: n_ctx_slot %d too small", p->n_ctx_slot);
+    if (p->n_batch < p->n_slots)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "sched: n_batch %d below n_slots %d (one token per slot)",
+                       p->n_batch, p->n_slots);
+    if (p->n_ubatch < 0 || p->queue_max < 0)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "sched: negative n_ubatch or queue_max");
+    if ((int64_t)p->n_slots * p->n_ctx_slot > INT32_MAX)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "sched: n_slots * n_ctx_slot too large");
+    return RECUR_OK;
+}
+
+recur_status sched_new(recur_model *m, const sched_params *p, sched **out, char *err, size_t err_len) {
+    *out = NULL;
+    recur_status st = sched_check_params(p, err, err_len);
+    if (st) return st;
+    sched *s = calloc(1, sizeof *s);
+    if (!s) return rc_fail(err, err_len, RECUR_E_NOMEM, "sched: out of memory");
+    s->p = *p;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    recur_ctx_params cp = recur_ctx_default_params();
+    cp.n_ctx = (uint32_t)(p->n_slots * p->n_ctx_slot);
+    cp.n_seq_max = (uint32_t)p->n_slots;
+    cp.n_batch = (uint32_t)p->n_batch;
+    cp.n_ubatch = (uint32_t)(p->n_ubatch > 0 ? p->n_ubatch : p->n_batch);
+    cp.n_threads = p->n_threads;
+    s->env = (slot_env){ .model = m, .n_vocab = recur_model_n_vocab(m), .n_ctx_slot = p->n_ctx_slot,
+                         .cache_prompt = p->cache_prompt, .piece_max = recur_detok_max_bytes(m) };
+    st = recur_ctx_new(m, &cp, &s->env.ctx, err, err_len);
+    if (!st) st = sched_probe_recurrent(s, err, err_len);
+    if (!st) st = sched_alloc(s, err, err_len);
+    if (!st) {
+        sched_publish(s);
+        if (pthread_create(&s->th, NULL, sched_main, s) != 0)
+            st = rc_fail(err, err_len, RECUR_E_NOMEM, "sched: cannot start the scheduler thread");
+        else s->th_started = true;
+    }
+    if (st) { sched_free(s); return st; }
+    *out = s;
+    return RECUR_OK;
+}
+
+void sched_free(sched *s) {
+    if (!s) return;
+    if (s->th_started) {
+        pthread_mutex_lock(&s->mu);
+        s->quit = true;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->th, NULL);
+    }
+    for (int32_t i = 0; s->slots && i < s->p.n_slots; i++) slot_free(&s->slots[i]);
+    recur_ctx_free(s->env.ctx);
+    free(s->slots); free(s->pub); free(s->q); free(s->eog);
+    free(s->b_tok); free(s->b_pos); free(s->b_seq); free(s->b_want);
+    free(s->caps); free(s->order); free(s->take); free(s->starting);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}

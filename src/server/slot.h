@@ -1,0 +1,104 @@
+/* slot.h — one slot of the scheduler: a sequence of the context, the tokens it holds (the prompt
+ * cache) and, while a task runs on it, that task's sampler, detokenizer and stop-string state.
+ *
+ * Private to the scheduler thread (sched.c): nothing here is thread-safe.
+ *
+ * States:  IDLE --slot_start--> PREFILL --last prompt token evaluated--> GEN --stop--> IDLE
+ *          (PREFILL/GEN --cancel/error/shutdown--> IDLE). n_predict == 0 goes PREFILL -> IDLE.
+ *
+ * Invariants:
+ *  1. cache[0 .. n_cache) are exactly the tokens sequence `id` holds (positions 0 .. n_cache-1).
+ *  2. ckpt_pos >= 0 only when ckpt holds the recurrent state right after cache[ckpt_pos]
+ *     and ckpt_pos < n_cache (every change that shortens the cache below it drops it).
+ *  3. While GEN, `pending` is the last sampled token, not yet evaluated; it goes to position
+ *     n_cache in the next step.
+ *  4. A slot with a task has pushed no terminal event yet; slot_finish / slot_fail make exactly
+ *     one and keep it with the task's reference (done_ev, done_task) until slot_deliver pushes
+ *     it: the scheduler publishes the slot's new figures first, so a client that got its
+ *     terminal event sees them in GET /slots and /metrics.
+ */
+#ifndef RECUR_SERVER_SLOT_H
+#define RECUR_SERVER_SLOT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "recur.h"
+#include "server/task.h"
+
+typedef enum slot_state { SLOT_IDLE = 0, SLOT_PREFILL, SLOT_GEN } slot_state;
+
+/* What all slots share: the model, its context and what the scheduler learned about them. */
+typedef struct slot_env {
+    recur_model       *model;
+    recur_ctx         *ctx;
+    int32_t            n_vocab;
+    int32_t            n_ctx_slot;
+    bool               recurrent;      /* a partial tail cannot be removed (recurrent layers) */
+    bool               cache_prompt;   /* sched_params.cache_prompt */
+    const recur_token *eog;            /* [n_eog] end-of-generation tokens (for ignore_eos) */
+    int32_t            n_eog;
+    int32_t            piece_max;      /* recur_detok_max_bytes */
+} slot_env;
+
+typedef struct slot {
+    int32_t         id;                /* = its sequence id */
+    slot_state      state;
+    srv_task       *task;              /* NULL when idle (the slot holds one reference) */
+    srv_task       *done_task;         /* a finished task whose terminal event waits for slot_deliver */
+    srv_event      *done_ev;
+    uint64_t        last_used;         /* step counter when it last finished (LRU) */
+
+    recur_token    *cache;             /* [n_ctx_slot] */
+    int32_t         n_cache;
+    recur_snapshot *ckpt;              /* recurrent models: state after the second-to-last prompt token */
+    recur_pos       ckpt_pos;          /* -1: ckpt holds nothing usable */
+
+    /* the running task */
+    int32_t         n_past;            /* prompt tokens in the sequence (prefill progress) */
+    int32_t         n_reused;          /* prompt tokens taken from the cache */
+    int32_t         n_decoded;         /* tokens sampled */
+    recur_token     pending;
+    int32_t         i_batch;           /* batch entry whose logits this slot samples from, else -1 */
+    recur_sampler  *smp;
+    recur_detok    *detok;
+    char           *piece;             /* [env->piece_max] detokenizer output */
+    char           *held;              /* text not shown yet (a possible stop-string start) */
+    size_t          n_held, held_cap;
+    srv_stop_type   stop;
+    int             stop_word;         /* index of the matched stop string, else -1 */
+    double          t_start, t_prompt_done, t_end;   /* ms, monotonic */
+
+    /* figures of the last task, for GET /slots */
+    int64_t         last_task_id;
+    int32_t         last_n_prompt;
+
+    /* totals over the finished tasks, for GET /metrics */
+    uint64_t        n_prompt_total, n_predicted_total;
+    double          prompt_ms_total, predicted_ms_total;
+} slot;
+
+recur_status slot_init(slot *s, int32_t id, const slot_env *env);
+void         slot_free(slot *s);
+
+/* Prompt tokens this slot could reuse for prompt[0 .. n) (0 when caching is off). Pure. */
+int32_t slot_reusable(const slot *s, const slot_env *env, const recur_token *prompt, int32_t n, bool cache_prompt);
+
+/* Takes t (the slot keeps the caller's reference), reuses what it can of the cache, builds the
+ * sampler. On failure the task already got its ERROR event and the slot is idle again. */
+recur_status slot_start(slot *s, const slot_env *env, srv_task *t, double now_ms);
+
+/* Called after a decode in which this slot's logits were requested (logits = entry i_batch):
+ * samples, emits events, and may finish the task (the slot becomes IDLE). */
+void slot_on_logits(slot *s, const slot_env *env, const float *logits, double now_ms);
+
+/* The prompt is fully evaluated and n_predict == 0: finish without sampling. */
+void slot_finish(slot *s, const slot_env *env, srv_stop_type stop, double now_ms);
+/* An ERROR event for the task, and the sequence is cleared (its state is unknown). */
+void slot_fail(slot *s, const slot_env *env, recur_status st, const char *msg);
+/* Pushes the terminal event slot_finish / slot_fail made and drops the task. No-op when none. */
+void slot_deliver(slot *s);
+
+double slot_now_ms(void);
+
+#endif
