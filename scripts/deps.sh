@@ -6,6 +6,8 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# Node.js + npm run the end-to-end tests (tests/e2e, the official `openai` npm client)
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "recur: installing ${missing[*]}"
 sudo=""

@@ -207,11 +207,14 @@ static json_t *oai_final(const srv_gen_opts *g, const srv_result *res) {
 srv_event *srv_wait_event(srv_task *t, int fd) {
     for (;;) {
         srv_event *ev = srv_task_next(t, SRV_POLL_MS);
-        if (ev) return ev;
+        /* a token comes faster than the poll interval, so the socket is checked at every
+         * wake-up, not only on timeouts (one recv syscall per token) */
         if (srv_client_gone(fd)) {
+            srv_event_free(ev);
             srv_task_cancel(t);
             return NULL;
         }
+        if (ev) return ev;
     }
 }
 
