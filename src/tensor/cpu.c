@@ -78,6 +78,9 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->axpy_f16 = rt_axpy_f16;
     k->dot_f32 = rt_dot_f32_f32;
     k->f32_to_f16_row = rt_f32_to_f16_row;
+    k->exp_f32 = rt_exp_f32;
+    k->silu_f32 = rt_silu_f32;
+    k->swiglu_f32 = rt_swiglu_f32;
 }
 
 static void init_once(void) {

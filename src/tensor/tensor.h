@@ -58,6 +58,16 @@ typedef struct tensor_kernels {
     float (*dot_f32)(int64_t n, const float *a, const float *b);
     /* dst[i] = rt_f32_to_f16(src[i]) (fp16.h), bit-identical in every table, NaN included. */
     void  (*f32_to_f16_row)(const float *src, uint16_t *dst, int64_t n);
+
+    /* The exponential of ggml's vectorised kernels (its AVX-512 ggml_v_expf, exp_ref.c),
+     * element by element: every table gives identical bits for any n >= 0, and y may be x
+     * (or g). Which elements of a row ggml sends through it, and which through libm's expf,
+     * is the business of ops.c. */
+    void  (*exp_f32)(int64_t n, const float *x, float *y);
+    /* y[i] = x[i] / (1 + exp_f32(-x[i]))   (ggml_v_silu) */
+    void  (*silu_f32)(int64_t n, const float *x, float *y);
+    /* y[i] = silu_f32(x[i]) * g[i]         (ggml_vec_swiglu_f32's vector body) */
+    void  (*swiglu_f32)(int64_t n, const float *x, const float *g, float *y);
 } tensor_kernels;
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */

@@ -106,7 +106,23 @@ static inline int rt_iq4xs_scale(const uint8_t *blk, int ib) {
     return (lo | (((h >> (2 * ib)) & 3) << 4)) - 32;
 }
 
-/* ---- scalar kernels (quant_ref.c, quant_kq_ref.c, dot_ref.c) -------------------------- */
+/* ---- ggml's vectorised expf (exp_ref.c has the algorithm) ------------------------------ */
+
+#define RT_VEXP_SHIFT  0x1.8p23f        /* 1.5·2^23: adding it rounds to an integer */
+#define RT_VEXP_LOG2E  0x1.715476p+0f
+#define RT_VEXP_LN2_HI 0x1.62e4p-1f
+#define RT_VEXP_LN2_LO 0x1.7f7d1cp-20f
+#define RT_VEXP_C1     0x1.ffffecp-1f
+#define RT_VEXP_C2     0x1.fffdb6p-2f
+#define RT_VEXP_C3     0x1.555e66p-3f
+#define RT_VEXP_C4     0x1.573e2ep-5f
+#define RT_VEXP_C5     0x1.0e4020p-7f
+#define RT_VEXP_BIG    192.0f           /* |n| above this: 0 or +inf directly */
+
+/* One lane of ggml's AVX-512 ggml_v_expf (bit-exact; NaN in gives a NaN). */
+float rt_vexpf(float x);
+
+/* ---- scalar kernels (quant_ref.c, quant_kq_ref.c, dot_ref.c, exp_ref.c) ---------------- */
 
 void rt_to_float_f32(const void *src, float *dst, int64_t n);
 void rt_to_float_f16(const void *src, float *dst, int64_t n);
@@ -144,6 +160,9 @@ float rt_dot_f16_f32(int64_t n, const uint16_t *a, const float *b);
 void  rt_axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y);
 float rt_dot_f32_f32(int64_t n, const float *a, const float *b);
 void  rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
+void  rt_exp_f32(int64_t n, const float *x, float *y);
+void  rt_silu_f32(int64_t n, const float *x, float *y);
+void  rt_swiglu_f32(int64_t n, const float *x, const float *g, float *y);
 
 /* Fills a table with the scalar kernels (cpu.c builds the SIMD tables on top of a copy). */
 void tensor_fill_scalar(tensor_kernels *k);

@@ -10,7 +10,9 @@
  *    quantization, whose worst case over many rows with outliers (fill_rough) reaches
  *    ~0.7% (Q8_0) / ~1.5% (Q8_K) while the mean is ~0.05%: a wrong scale or sign would be
  *    off by O(1);
- *  - activation quantization, to_float, axpy_f16 and f32_to_f16_row: byte-identical. */
+ *  - activation quantization, to_float, axpy_f16 and f32_to_f16_row: byte-identical;
+ *  - exp_f32 / silu_f32 / swiglu_f32: byte-identical in every table and equal to ggml's
+ *    vectorised expf on recorded inputs; exp_f32 within 2.5 ulp of exp (the algorithm's error). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -422,6 +424,93 @@ static void test_f16_helpers(void **state) {
     }
 }
 
+/* ---- the vectorised exp ---------------------------------------------------------------------- */
+
+/* {input, output} bits of ggml's AVX-512 ggml_v_expf (llama.cpp's CPU backend, run on these
+ * inputs) where libm's correctly rounded expf gives another float: every table must give these. */
+static const uint32_t k_vexp_anchor[][2] = {
+    { 0xc2be48d7u, 0x00000d59u }, { 0xc2afcccdu, 0x0048dcc9u }, { 0xc1a00000u, 0x310da432u },
+    { 0xc0533333u, 0x3d1712cdu }, { 0xbf333378u, 0x3efe402au }, { 0x3c23d747u, 0x3f814954u },
+    { 0x3fd9999au, 0x40af2a95u }, { 0x41300001u, 0x4769e232u }, { 0x42280000u, 0x5dc1192cu },
+    { 0x42b10000u, 0x7f4cdcc3u },
+};
+
+static float table_exp1(const tensor_kernels *k, float x) {
+    float y;
+    k->exp_f32(1, &x, &y);
+    return y;
+}
+
+static bool same_float(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, 4) == 0; }
+
+/* Specials, then bit patterns strided over all 2^32, then values in the useful range. */
+static void fill_exp_inputs(float *x, int64_t n) {
+    const uint32_t special[] = { 0, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                 0x00000001u, 0x80000001u, 0x007fffffu, 0x7f7fffffu, 0xff7fffffu,
+                                 0x42b17218u, 0x42b17217u, 0xc2cff1b5u, 0xc2cff1b4u, 0xc2aeac50u,
+                                 0xc2aeac4fu, 0x43050000u, 0xc3050000u, 0x4b400000u, 0xcb400000u };
+    rng r = { 11 };
+    const int64_t ns = (int64_t)(sizeof special / sizeof special[0]);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = i < ns ? special[i] : (uint32_t)i * 2654435761u;
+        memcpy(&x[i], &u, 4);
+        if (i >= n / 2) x[i] = (float)(rng_unif(&r) * 200.0 - 110.0);
+    }
+}
+
+static void test_vexp(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const int64_t n = (1 << 18) + 13;
+    float *x = xalloc((size_t)n * 4), *g = xalloc((size_t)n * 4);
+    float *ref[3], *got = xalloc((size_t)n * 4 + 4);
+    for (int f = 0; f < 3; f++) ref[f] = xalloc((size_t)n * 4);
+    fill_exp_inputs(x, n);
+    rng r = { 12 };
+    fill_gauss(&r, g, n);
+    tab[0]->exp_f32(n, x, ref[0]);
+    tab[0]->silu_f32(n, x, ref[1]);
+    tab[0]->swiglu_f32(n, x, g, ref[2]);
+    for (int64_t i = 0; i < n; i++) {   /* the algorithm: close to exp, 0 / inf outside */
+        const double e = exp((double)x[i]);
+        const float v = ref[0][i];
+        if (isnan(x[i])) continue;   /* checked below */
+        if (x[i] >= 88.73f && !isinf(v)) fail_msg("exp_f32(%a) = %a, not inf", x[i], v);
+        if (x[i] >= 88.72f) continue;
+        /* 2.5 ulp: the worst case over all floats is 2.24 ulp (at -0x1.238b92p+2); subnormal
+         * results: two units of 2^-149 (the polynomial's error, then one rounding) */
+        const double tol = e < 0x1p-126 ? 0x1p-148 : 2.5 * ldexp(1.0, ilogb(e) - 23);
+        if (fabs(v - e) > tol) fail_msg("exp_f32(%a) = %a, exp %a", x[i], v, e);
+        if (!same_float(ref[1][i], x[i] / (1.0f + table_exp1(tab[0], -x[i])))) fail_msg("silu_f32(%a)", x[i]);
+    }
+    assert_true(ref[0][0] == 1.0f && ref[0][1] == 1.0f && isinf(ref[0][2]) && ref[0][3] == 0.0f);
+    assert_true(isnan(ref[0][4]) && isnan(ref[0][5]) && isinf(ref[0][9]) && ref[0][10] == 0.0f);
+    for (int k = 0; k < nt; k++) {
+        for (size_t a = 0; a < sizeof k_vexp_anchor / sizeof k_vexp_anchor[0]; a++) {
+            float in, out;
+            memcpy(&in, &k_vexp_anchor[a][0], 4);
+            tab[k]->exp_f32(1, &in, &out);
+            if (memcmp(&out, &k_vexp_anchor[a][1], 4) != 0) fail_msg("%s: exp(%a) = %a, ggml's differs", tab[k]->isa, in, out);
+        }
+        for (int64_t len = n - 9; len <= n; len += 3) {   /* SIMD tails; odd addresses */
+            for (int f = 0; f < 3; f++) {
+                if (f == 0) tab[k]->exp_f32(len, x, got + 1);
+                if (f == 1) tab[k]->silu_f32(len, x, got + 1);
+                if (f == 2) tab[k]->swiglu_f32(len, x, g, got + 1);
+                for (int64_t i = 0; i < len; i++)
+                    if (!same_float(got[1 + i], ref[f][i])) fail_msg("%s: kernel %d len %lld [%lld] %a: %a vs %a", tab[k]->isa, f, (long long)len, (long long)i, x[i], got[1 + i], ref[f][i]);
+            }
+        }
+        memcpy(got, x, (size_t)n * 4);   /* in place */
+        tab[k]->swiglu_f32(n, got, g, got);
+        for (int64_t i = 0; i < n; i++)
+            if (!same_float(got[i], ref[2][i])) fail_msg("%s: swiglu_f32 in place [%lld]", tab[k]->isa, (long long)i);
+    }
+    free(x); free(g); free(got);
+    for (int f = 0; f < 3; f++) free(ref[f]);
+}
+
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
 typedef struct mm_case {
@@ -539,6 +628,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_vec_dot4),
         cmocka_unit_test(test_f32_to_f16_row),
         cmocka_unit_test(test_f16_helpers),
+        cmocka_unit_test(test_vexp),
         cmocka_unit_test(test_matmul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
