@@ -26,6 +26,8 @@
 #define QK8_0 32
 #define QK4_0 32
 #define QK_K  256
+/* BF16 rows that are a multiple of this take tinyBLAS's vdpbf16ps order (dot_ref.c) */
+#define RT_BF16_BLOCK 32
 
 enum {
     Q8_0_BYTES = 34,  Q8_0_QS = 2,
@@ -169,5 +171,8 @@ void tensor_fill_scalar(tensor_kernels *k);
 /* Overwrite the entries each ISA file has faster versions of (x86/ *_avx2.c, *_avx512.c). */
 void tensor_fill_avx2(tensor_kernels *k);
 void tensor_fill_avx512(tensor_kernels *k);
+/* The BF16 dot of the AVX-512 table: vdpbf16ps itself when the CPU has AVX512_BF16 (native),
+ * else its emulation (x86/bf16_avx512.c); both give rt_dot_bf16's bits. */
+void rt_fill_bf16_avx512(tensor_kernels *k, bool native);
 
 #endif

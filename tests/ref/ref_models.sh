@@ -20,13 +20,18 @@ pass=0; fail=0; known=0
 #    (batch7_max_abs_diff 0.125-0.28). Weaker check: refcheck on the logits, greedy not judged.
 #    Same for pub-mamba-Q4_K_M case1 (margin 0.019 at greedy step 2, batch7 0.031) and
 #    pub-lfm2-Q4_K_M case2 (margin 0.062 at step 1, batch7 0.21).
-#  - pub-qwen35 BF16 case1/2: greedy 32/32 and every argmax equal, but max|diff| 0.031 / 0.026
-#    (tol 0.02). F32 is within 3e-4 everywhere and Q8_0 is bit-identical (case2 included), so
-#    the exps are not the cause. Weaker check: logits025 (llama.cpp is batch-invariant here:
-#    batch7 diff 0).
+#  - pub-qwen35 BF16 case2: greedy 32/32 and every argmax equal, max|diff| 0.0237 (tol 0.02).
+#    Its BF16 matmuls take tinyBLAS's vdpbf16ps order in the reference (system_info has
+#    AVX512_BF16); recur's BF16 dot now follows it (dot_ref.c; every prompt matmul of layer 0
+#    of case1 is bit-identical with llama.cpp's), which brought case1 from 0.031 to 0.017 (a
+#    pass) and case0's greedy to 32/32. In case1 the logits of positions 0-28 are bit-identical
+#    and diverge from position 29 on (~0.01); the op that starts it is not located yet (the
+#    Q8_0 model, same graph, is bit-identical at every position: something BF16-only, e.g. a
+#    vdpbf16ps corner or the single-token vec_dot order llama.cpp uses for n_tokens = 1).
+#    Weaker check: logits025 (llama.cpp is batch-invariant here: batch7 diff 0).
 known_case() {
   case "$1 $2" in
-    "pub-qwen35-BF16 1"|"pub-qwen35-BF16 2") echo logits025 ;;
+    "pub-qwen35-BF16 2") echo logits025 ;;
     "pub-qwen3-Q4_K_M 1"|"pub-qwen3-Q4_K_M 2"|"pub-mamba-Q4_K_M 1"|"pub-lfm2-Q4_K_M 2") echo nogreedy ;;
     *) echo "" ;;
   esac

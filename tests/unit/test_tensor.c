@@ -28,6 +28,7 @@
 #include "core/alloc.h"
 #include "tensor/fp16.h"
 #include "tensor/tensor.h"
+#include "tensor/tensor_impl.h"
 
 #define DOT_REL 1e-5
 
@@ -511,6 +512,44 @@ static void test_vexp(void **state) {
     for (int f = 0; f < 3; f++) free(ref[f]);
 }
 
+/* ---- BF16 dot -------------------------------------------------------------------------------- */
+
+/* Every table (and the AVX-512 emulation of vdpbf16ps, whichever the CPU uses) gives the bits
+ * of the scalar reference, which follows ggml's vdpbf16ps order; inputs with subnormals,
+ * signed zeros and large spreads exercise the flush-to-zero rules. */
+static void test_bf16_dot(void **state) {
+    (void)state;
+    const tensor_kernels *tab[4];
+    int nt = get_tables(tab);
+    tensor_kernels emu;
+    if (tensor_kernels_avx512()) {
+        emu = *tensor_kernels_avx512();
+        rt_fill_bf16_avx512(&emu, false);
+        tab[nt++] = &emu;
+    }
+    rng r = { 21 };
+    const int64_t lens[] = { 32, 64, 256, 4096, 48, 100 };
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        const int64_t n = lens[l];
+        uint16_t *a = xalloc((size_t)n * 2 + 2), *b = xalloc((size_t)n * 2 + 2);
+        for (int rep = 0; rep < 200; rep++) {
+            for (int64_t i = 0; i < n; i++) {
+                const uint64_t u = rng_u64(&r);
+                const int kind = (int)(u % 8);
+                float v = rng_gauss(&r) * (kind == 0 ? 0x1p-60f : kind == 1 ? 0x1p40f : 1.0f);
+                a[i + 1] = rt_f32_to_bf16(v);
+                b[i] = (uint16_t)(kind == 2 ? (u >> 8) & 0x807f : rt_f32_to_bf16(rng_gauss(&r) * (kind == 3 ? 0x1p-70f : 1.0f)));
+            }
+            const float ref = tab[0]->vec_dot[GGUF_T_BF16](n, a + 1, b);
+            for (int k = 1; k < nt; k++) {
+                const float got = tab[k]->vec_dot[GGUF_T_BF16](n, a + 1, b);
+                if (memcmp(&got, &ref, 4) != 0) fail_msg("%s%s: bf16 dot n %lld: %a vs %a", tab[k]->isa, tab[k] == &emu ? " (emulated)" : "", (long long)n, got, ref);
+            }
+        }
+        free(a); free(b);
+    }
+}
+
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
 typedef struct mm_case {
@@ -629,6 +668,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_f32_to_f16_row),
         cmocka_unit_test(test_f16_helpers),
         cmocka_unit_test(test_vexp),
+        cmocka_unit_test(test_bf16_dot),
         cmocka_unit_test(test_matmul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -196,4 +196,5 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_float_avx2(k);
     rt_fill_quant_avx2(k);
     rt_fill_exp_avx2(k);
+    rt_fill_bf16_avx2(k);
 }
