@@ -49,7 +49,12 @@ float rt_dot_bf16(int64_t n, const void *w, const void *x) {
             for (int l = 0; l < 16; l++) acc[l] = dpbf16_lane(acc[l], a + 2 * (i + 2 * l), b + 2 * (i + 2 * l));
         return rt_hsum16_ggml(acc);
     }
-    /* ggml_vec_dot_bf16: two accumulators over blocks of 64, their sums and the tail in double */
+    return rt_dot_bf16_vec(n, w, x);
+}
+
+/* ggml_vec_dot_bf16: two accumulators over blocks of 64, their sums and the tail in double. */
+float rt_dot_bf16_vec(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
     float c1[16] = { 0 }, c2[16] = { 0 };
     int64_t i = 0;
     for (; i + 64 <= n; i += 64)

@@ -12,8 +12,9 @@
  *     that depends only on the kernel table and n — never on which thread runs it, how many
  *     rows or tokens are in the call, or the memory address (alignment) of the rows.
  *  2. tensor_matmul produces, for every element, exactly the value vec_dot gives for that
- *     (weight row, quantized activation row) pair. Hence results are bit-identical for any
- *     batch composition and thread count.
+ *     (weight row, quantized activation row) pair (BF16 weights whose row count is not a
+ *     multiple of 4: ggml_vec_dot_bf16's order instead, as ggml does). Hence results are
+ *     bit-identical for any batch composition and thread count.
  *  3. Activations are quantized per token row into the weight type's vec_dot_type (as ggml
  *     does: Q8_0 for Q4_0/Q8_0, Q8_K for K-quants and IQ4_XS, F16 for F16, BF16 for BF16,
  *     F32 for F32), each row independently.

@@ -151,6 +151,10 @@ void rt_from_float_iq4_xs(const float *src, void *dst, int64_t n);
 float rt_dot_f32(int64_t n, const void *w, const void *x);
 float rt_dot_f16(int64_t n, const void *w, const void *x);
 float rt_dot_bf16(int64_t n, const void *w, const void *x);
+/* The BF16 dot in ggml_vec_dot_bf16's order: what ggml uses where tinyBLAS declines, i.e.
+ * rows not a multiple of RT_BF16_BLOCK, or a weight whose row count is not a multiple of 4
+ * (tensor_matmul picks it then, in every table). */
+float rt_dot_bf16_vec(int64_t n, const void *w, const void *x);
 float rt_dot_q8_0(int64_t n, const void *w, const void *x);
 float rt_dot_q4_0(int64_t n, const void *w, const void *x);
 float rt_dot_q4_K(int64_t n, const void *w, const void *x);
