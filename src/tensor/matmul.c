@@ -55,7 +55,7 @@ static void mm_dot(void *arg, int ith, int nth) {
      * ggml_vec_dot_bf16's order (a property of the weight, never of the batch) */
     const tensor_vec_dot_fn dot = j->wtype == GGUF_T_BF16 && j->n_out % 4 != 0 ? rt_dot_bf16_vec
                                                                                 : j->k->vec_dot[j->wtype];
-    const tensor_vec_dot4_fn dot4 = j->k->vec_dot4[j->wtype];
+    const tensor_vec_dot4_fn dot4 = dot == j->k->vec_dot[j->wtype] ? j->k->vec_dot4[j->wtype] : NULL;
     for (long r0 = lo; r0 < hi; r0 += MM_TILE) {
         const long r1 = r0 + MM_TILE < hi ? r0 + MM_TILE : hi;
         int64_t t = 0;

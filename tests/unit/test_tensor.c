@@ -544,6 +544,12 @@ static void test_bf16_dot(void **state) {
             for (int k = 1; k < nt; k++) {
                 const float got = tab[k]->vec_dot[GGUF_T_BF16](n, a + 1, b);
                 if (memcmp(&got, &ref, 4) != 0) fail_msg("%s%s: bf16 dot n %lld: %a vs %a", tab[k]->isa, tab[k] == &emu ? " (emulated)" : "", (long long)n, got, ref);
+                float out[4];   /* (test_vec_dot4 checks distinct rows for the active table) */
+                if (tab[k]->vec_dot4[GGUF_T_BF16]) {
+                    tab[k]->vec_dot4[GGUF_T_BF16](n, a + 1, b, 0, out);
+                    for (int j = 0; j < 4; j++)
+                        if (memcmp(&out[j], &ref, 4) != 0) fail_msg("%s: bf16 dot4 n %lld lane %d", tab[k]->isa, (long long)n, j);
+                }
             }
         }
         free(a); free(b);

@@ -39,9 +39,45 @@ static inline __attribute__((always_inline)) float dot_body(int64_t n, const voi
     return rt_hsum16_ggml(l);
 }
 
+static inline float hsum16(__m512 acc) {
+    float l[16];
+    _mm512_storeu_ps(l, acc);
+    return rt_hsum16_ggml(l);
+}
+
+/* Four activation rows against one weight row: four independent accumulator chains (the
+ * single chain of one dot is latency-bound), each with dot_body's operations. */
+static inline __attribute__((always_inline)) void dot4_body(int64_t n, const void *w, const void *x, size_t xs,
+                                                            float out[4], step_fn step) {
+    const uint8_t *a = w, *b = x;
+    if (n % RT_BF16_BLOCK != 0) {
+        for (int j = 0; j < 4; j++) out[j] = rt_dot_bf16(n, w, b + j * xs);
+        return;
+    }
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+    for (int64_t i = 0; i < n; i += RT_BF16_BLOCK) {
+        const __m512i va = _mm512_loadu_si512(a + 2 * i);
+        c0 = step(c0, va, _mm512_loadu_si512(b + 2 * i));
+        c1 = step(c1, va, _mm512_loadu_si512(b + xs + 2 * i));
+        c2 = step(c2, va, _mm512_loadu_si512(b + 2 * xs + 2 * i));
+        c3 = step(c3, va, _mm512_loadu_si512(b + 3 * xs + 2 * i));
+    }
+    out[0] = hsum16(c0);
+    out[1] = hsum16(c1);
+    out[2] = hsum16(c2);
+    out[3] = hsum16(c3);
+}
+
 static float dot_fma(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, step_fma); }
 static float dot_native(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, step_native); }
+static void dot4_fma(int64_t n, const void *w, const void *x, size_t xs, float out[4]) {
+    dot4_body(n, w, x, xs, out, step_fma);
+}
+static void dot4_native(int64_t n, const void *w, const void *x, size_t xs, float out[4]) {
+    dot4_body(n, w, x, xs, out, step_native);
+}
 
 void rt_fill_bf16_avx512(tensor_kernels *k, bool native) {
     k->vec_dot[GGUF_T_BF16] = native ? dot_native : dot_fma;
+    k->vec_dot4[GGUF_T_BF16] = native ? dot4_native : dot4_fma;
 }
