@@ -6,8 +6,9 @@
  *     who quantizes it);
  *  2. output rows are split among threads (tp_split); each Y element is exactly one vec_dot
  *     call, or one lane of a vec_dot4 call, which gives the same bits (tensor.h invariant 2;
- *     BF16 weights with n_out % 4 != 0: rt_dot_bf16_vec). Rows are walked in tiles of MM_TILE weight rows, and each
- *     tile is dotted with every token before the next, so a batch reads W from memory once.
+ *     BF16 weights with n_out % 4 != 0: rt_dot_bf16_vec). Rows are walked in tiles of
+ *     MM_TILE weight rows, and each tile is dotted with every token before the next, so a
+ *     batch reads W from memory once.
  *
  * Scratch layout: n_tok rows, each tensor_row_bytes(vec_dot_type, n_in) rounded up to 64
  * bytes (so every row starts 64-byte aligned when scratch is). */
