@@ -22,7 +22,7 @@
 #endif
 
 typedef struct cpu_features {
-    bool avx2, avx512;
+    bool avx2, avx512, avx512bf16;
 } cpu_features;
 
 static pthread_once_t        g_once = PTHREAD_ONCE_INIT;
@@ -37,7 +37,7 @@ static uint64_t xgetbv0(void) {
 }
 
 static cpu_features detect(void) {
-    cpu_features f = { false, false };
+    cpu_features f = { false, false, false };
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28),
@@ -47,15 +47,20 @@ static cpu_features detect(void) {
     const bool ymm_os = (xcr0 & 0x6) == 0x6, zmm_os = (xcr0 & 0xE6) == 0xE6;
     if (__get_cpuid_max(0, NULL) < 7) return f;
     __cpuid_count(7, 0, a, b, c, d);
+    const unsigned max_sub7 = a;
     const bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
     const bool f512 = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30),
                vl = b & (1u << 31), vnni = c & (1u << 11);
     f.avx2 = ymm_os && avx2 && fma && f16c && bmi2;
     f.avx512 = f.avx2 && zmm_os && f512 && dq && bw && vl && vnni;
+    if (max_sub7 >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        f.avx512bf16 = f.avx512 && (a & (1u << 5));
+    }
     return f;
 }
 #else
-static cpu_features detect(void) { return (cpu_features){ false, false }; }
+static cpu_features detect(void) { return (cpu_features){ false, false, false }; }
 #endif
 
 void tensor_fill_scalar(tensor_kernels *k) {
@@ -78,6 +83,9 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->axpy_f16 = rt_axpy_f16;
     k->dot_f32 = rt_dot_f32_f32;
     k->f32_to_f16_row = rt_f32_to_f16_row;
+    k->exp_f32 = rt_exp_f32;
+    k->silu_f32 = rt_silu_f32;
+    k->swiglu_f32 = rt_swiglu_f32;
 }
 
 static void init_once(void) {
@@ -94,6 +102,7 @@ static void init_once(void) {
         g_avx512 = g_avx2;
         g_avx512.isa = "avx512";
         tensor_fill_avx512(&g_avx512);
+        rt_fill_bf16_avx512(&g_avx512, f.avx512bf16);
         g_has_avx512 = g_active = &g_avx512;
     }
     /* RECUR_ISA may only lower the choice; an unknown value is ignored. */

@@ -5,8 +5,10 @@
  *     weight type's vec_dot_type (rows split among threads; a row's bytes never depend on
  *     who quantizes it);
  *  2. output rows are split among threads (tp_split); each Y element is exactly one vec_dot
- *     call, or one lane of a vec_dot4 call, which gives the same bits (tensor.h invariant 2). Rows are walked in tiles of MM_TILE weight rows, and each
- *     tile is dotted with every token before the next, so a batch reads W from memory once.
+ *     call, or one lane of a vec_dot4 call, which gives the same bits (tensor.h invariant 2;
+ *     BF16 weights with n_out % 4 != 0: rt_dot_bf16_vec). Rows are walked in tiles of
+ *     MM_TILE weight rows, and each tile is dotted with every token before the next, so a
+ *     batch reads W from memory once.
  *
  * Scratch layout: n_tok rows, each tensor_row_bytes(vec_dot_type, n_in) rounded up to 64
  * bytes (so every row starts 64-byte aligned when scratch is). */
@@ -50,8 +52,11 @@ static void mm_dot(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     long lo, hi;
     tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
-    const tensor_vec_dot_fn dot = j->k->vec_dot[j->wtype];
-    const tensor_vec_dot4_fn dot4 = j->k->vec_dot4[j->wtype];
+    /* ggml's tinyBLAS takes BF16 weights only with a multiple of 4 rows; the others get
+     * ggml_vec_dot_bf16's order (a property of the weight, never of the batch) */
+    const tensor_vec_dot_fn dot = j->wtype == GGUF_T_BF16 && j->n_out % 4 != 0 ? rt_dot_bf16_vec
+                                                                                : j->k->vec_dot[j->wtype];
+    const tensor_vec_dot4_fn dot4 = dot == j->k->vec_dot[j->wtype] ? j->k->vec_dot4[j->wtype] : NULL;
     for (long r0 = lo; r0 < hi; r0 += MM_TILE) {
         const long r1 = r0 + MM_TILE < hi ? r0 + MM_TILE : hi;
         int64_t t = 0;

@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "tensor/tensor_impl.h"
+
 void op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
@@ -45,36 +47,36 @@ void op_rope_apply(float *head, const float *cos_sin, int n_rot, op_rope_kind ki
     }
 }
 
-/* ggml_vec_soft_max_f32 on AVX-512: exps in chunks of 16 whose float sums (reduced as
- * _mm512_reduce_add_ps) are added in double, the tail element by element in double; then one
- * multiplication by (float)(1/sum). ggml computes the chunk exps with its own vectorised
- * expf approximation; libm's expf is used here (a last-bit difference on some values). */
-void op_softmax(float *x, int64_t n) {
+/* ggml_vec_soft_max_f32 on AVX-512: exps in chunks of 16 (the vectorised exp) whose float
+ * sums (reduced as _mm512_reduce_add_ps) are added in double, the tail element by element
+ * (libm's expf) in double; then one multiplication by (float)(1/sum). */
+void op_softmax(const tensor_kernels *k, float *x, int64_t n) {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    const int64_t nv = n - n % OP_GGML_LANES;
+    for (int64_t i = 0; i < nv; i++) x[i] -= max;
+    k->exp_f32(nv, x, x);
     double sum = 0.0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        for (int l = 0; l < 16; l++) x[i + l] = expf(x[i + l] - max);
-        float h[8], q[4];
-        for (int l = 0; l < 8; l++) h[l] = x[i + l] + x[i + l + 8];
-        for (int l = 0; l < 4; l++) q[l] = h[l] + h[l + 4];
-        sum += (double)((q[0] + q[2]) + (q[1] + q[3]));
-    }
-    for (; i < n; i++) {
+    for (int64_t i = 0; i < nv; i += OP_GGML_LANES) sum += (double)rt_hsum16_ggml(x + i);
+    for (int64_t i = nv; i < n; i++) {
         x[i] = expf(x[i] - max);
         sum += (double)x[i];
     }
     const float inv = (float)(1.0 / sum);
-    for (i = 0; i < n; i++) x[i] *= inv;
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-void op_silu(float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] = op_silu1(x[i]);
+void op_silu_part(const tensor_kernels *k, float *y, const float *x, int64_t n, int64_t lo, int64_t hi) {
+    const int64_t nv = n - n % OP_GGML_LANES, mid = hi < nv ? hi : nv;
+    if (lo < mid) k->silu_f32(mid - lo, x + lo, y + lo);
+    for (int64_t i = lo > nv ? lo : nv; i < hi; i++) y[i] = op_silu1(x[i]);
 }
 
-void op_swiglu(float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) g[i] = op_silu1(g[i]) * u[i];
+void op_swiglu_part(const tensor_kernels *k, float *y, const float *x, const float *g, int64_t n, int64_t lo,
+                    int64_t hi) {
+    const int64_t nv = n - n % OP_GGML_LANES, mid = hi < nv ? hi : nv;
+    if (lo < mid) k->swiglu_f32(mid - lo, x + lo, g + lo, y + lo);
+    for (int64_t i = lo > nv ? lo : nv; i < hi; i++) y[i] = op_silu1(x[i]) * g[i];
 }
 
 void op_add(float *y, const float *x, int64_t n) {

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "tensor/tensor.h"
+
 /* y = x / sqrt(mean(x^2) + eps) * w   (w may be NULL: no weight). The sum of squares is
  * accumulated in double, in index order. */
 void op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
@@ -29,17 +31,38 @@ void op_rope_cache(float *cos_sin, int32_t pos, int n_rot, float base, float fre
  * first product fused (fmaf), as ggml's compiled kernel does. */
 void op_rope_apply(float *head, const float *cos_sin, int n_rot, op_rope_kind kind);
 
-/* In-place softmax over n values, max-subtracted, in ggml's order (ops.c): the exps of each
- * chunk of 16 summed in float as a tree, the chunk sums and the tail in double. */
-void op_softmax(float *x, int64_t n);
+/* Where ggml's AVX-512 build computes an exp, SiLU or SwiGLU with its vectorised expf (the
+ * kernel table's exp_f32 / silu_f32 / swiglu_f32) and where with libm's expf: each row of its
+ * soft_max, silu and swiglu ops goes in chunks of OP_GGML_LANES from element 0 through the
+ * vector code and the last n % OP_GGML_LANES elements through libm. Its sigmoid, softplus and
+ * exp ops, the SSM scan and the gated delta net use libm for every element (op_silu1 and expf
+ * in the blocks). Index-dependent, so every op here takes the row length n. */
+#define OP_GGML_LANES 16
 
-void op_silu(float *x, int64_t n);
-/* g[i] = silu(g[i]) * u[i] */
-void op_swiglu(float *g, const float *u, int64_t n);
+/* In-place softmax over one row of n values, max-subtracted, in ggml's order (ops.c): the
+ * exps of each chunk of 16 summed in float as a tree, the chunk sums and the tail in double. */
+void op_softmax(const tensor_kernels *k, float *x, int64_t n);
+
+/* y[i] = silu(x[i]) for i in [lo, hi) of a row of n values (x, y point at the row), each
+ * element as ggml's silu op computes it on that row; y may be x. */
+void op_silu_part(const tensor_kernels *k, float *y, const float *x, int64_t n, int64_t lo, int64_t hi);
+/* y[i] = silu(x[i]) * g[i] for i in [lo, hi) of a row of n, as ggml's swiglu op (x: the gate
+ * half); y may be x or g. */
+void op_swiglu_part(const tensor_kernels *k, float *y, const float *x, const float *g, int64_t n, int64_t lo,
+                    int64_t hi);
+
+/* The whole row. */
+static inline void op_silu(const tensor_kernels *k, float *y, const float *x, int64_t n) {
+    op_silu_part(k, y, x, n, 0, n);
+}
+static inline void op_swiglu(const tensor_kernels *k, float *y, const float *x, const float *g, int64_t n) {
+    op_swiglu_part(k, y, x, g, n, 0, n);
+}
+
 /* y[i] += x[i] */
 void op_add(float *y, const float *x, int64_t n);
 
-/* silu(x) = x * sigmoid(x) */
+/* silu(x) = x * sigmoid(x) with libm's expf (ggml_silu_f32: the scalar tails of ggml's rows) */
 static inline float op_silu1(float x) { return x / (1.0f + expf(-x)); }
 
 #endif

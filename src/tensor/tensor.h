@@ -12,8 +12,9 @@
  *     that depends only on the kernel table and n — never on which thread runs it, how many
  *     rows or tokens are in the call, or the memory address (alignment) of the rows.
  *  2. tensor_matmul produces, for every element, exactly the value vec_dot gives for that
- *     (weight row, quantized activation row) pair. Hence results are bit-identical for any
- *     batch composition and thread count.
+ *     (weight row, quantized activation row) pair (BF16 weights whose row count is not a
+ *     multiple of 4: ggml_vec_dot_bf16's order instead, as ggml does). Hence results are
+ *     bit-identical for any batch composition and thread count.
  *  3. Activations are quantized per token row into the weight type's vec_dot_type (as ggml
  *     does: Q8_0 for Q4_0/Q8_0, Q8_K for K-quants and IQ4_XS, F16 for F16, BF16 for BF16,
  *     F32 for F32), each row independently.
@@ -58,6 +59,16 @@ typedef struct tensor_kernels {
     float (*dot_f32)(int64_t n, const float *a, const float *b);
     /* dst[i] = rt_f32_to_f16(src[i]) (fp16.h), bit-identical in every table, NaN included. */
     void  (*f32_to_f16_row)(const float *src, uint16_t *dst, int64_t n);
+
+    /* The exponential of ggml's vectorised kernels (its AVX-512 ggml_v_expf, exp_ref.c),
+     * element by element: every table gives identical bits for any n >= 0, and y may be x
+     * (or g). Which elements of a row ggml sends through it, and which through libm's expf,
+     * is the business of ops.c. */
+    void  (*exp_f32)(int64_t n, const float *x, float *y);
+    /* y[i] = x[i] / (1 + exp_f32(-x[i]))   (ggml_v_silu) */
+    void  (*silu_f32)(int64_t n, const float *x, float *y);
+    /* y[i] = silu_f32(x[i]) * g[i]         (ggml_vec_swiglu_f32's vector body) */
+    void  (*swiglu_f32)(int64_t n, const float *x, const float *g, float *y);
 } tensor_kernels;
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */

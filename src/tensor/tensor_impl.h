@@ -26,6 +26,8 @@
 #define QK8_0 32
 #define QK4_0 32
 #define QK_K  256
+/* BF16 rows that are a multiple of this take tinyBLAS's vdpbf16ps order (dot_ref.c) */
+#define RT_BF16_BLOCK 32
 
 enum {
     Q8_0_BYTES = 34,  Q8_0_QS = 2,
@@ -106,7 +108,23 @@ static inline int rt_iq4xs_scale(const uint8_t *blk, int ib) {
     return (lo | (((h >> (2 * ib)) & 3) << 4)) - 32;
 }
 
-/* ---- scalar kernels (quant_ref.c, quant_kq_ref.c, dot_ref.c) -------------------------- */
+/* ---- ggml's vectorised expf (exp_ref.c has the algorithm) ------------------------------ */
+
+#define RT_VEXP_SHIFT  0x1.8p23f        /* 1.5·2^23: adding it rounds to an integer */
+#define RT_VEXP_LOG2E  0x1.715476p+0f
+#define RT_VEXP_LN2_HI 0x1.62e4p-1f
+#define RT_VEXP_LN2_LO 0x1.7f7d1cp-20f
+#define RT_VEXP_C1     0x1.ffffecp-1f
+#define RT_VEXP_C2     0x1.fffdb6p-2f
+#define RT_VEXP_C3     0x1.555e66p-3f
+#define RT_VEXP_C4     0x1.573e2ep-5f
+#define RT_VEXP_C5     0x1.0e4020p-7f
+#define RT_VEXP_BIG    192.0f           /* |n| above this: 0 or +inf directly */
+
+/* One lane of ggml's AVX-512 ggml_v_expf (bit-exact; NaN in gives a NaN). */
+float rt_vexpf(float x);
+
+/* ---- scalar kernels (quant_ref.c, quant_kq_ref.c, dot_ref.c, exp_ref.c) ---------------- */
 
 void rt_to_float_f32(const void *src, float *dst, int64_t n);
 void rt_to_float_f16(const void *src, float *dst, int64_t n);
@@ -133,6 +151,10 @@ void rt_from_float_iq4_xs(const float *src, void *dst, int64_t n);
 float rt_dot_f32(int64_t n, const void *w, const void *x);
 float rt_dot_f16(int64_t n, const void *w, const void *x);
 float rt_dot_bf16(int64_t n, const void *w, const void *x);
+/* The BF16 dot in ggml_vec_dot_bf16's order: what ggml uses where tinyBLAS declines, i.e.
+ * rows not a multiple of RT_BF16_BLOCK, or a weight whose row count is not a multiple of 4
+ * (tensor_matmul picks it then, in every table). */
+float rt_dot_bf16_vec(int64_t n, const void *w, const void *x);
 float rt_dot_q8_0(int64_t n, const void *w, const void *x);
 float rt_dot_q4_0(int64_t n, const void *w, const void *x);
 float rt_dot_q4_K(int64_t n, const void *w, const void *x);
@@ -144,11 +166,17 @@ float rt_dot_f16_f32(int64_t n, const uint16_t *a, const float *b);
 void  rt_axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y);
 float rt_dot_f32_f32(int64_t n, const float *a, const float *b);
 void  rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
+void  rt_exp_f32(int64_t n, const float *x, float *y);
+void  rt_silu_f32(int64_t n, const float *x, float *y);
+void  rt_swiglu_f32(int64_t n, const float *x, const float *g, float *y);
 
 /* Fills a table with the scalar kernels (cpu.c builds the SIMD tables on top of a copy). */
 void tensor_fill_scalar(tensor_kernels *k);
 /* Overwrite the entries each ISA file has faster versions of (x86/ *_avx2.c, *_avx512.c). */
 void tensor_fill_avx2(tensor_kernels *k);
 void tensor_fill_avx512(tensor_kernels *k);
+/* The BF16 dot of the AVX-512 table: vdpbf16ps itself when the CPU has AVX512_BF16 (native),
+ * else its emulation (x86/bf16_avx512.c); both give rt_dot_bf16's bits. */
+void rt_fill_bf16_avx512(tensor_kernels *k, bool native);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -60,24 +61,98 @@ static void test_rope(void **state) {
 
 static void test_softmax_silu(void **state) {
     (void)state;
+    const tensor_kernels *k = tensor_kernels_active();
     float x[3] = { 1, 2, -INFINITY };
-    op_softmax(x, 3);
+    op_softmax(k, x, 3);
     assert_float_equal(x[0], 1.0f / (1.0f + expf(1.0f)), 1e-6);
     assert_float_equal(x[0] + x[1], 1.0f, 1e-6);
     assert_float_equal(x[2], 0.0f, 0);
     float big[2] = { 1000.0f, 999.0f };          /* max-subtracted: no overflow */
-    op_softmax(big, 2);
+    op_softmax(k, big, 2);
     assert_false(isnan(big[0]));
     float g[2] = { 0.0f, 2.0f }, u[2] = { 5.0f, 3.0f };
-    op_swiglu(g, u, 2);
+    op_swiglu(k, g, g, u, 2);
     assert_float_equal(g[0], 0.0f, 0);
     assert_float_equal(g[1], 3.0f * 2.0f / (1.0f + expf(-2.0f)), 1e-6);
+}
+
+/* ggml's rows: elements below n - n % 16 through the table's vectorised kernels, the rest
+ * with libm's expf; the same bits in every table and for any split of the row. */
+static void test_ggml_lanes(void **state) {
+    (void)state;
+    enum { N = 1037 };   /* 64 chunks of 16 and a tail of 13 */
+    const int64_t nv = N - N % OP_GGML_LANES;
+    const tensor_kernels *tab[3] = { tensor_kernels_scalar(), tensor_kernels_avx2(), tensor_kernels_avx512() };
+    static float x[N], g[N], want[N], y[N], z[N];
+    uint32_t s = 7;
+    for (int i = 0; i < N; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)(s >> 8) * 0x1p-24f * 16.0f - 8.0f;
+        g[i] = 0.5f + (float)i * 0.001f;
+    }
+    tab[0]->silu_f32(nv, x, want);
+    int64_t differs = -1;   /* an input the two exps tell apart, also put in the tail */
+    for (int64_t i = 0; i < nv; i++)
+        if (want[i] != op_silu1(x[i])) differs = i;
+    assert_true(differs >= 0);
+    x[N - 2] = x[differs];
+    for (int64_t i = nv; i < N; i++) want[i] = op_silu1(x[i]);
+    for (int k = 0; k < 3; k++) {
+        if (!tab[k]) continue;
+        op_silu(tab[k], y, x, N);
+        assert_memory_equal(y, want, sizeof want);
+        const int64_t cut[] = { 0, 5, 16, 500, 1030, N };   /* a split across threads */
+        for (int c = 0; c + 1 < 6; c++) op_silu_part(tab[k], z, x, N, cut[c], cut[c + 1]);
+        assert_memory_equal(z, want, sizeof want);
+        memcpy(z, g, sizeof g);
+        op_swiglu(tab[k], z, x, z, N);   /* y aliasing g */
+        for (int i = 0; i < N; i++) assert_true(memcmp(&z[i], &(float){ want[i] * g[i] }, 4) == 0);
+    }
+}
+
+/* op_softmax: exp(x - max) with the vectorised exp on the first n - n % 16 values and libm's
+ * on the tail, chunk sums as _mm512_reduce_add_ps in float, everything added in double. */
+static void test_softmax_lanes(void **state) {
+    (void)state;
+    enum { N = 37 };
+    const tensor_kernels *sc = tensor_kernels_scalar();
+    float x[N], e[N], y[N];
+    /* max 0; -20 and -3.3 are inputs where ggml's exp and libm's differ, one in the vector
+     * part, one in the tail */
+    for (int i = 0; i < N; i++) x[i] = -fabsf(sinf((float)i * 1.7f)) * 6.0f;
+    x[3] = -INFINITY;
+    x[5] = -20.0f;
+    x[35] = -0x1.a66666p+1f;
+    float max = -INFINITY;
+    for (int i = 0; i < N; i++) max = fmaxf(max, x[i]);
+    double sum = 0;
+    for (int c = 0; c < 32; c += 16) {
+        float d[16], h[8], q[4];
+        for (int l = 0; l < 16; l++) d[l] = x[c + l] - max;
+        sc->exp_f32(16, d, e + c);
+        for (int l = 0; l < 8; l++) h[l] = e[c + l] + e[c + l + 8];
+        for (int l = 0; l < 4; l++) q[l] = h[l] + h[l + 4];
+        sum += (double)((q[0] + q[2]) + (q[1] + q[3]));
+    }
+    for (int i = 32; i < N; i++) sum += (double)(e[i] = expf(x[i] - max));
+    float v35;
+    sc->exp_f32(1, &x[35], &v35);
+    assert_true(e[5] != expf(x[5]) && e[35] != v35);
+    const float inv = (float)(1.0 / sum);
+    const tensor_kernels *tab[3] = { sc, tensor_kernels_avx2(), tensor_kernels_avx512() };
+    for (int k = 0; k < 3; k++) {
+        if (!tab[k]) continue;
+        memcpy(y, x, sizeof x);
+        op_softmax(tab[k], y, N);
+        for (int i = 0; i < N; i++) assert_true(memcmp(&y[i], &(float){ e[i] * inv }, 4) == 0);
+    }
+    assert_float_equal(y[3], 0.0f, 0);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_l2norm), cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_softmax_silu),
+        cmocka_unit_test(test_softmax_silu), cmocka_unit_test(test_ggml_lanes), cmocka_unit_test(test_softmax_lanes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

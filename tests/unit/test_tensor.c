@@ -10,7 +10,9 @@
  *    quantization, whose worst case over many rows with outliers (fill_rough) reaches
  *    ~0.7% (Q8_0) / ~1.5% (Q8_K) while the mean is ~0.05%: a wrong scale or sign would be
  *    off by O(1);
- *  - activation quantization, to_float, axpy_f16 and f32_to_f16_row: byte-identical. */
+ *  - activation quantization, to_float, axpy_f16 and f32_to_f16_row: byte-identical;
+ *  - exp_f32 / silu_f32 / swiglu_f32: byte-identical in every table and equal to ggml's
+ *    vectorised expf on recorded inputs; exp_f32 within 2.5 ulp of exp (the algorithm's error). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +28,7 @@
 #include "core/alloc.h"
 #include "tensor/fp16.h"
 #include "tensor/tensor.h"
+#include "tensor/tensor_impl.h"
 
 #define DOT_REL 1e-5
 
@@ -422,6 +425,137 @@ static void test_f16_helpers(void **state) {
     }
 }
 
+/* ---- the vectorised exp ---------------------------------------------------------------------- */
+
+/* {input, output} bits of ggml's AVX-512 ggml_v_expf (llama.cpp's CPU backend, run on these
+ * inputs) where libm's correctly rounded expf gives another float: every table must give these. */
+static const uint32_t k_vexp_anchor[][2] = {
+    { 0xc2be48d7u, 0x00000d59u }, { 0xc2afcccdu, 0x0048dcc9u }, { 0xc1a00000u, 0x310da432u },
+    { 0xc0533333u, 0x3d1712cdu }, { 0xbf333378u, 0x3efe402au }, { 0x3c23d747u, 0x3f814954u },
+    { 0x3fd9999au, 0x40af2a95u }, { 0x41300001u, 0x4769e232u }, { 0x42280000u, 0x5dc1192cu },
+    { 0x42b10000u, 0x7f4cdcc3u },
+};
+
+static float table_exp1(const tensor_kernels *k, float x) {
+    float y;
+    k->exp_f32(1, &x, &y);
+    return y;
+}
+
+static bool same_float(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, 4) == 0; }
+
+/* Specials, then bit patterns strided over all 2^32, then values in the useful range. */
+static void fill_exp_inputs(float *x, int64_t n) {
+    const uint32_t special[] = { 0, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                 0x00000001u, 0x80000001u, 0x007fffffu, 0x7f7fffffu, 0xff7fffffu,
+                                 0x42b17218u, 0x42b17217u, 0xc2cff1b5u, 0xc2cff1b4u, 0xc2aeac50u,
+                                 0xc2aeac4fu, 0x43050000u, 0xc3050000u, 0x4b400000u, 0xcb400000u };
+    rng r = { 11 };
+    const int64_t ns = (int64_t)(sizeof special / sizeof special[0]);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = i < ns ? special[i] : (uint32_t)i * 2654435761u;
+        memcpy(&x[i], &u, 4);
+        if (i >= n / 2) x[i] = (float)(rng_unif(&r) * 200.0 - 110.0);
+    }
+}
+
+static void test_vexp(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const int64_t n = (1 << 18) + 13;
+    float *x = xalloc((size_t)n * 4), *g = xalloc((size_t)n * 4);
+    float *ref[3], *got = xalloc((size_t)n * 4 + 4);
+    for (int f = 0; f < 3; f++) ref[f] = xalloc((size_t)n * 4);
+    fill_exp_inputs(x, n);
+    rng r = { 12 };
+    fill_gauss(&r, g, n);
+    tab[0]->exp_f32(n, x, ref[0]);
+    tab[0]->silu_f32(n, x, ref[1]);
+    tab[0]->swiglu_f32(n, x, g, ref[2]);
+    for (int64_t i = 0; i < n; i++) {   /* the algorithm: close to exp, 0 / inf outside */
+        const double e = exp((double)x[i]);
+        const float v = ref[0][i];
+        if (isnan(x[i])) continue;   /* checked below */
+        if (x[i] >= 88.73f && !isinf(v)) fail_msg("exp_f32(%a) = %a, not inf", x[i], v);
+        if (x[i] >= 88.72f) continue;
+        /* 2.5 ulp: the worst case over all floats is 2.24 ulp (at -0x1.238b92p+2); subnormal
+         * results: two units of 2^-149 (the polynomial's error, then one rounding) */
+        const double tol = e < 0x1p-126 ? 0x1p-148 : 2.5 * ldexp(1.0, ilogb(e) - 23);
+        if (fabs(v - e) > tol) fail_msg("exp_f32(%a) = %a, exp %a", x[i], v, e);
+        if (!same_float(ref[1][i], x[i] / (1.0f + table_exp1(tab[0], -x[i])))) fail_msg("silu_f32(%a)", x[i]);
+    }
+    assert_true(ref[0][0] == 1.0f && ref[0][1] == 1.0f && isinf(ref[0][2]) && ref[0][3] == 0.0f);
+    assert_true(isnan(ref[0][4]) && isnan(ref[0][5]) && isinf(ref[0][9]) && ref[0][10] == 0.0f);
+    for (int k = 0; k < nt; k++) {
+        for (size_t a = 0; a < sizeof k_vexp_anchor / sizeof k_vexp_anchor[0]; a++) {
+            float in, out;
+            memcpy(&in, &k_vexp_anchor[a][0], 4);
+            tab[k]->exp_f32(1, &in, &out);
+            if (memcmp(&out, &k_vexp_anchor[a][1], 4) != 0) fail_msg("%s: exp(%a) = %a, ggml's differs", tab[k]->isa, in, out);
+        }
+        for (int64_t len = n - 9; len <= n; len += 3) {   /* SIMD tails; odd addresses */
+            for (int f = 0; f < 3; f++) {
+                if (f == 0) tab[k]->exp_f32(len, x, got + 1);
+                if (f == 1) tab[k]->silu_f32(len, x, got + 1);
+                if (f == 2) tab[k]->swiglu_f32(len, x, g, got + 1);
+                for (int64_t i = 0; i < len; i++)
+                    if (!same_float(got[1 + i], ref[f][i])) fail_msg("%s: kernel %d len %lld [%lld] %a: %a vs %a", tab[k]->isa, f, (long long)len, (long long)i, x[i], got[1 + i], ref[f][i]);
+            }
+        }
+        memcpy(got, x, (size_t)n * 4);   /* in place */
+        tab[k]->swiglu_f32(n, got, g, got);
+        for (int64_t i = 0; i < n; i++)
+            if (!same_float(got[i], ref[2][i])) fail_msg("%s: swiglu_f32 in place [%lld]", tab[k]->isa, (long long)i);
+    }
+    free(x); free(g); free(got);
+    for (int f = 0; f < 3; f++) free(ref[f]);
+}
+
+/* ---- BF16 dot -------------------------------------------------------------------------------- */
+
+/* Every table (and the AVX-512 emulation of vdpbf16ps, whichever the CPU uses) gives the bits
+ * of the scalar reference, which follows ggml's vdpbf16ps order; inputs with subnormals,
+ * signed zeros and large spreads exercise the flush-to-zero rules. */
+static void test_bf16_dot(void **state) {
+    (void)state;
+    const tensor_kernels *tab[4];
+    int nt = get_tables(tab);
+    tensor_kernels emu;
+    if (tensor_kernels_avx512()) {
+        emu = *tensor_kernels_avx512();
+        rt_fill_bf16_avx512(&emu, false);
+        tab[nt++] = &emu;
+    }
+    rng r = { 21 };
+    const int64_t lens[] = { 32, 64, 256, 4096, 48, 100 };
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        const int64_t n = lens[l];
+        uint16_t *a = xalloc((size_t)n * 2 + 2), *b = xalloc((size_t)n * 2 + 2);
+        for (int rep = 0; rep < 200; rep++) {
+            for (int64_t i = 0; i < n; i++) {
+                const uint64_t u = rng_u64(&r);
+                const int kind = (int)(u % 8);
+                float v = rng_gauss(&r) * (kind == 0 ? 0x1p-60f : kind == 1 ? 0x1p40f : 1.0f);
+                a[i + 1] = rt_f32_to_bf16(v);
+                b[i] = (uint16_t)(kind == 2 ? (u >> 8) & 0x807f : rt_f32_to_bf16(rng_gauss(&r) * (kind == 3 ? 0x1p-70f : 1.0f)));
+            }
+            const float ref = tab[0]->vec_dot[GGUF_T_BF16](n, a + 1, b);
+            for (int k = 1; k < nt; k++) {
+                const float got = tab[k]->vec_dot[GGUF_T_BF16](n, a + 1, b);
+                if (memcmp(&got, &ref, 4) != 0) fail_msg("%s%s: bf16 dot n %lld: %a vs %a", tab[k]->isa, tab[k] == &emu ? " (emulated)" : "", (long long)n, got, ref);
+                float out[4];   /* (test_vec_dot4 checks distinct rows for the active table) */
+                if (tab[k]->vec_dot4[GGUF_T_BF16]) {
+                    tab[k]->vec_dot4[GGUF_T_BF16](n, a + 1, b, 0, out);
+                    for (int j = 0; j < 4; j++)
+                        if (memcmp(&out[j], &ref, 4) != 0) fail_msg("%s: bf16 dot4 n %lld lane %d", tab[k]->isa, (long long)n, j);
+                }
+            }
+        }
+        free(a); free(b);
+    }
+}
+
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
 typedef struct mm_case {
@@ -462,7 +596,9 @@ static void check_matmul(const mm_case *c, tp_pool *p1, tp_pool *p2, tp_pool *p3
         for (int64_t t = 0; t < c->n_tok; t++) {
             tab[k]->from_float[vt](c->X + t * c->n_in, xq, c->n_in);
             for (int64_t o = 0; o < c->n_out; o++) {
-                const float v = tab[k]->vec_dot[c->wt](c->n_in, c->W + o * wb, xq);
+                /* BF16 weights with a row count not a multiple of 4: ggml's vec_dot order */
+                const tensor_vec_dot_fn dot = c->wt == GGUF_T_BF16 && c->n_out % 4 ? rt_dot_bf16_vec : tab[k]->vec_dot[c->wt];
+                const float v = dot(c->n_in, c->W + o * wb, xq);
                 if (memcmp(&v, &ya[t * c->ldy + o], 4) != 0) fail_msg("%s type %u: Y[%lld][%lld] != vec_dot", tab[k]->isa, (unsigned)c->wt, (long long)t, (long long)o);
                 float wrow[1024];
                 tensor_get_row(tab[k], c->wt, c->W, c->n_in, o, wrow);
@@ -483,15 +619,17 @@ static void test_matmul(void **state) {
     tp_pool *p1 = tp_new(1), *p2 = tp_new(2), *p3 = tp_new(3);
     assert_non_null(p1); assert_non_null(p2); assert_non_null(p3);
     rng r = { 99 };
-    for (size_t i = 0; i < N_TYPES; i++) {
-        mm_case c = { .wt = k_types[i].type, .n_in = 512, .n_out = 37, .n_tok = 13, .ldy = 41 };
+    for (size_t i = 0; i <= N_TYPES; i++) {   /* then BF16 again with 36 rows (tinyBLAS's order) */
+        const size_t ti = i < N_TYPES ? i : 2;
+        mm_case c = { .wt = k_types[ti].type, .n_in = 512, .n_out = i < N_TYPES ? 37 : 36, .n_tok = 13, .ldy = 41 };
         float *wf = xalloc((size_t)(c.n_in * c.n_out) * 4);
         c.W = xalloc(tensor_row_bytes(c.wt, c.n_in) * (size_t)c.n_out);
         c.X = xalloc((size_t)(c.n_in * c.n_tok) * 4);
         fill_rough(&r, wf, c.n_in * c.n_out);
         fill_rough(&r, c.X, c.n_in * c.n_tok);
         tensor_kernels_scalar()->from_float[c.wt](wf, c.W, c.n_in * c.n_out);
-        check_matmul(&c, p1, p2, p3, k_types[i].mm_tol);
+        assert_int_equal(c.wt, k_types[ti].type);
+        check_matmul(&c, p1, p2, p3, k_types[ti].mm_tol);
         free(wf); free(c.W); free(c.X);
     }
     tp_free(p1); tp_free(p2); tp_free(p3);
@@ -539,6 +677,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_vec_dot4),
         cmocka_unit_test(test_f32_to_f16_row),
         cmocka_unit_test(test_f16_helpers),
+        cmocka_unit_test(test_vexp),
+        cmocka_unit_test(test_bf16_dot),
         cmocka_unit_test(test_matmul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

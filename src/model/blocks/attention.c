@@ -3,8 +3,9 @@
  * Follows llama.cpp's non-flash path closely: K and V are stored as F16, the query is rounded
  * to F16 before q·k, the scores are scaled by 1/sqrt(head_dim) and soft-maxed in F32, and the
  * probabilities are rounded to F16 before they weight V. The sums are done in the order of
- * llama.cpp's AVX-512 kernels (dot_f16_f32, op_softmax, att_weighted_v), so that its logits
- * are reproduced to the last bit wherever libm's expf agrees with ggml's.
+ * llama.cpp's AVX-512 kernels (dot_f16_f32, op_softmax with ggml's vectorised exp,
+ * att_weighted_v), so that its logits are reproduced to the last bit. The output gate's
+ * sigmoid is ggml's sigmoid op: libm's expf.
  *
  * Determinism: each (token, head) output is computed by one thread, reading the sequence's
  * positions 0..pos in increasing order, whatever cells they live in. */
@@ -74,7 +75,7 @@ static void att_one(const att_job *j, int32_t t, int h, float *ws) {
                       : f->kern->dot_f16_f32(dk, kv_k_row(f->kv, j->kv_layer, c) + (int64_t)g * dk, qr) * scale;
     }
     for (int32_t p = n_ctx; p < n_pad; p++) sc[p] = -INFINITY;
-    op_softmax(sc, n_pad);
+    op_softmax(f->kern, sc, n_pad);
     for (int32_t p = 0; p < n_ctx; p++) sc[p] = rt_f16_to_f32(rt_f32_to_f16(sc[p]));
     att_weighted_v(j, t, g, sc, n_ctx, out);
 }

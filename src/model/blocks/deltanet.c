@@ -71,7 +71,7 @@ static void dn_conv_job(void *arg, int ith, int nth) {
         float *out = f->r_conv + (int64_t)t * C;
         fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
                       f->r_in + (int64_t)t * hp->rs_n_in, out);
-        for (long ch = lo; ch < hi; ch++) out[ch] = op_silu1(out[ch]);
+        op_silu_part(f->kern, out, out, C, lo, hi);
         fwd_capture_conv(f, j->rs_layer, t, C, lo, hi);
     }
 }
@@ -115,7 +115,8 @@ static void dn_delta_job(void *arg, int ith, int nth) {
             const float *z = f->r_dt + (int64_t)t * di + h * d;
             dn_head_step(S + h * d * d, q + kh * d, k + kh * d, v + h * d, g, beta, d, delta, o);
             op_rmsnorm(o, o, nw, d, hp->rms_eps);
-            for (int64_t e = 0; e < d; e++) o[e] *= op_silu1(z[e]);
+            op_silu(f->kern, delta, z, d);   /* ggml's silu op on rows of d; delta is free now */
+            for (int64_t e = 0; e < d; e++) o[e] *= delta[e];
         }
         fwd_capture_ssm(f, j->rs_layer, t, lo * d * d, hi * d * d);   /* the heads this thread owns */
     }

@@ -43,7 +43,8 @@ static void conv_tokens(const mb_job *j, int64_t in_stride, int64_t in_off, long
         fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
                       f->r_in + (int64_t)t * in_stride + in_off, out);
         fwd_capture_conv(f, j->rs_layer, t, C, lo, hi);
-        for (long ch = lo; ch < hi; ch++) out[ch] = op_silu1(out[ch] + bias[ch]);
+        for (long ch = lo; ch < hi; ch++) out[ch] += bias[ch];
+        op_silu_part(f->kern, out, out, C, lo, hi);
     }
 }
 
@@ -75,8 +76,9 @@ static void mamba_scan_job(void *arg, int ith, int nth) {
                 sum = fmaf(st, Cm[n], sum);
                 sc[n] = st;
             }
-            f->r_y[t * di + c] = op_silu1(z[c]) * (sum + x[c] * D[c]);
+            f->r_y[t * di + c] = sum + x[c] * D[c];
         }
+        op_swiglu_part(f->kern, f->r_y + t * di, z, f->r_y + t * di, di, lo, hi);   /* rows of d_inner */
         fwd_capture_ssm(f, j->rs_layer, t, lo * ds, hi * ds);
     }
 }
@@ -141,8 +143,10 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
             for (int64_t p = 0; p < hd; p++) {
                 const int64_t ii = h * hd + p;
                 const float y = mamba2_row(s + ii * ds, B, C, ds, dA, x[ii] * dsp);
-                f->r_y[t * di + ii] = op_silu1(z[ii]) * (y + x[ii] * D[h]);
+                f->r_y[t * di + ii] = y + x[ii] * D[h];
             }
+            float *yh = f->r_y + t * di + h * hd;
+            op_swiglu(f->kern, yh, z + h * hd, yh, hd);   /* ggml's swiglu rows: head_dim */
         }
         fwd_capture_ssm(f, j->rs_layer, t, lo * hd * ds, hi * hd * ds);
     }

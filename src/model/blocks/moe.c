@@ -95,7 +95,7 @@ static void moe_token(const struct recur_model *m, model_fwd *f, const model_lay
     int sel[64];
     float w[64];
     const int k = hp->n_expert_used < 64 ? hp->n_expert_used : 64;
-    op_softmax(p, ne);
+    op_softmax(f->kern, p, ne);
     double sum = 0;
     for (int i = 0; i < k; i++) {   /* top-k, largest first, lowest index on ties */
         int best = -1;
@@ -116,7 +116,7 @@ static void moe_token(const struct recur_model *m, model_fwd *f, const model_lay
         if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f) wi *= hp->expert_weights_scale;
         expert_mv(f, &L->ffn_gate_exps, sel[i], xb, f->hb);
         expert_mv(f, &L->ffn_up_exps, sel[i], xb, f->hb2);
-        op_swiglu(f->hb, f->hb2, F);
+        op_swiglu(f->kern, f->hb, f->hb, f->hb2, F);
         expert_mv(f, &L->ffn_down_exps, sel[i], f->hb, y);
         for (int64_t d = 0; d < E; d++) out[d] = i ? out[d] + y[d] * wi : y[d] * wi;
     }
@@ -130,7 +130,8 @@ void block_ffn_moe(const struct recur_model *m, model_fwd *f, const model_layer 
     if (L->ffn_up_shexp.data) {   /* shared expert, gated, into tmp */
         fwd_matmul(f, &L->ffn_gate_shexp, f->xb, f->hb);
         fwd_matmul(f, &L->ffn_up_shexp, f->xb, f->hb2);
-        op_swiglu(f->hb, f->hb2, (int64_t)f->n_tok * S);
+        for (int32_t t = 0; t < f->n_tok; t++)
+            op_swiglu(f->kern, f->hb + t * S, f->hb + t * S, f->hb2 + t * S, S);
         fwd_matmul(f, &L->ffn_down_shexp, f->hb, f->tmp);
         fwd_matmul(f, &L->ffn_gate_inp_shexp, f->xb, f->moe_g);
         for (int32_t t = 0; t < f->n_tok; t++) {

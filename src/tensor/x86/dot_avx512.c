@@ -257,4 +257,5 @@ void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
     rt_fill_float_avx512(k);
     rt_fill_quant_avx512(k);
+    rt_fill_exp_avx512(k);
 }

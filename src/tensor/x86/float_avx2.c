@@ -2,16 +2,11 @@
  *
  * Dots: 4 accumulators of 8 lanes over blocks of 32 elements, then one accumulator over
  * blocks of 8, reduced with x86_hsum_ps, then the scalar tail added in element order. The
- * order depends only on n (tensor.h invariant 1). Any n >= 0, no alignment. */
+ * order depends only on n (tensor.h invariant 1). Any n >= 0, no alignment. (BF16: bf16_avx2.c.) */
 #include "tensor/x86/simd_x86.h"
 
 static inline __m256 ld_f16x8(const uint8_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
-
-static inline __m256 ld_bf16x8(const uint8_t *p) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
 static inline float reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
@@ -49,22 +44,6 @@ static float vec_dot_f16(int64_t n, const void *w, const void *x) {
     for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_f16x8(a + 2 * i), ld_f16x8(b + 2 * i), s0);
     float s = reduce4(s0, s1, s2, s3);
     for (; i < n; i++) s += x86_f16(a + 2 * i) * x86_f16(b + 2 * i);
-    return s;
-}
-
-static float vec_dot_bf16(int64_t n, const void *w, const void *x) {
-    const uint8_t *a = w, *b = x;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(ld_bf16x8(a + 2 * i), ld_bf16x8(b + 2 * i), s0);
-        s1 = _mm256_fmadd_ps(ld_bf16x8(a + 2 * i + 16), ld_bf16x8(b + 2 * i + 16), s1);
-        s2 = _mm256_fmadd_ps(ld_bf16x8(a + 2 * i + 32), ld_bf16x8(b + 2 * i + 32), s2);
-        s3 = _mm256_fmadd_ps(ld_bf16x8(a + 2 * i + 48), ld_bf16x8(b + 2 * i + 48), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_bf16x8(a + 2 * i), ld_bf16x8(b + 2 * i), s0);
-    float s = reduce4(s0, s1, s2, s3);
-    for (; i < n; i++) s += rt_bf16_to_f32(rd_u16(a + 2 * i)) * rt_bf16_to_f32(rd_u16(b + 2 * i));
     return s;
 }
 
@@ -114,7 +93,6 @@ static void axpy_f16(int64_t n, float alpha, const uint16_t *x16, float *y) {
 void rt_fill_float_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_F32] = vec_dot_f32;
     k->vec_dot[GGUF_T_F16] = vec_dot_f16;
-    k->vec_dot[GGUF_T_BF16] = vec_dot_bf16;
     k->dot_f16_f32 = dot_f16_f32;
     k->axpy_f16 = axpy_f16;
     k->dot_f32 = dot_f32_f32;

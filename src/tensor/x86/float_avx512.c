@@ -2,8 +2,7 @@
  *
  * Dots: 4 accumulators of 16 lanes over blocks of 64 elements, then one accumulator over
  * blocks of 16, then a masked block for the tail; summed in that fixed order (depends only
- * on n: invariant 1). Any n >= 0, no alignment. BF16 is widened to f32 and multiplied with
- * FMA (not vdpbf16ps, which flushes denormals and rounds in between). */
+ * on n: invariant 1). Any n >= 0, no alignment. (BF16: bf16_avx512.c, ggml's vdpbf16ps order.) */
 #include "tensor/x86/simd_x86.h"
 
 static inline __mmask16 tail_mask(int64_t rem) { return (__mmask16)((1u << rem) - 1u); }
@@ -14,10 +13,6 @@ static inline __m512 ld_f32(const void *p, int64_t i, __mmask16 m) {
 }
 static inline __m512 ld_f16(const void *p, int64_t i, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i));
-}
-static inline __m512 ld_bf16(const void *p, int64_t i, __mmask16 m) {
-    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 
 typedef __m512 (*ld_fn)(const void *p, int64_t i, __mmask16 m);
@@ -45,7 +40,6 @@ static inline __attribute__((always_inline)) float dot_body(int64_t n, const voi
 static float dot_f32_f32(int64_t n, const float *a, const float *b) { return dot_body(n, a, b, ld_f32, ld_f32); }
 static float vec_dot_f32(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f32, ld_f32); }
 static float vec_dot_f16(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f16, ld_f16); }
-static float vec_dot_bf16(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_bf16, ld_bf16); }
 
 /* rt_dot_f16_f32's order: one 16-lane accumulator (lanes past a tail keep their value),
  * reduced as rt_hsum16_ggml (written out: the compiler's reduce intrinsic may differ). */
@@ -80,7 +74,6 @@ static void axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y) {
 void rt_fill_float_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_F32] = vec_dot_f32;
     k->vec_dot[GGUF_T_F16] = vec_dot_f16;
-    k->vec_dot[GGUF_T_BF16] = vec_dot_bf16;
     k->dot_f16_f32 = dot_f16_f32;
     k->axpy_f16 = axpy_f16;
     k->dot_f32 = dot_f32_f32;

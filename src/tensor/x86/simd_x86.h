@@ -103,5 +103,8 @@ void rt_fill_quant_avx2(tensor_kernels *k);
 void rt_fill_float_avx2(tensor_kernels *k);
 void rt_fill_quant_avx512(tensor_kernels *k);
 void rt_fill_float_avx512(tensor_kernels *k);
+void rt_fill_exp_avx2(tensor_kernels *k);
+void rt_fill_exp_avx512(tensor_kernels *k);
+void rt_fill_bf16_avx2(tensor_kernels *k);
 
 #endif
