@@ -40,7 +40,7 @@ describe('slots on qwen35', () => {
     let n = 0;
     try {
       for await (const c of stream) {
-        if (c.choices[0]?.delta?.content && ++n === 2) ac.abort();
+        if (c.choices[0]?.delta?.content && ++n === 2) { ac.abort(); break; }
       }
     } catch { /* the client's own abort error */ }
     assert.equal(n, 2);
