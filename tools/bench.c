@@ -79,8 +79,8 @@ static int parse_fmt(const char *v, bench_fmt *fmt) {
 /* Fills the lists nobody gave with llama-bench's defaults. */
 static void defaults(bench_opts *o) {
     if (!o->n_threads) o->threads[o->n_threads++] = 2;
-    if (!o->n_n_prompt && !o->n_pg) o->n_prompt[o->n_n_prompt++] = 512;
-    if (!o->n_n_gen && !o->n_pg) o->n_gen[o->n_n_gen++] = 128;
+    if (!o->n_n_prompt) o->n_prompt[o->n_n_prompt++] = 512;
+    if (!o->n_n_gen) o->n_gen[o->n_n_gen++] = 128;
     if (!o->n_n_batch) o->n_batch[o->n_n_batch++] = 2048;
     if (!o->n_n_ubatch) o->n_ubatch[o->n_n_ubatch++] = 512;
 }

@@ -121,6 +121,7 @@ int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *e
 done:
     r->rss = bench_rss();
     r->rss_peak = bench_rss_peak();
+    if (r->rss_peak < r->rss) r->rss_peak = r->rss;   /* the kernel updates VmHWM lazily */
     recur_ctx_free(ctx);
     return rc;
 }
