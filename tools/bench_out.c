@@ -230,29 +230,32 @@ static void md_efficiency(const bench_out *out) {
         else
             printf("machine, %d threads: not measured (the measurement failed)\n", hw->n_threads);
     }
-    printf("\n| %-30s | %7s | %15s | %10s | %14s | %16s | %22s |\n", "model", "threads", "test", "t/s", "per token",
-           "achieved", "efficiency");
-    printf("| ------------------------------ | ------: | --------------: | ---------: | -------------: | ---------------: | ---------------------: |\n");
+    printf("\n| %-30s | %7s | %15s | %10s | %14s | %16s | %11s | %22s |\n", "model", "threads", "test", "t/s",
+           "per token", "achieved", "limit t/s", "efficiency");
+    printf("| ------------------------------ | ------: | --------------: | ---------: | -------------: |"
+           " ---------------: | ----------: | ---------------------: |\n");
     for (int i = 0; i < out->n; i++) {
         const bench_result *r = &out->r[i];
-        char test[48], per[32], got[32], eff[48];
         const double ts = out->avg_ts[i], bpt = bench_bytes_per_token(r), fpt = bench_flops_per_token(r);
-        const bool hw = r->hw && r->hw->ok;
-        if (!isnan(bpt)) {
+        if (isnan(bpt) && isnan(fpt)) continue;   /* pp+tg mixes both limits */
+        const bool tg = !isnan(bpt);
+        /* the limit: t/s at the measured bandwidth (tg) or FMA peak (pp) */
+        const double limit = !(r->hw && r->hw->ok) ? NAN : tg ? r->hw->read_gbs * 1e9 / bpt : r->hw->fma_gflops * 1e9 / fpt;
+        char test[48], per[32], got[32], lim[32] = "-", eff[48] = "-";
+        if (tg) {
             snprintf(per, sizeof per, "%.1f MB", bpt / 1e6);
             snprintf(got, sizeof got, "%.2f GB/s", ts * bpt / 1e9);
-            if (hw) snprintf(eff, sizeof eff, "%.1f %% of read bw", 100 * ts * bpt / (r->hw->read_gbs * 1e9));
-            else snprintf(eff, sizeof eff, "-");
-        } else if (!isnan(fpt)) {
+        } else {
             snprintf(per, sizeof per, "%.3f GFLOP", fpt / 1e9);
             snprintf(got, sizeof got, "%.1f GFLOP/s", ts * fpt / 1e9);
-            if (hw) snprintf(eff, sizeof eff, "%.1f %% of FMA peak", 100 * ts * fpt / (r->hw->fma_gflops * 1e9));
-            else snprintf(eff, sizeof eff, "-");
-        } else {
-            continue;   /* pp+tg mixes both limits */
+        }
+        if (!isnan(limit)) {
+            snprintf(lim, sizeof lim, "%.2f", limit);
+            snprintf(eff, sizeof eff, "%.1f %% of %s", 100 * ts / limit, tg ? "read bw" : "FMA peak");
         }
         test_name(r, test, sizeof test);
-        printf("| %-30s | %7d | %15s | %10.2f | %14s | %16s | %22s |\n", r->bm->type, r->n_threads, test, ts, per, got, eff);
+        printf("| %-30s | %7d | %15s | %10.2f | %14s | %16s | %11s | %22s |\n", r->bm->type, r->n_threads, test, ts, per,
+               got, lim, eff);
     }
     printf("\ntg: bytes per token = weight bytes one token reads (every weight once; MoE: only the used experts' share;"
            " token embedding: one row; KV cache and recurrent state not counted).\n"

@@ -33,8 +33,8 @@ grep -qE '^\| qwen3 [^|]*Q8_0 +\| +2\.27 MiB \| +2\.23 M \| CPU +\| +2 \| +pp16 
 grep -qE '^\| qwen3 [^|]*Q8_0 +\| +2\.27 MiB \| +2\.23 M \| CPU +\| +2 \| +tg4 \| +[0-9]+\.[0-9]{2} ± 0\.00 \|$' "$tmp/md.txt" ||
     fail "md tg4 row"
 grep -qE '^machine, 2 threads: read [0-9.]+ GB/s .*FMA peak [0-9.]+ GFLOP/s' "$tmp/md.txt" || fail "md machine line"
-grep -qE '\| +tg4 \|.* MB \|.* GB/s \| +[0-9.]+ % of read bw \|$' "$tmp/md.txt" || fail "md tg efficiency row"
-grep -qE '\| +pp16 \|.* GFLOP \|.* GFLOP/s \| +[0-9.]+ % of FMA peak \|$' "$tmp/md.txt" || fail "md pp efficiency row"
+grep -qE '\| +tg4 \|.* MB \|.* GB/s \| +[0-9.]+ \| +[0-9.]+ % of read bw \|$' "$tmp/md.txt" || fail "md tg efficiency row"
+grep -qE '\| +pp16 \|.* GFLOP \|.* GFLOP/s \| +[0-9.]+ \| +[0-9.]+ % of FMA peak \|$' "$tmp/md.txt" || fail "md pp efficiency row"
 grep -qE '^\| qwen3 .*\| +[0-9.]+ MiB \| +[0-9.]+ MiB \| +[0-9.]+ MiB \|$' "$tmp/md.txt" || fail "md memory row"
 
 # ---- json: llama-bench's fields, recur's, the values of the file ----
