@@ -112,11 +112,13 @@ static void print_row(const bench_model *bm, const bench_opts *o, int n_threads,
             printf("| %-30s | %7d | %8s | %6s | %-89s |\n", bm->type, n_threads, test, "-",
                    "no recurrent layers: nothing to checkpoint");
         } else {
-            char ts_off[48], ts_on[48];
+            char ts_off[48], ts_on[48], size[32];
+            if (c->bytes < 1048576) snprintf(size, sizeof size, "%.1f KiB", (double)c->bytes / 1024.0);
+            else snprintf(size, sizeof size, "%.2f MiB", (double)c->bytes / 1048576.0);
             snprintf(ts_off, sizeof ts_off, "%.2f ± %.2f", 1e9 * n_prompt / off, 1e9 * n_prompt * sd_ns(c->off_ns, reps) / off / off);
             snprintf(ts_on, sizeof ts_on, "%.2f ± %.2f", 1e9 * n_prompt / on, 1e9 * n_prompt * sd_ns(c->on_ns, reps) / on / on);
-            printf("| %-30s | %7d | %8s | %6d | %19s | %19s | %7.2f %% | %6.2f MiB | %9.1f | %10.1f |\n", bm->type,
-                   n_threads, test, c->n_ckpt, ts_off, ts_on, overhead, (double)c->bytes / 1048576.0, c->take_us,
+            printf("| %-30s | %7d | %8s | %6d | %19s | %19s | %7.2f %% | %10s | %9.1f | %10.1f |\n", bm->type,
+                   n_threads, test, c->n_ckpt, ts_off, ts_on, overhead, size, c->take_us,
                    c->restore_us);
         }
         fflush(stdout);

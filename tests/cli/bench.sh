@@ -85,7 +85,7 @@ python3 -c 'import csv,sys; rows=list(csv.DictReader(open(sys.argv[1]))); assert
 # ---- --checkpoints ----
 "$bin" -m "$mamba2,$qwen3" --checkpoints -p 32 --ckpt-every 8 --ckpt-ops 5 -r 1 >"$tmp/ck.txt" 2>"$tmp/ck.err" ||
     fail "checkpoints md run: $(cat "$tmp/ck.err")"
-grep -qE '^\| mamba2 [^|]+\| +2 \| +pp32 \| +4 \| +[0-9.]+ ± 0\.00 \| +[0-9.]+ ± 0\.00 \| +-?[0-9.]+ % \| +[0-9.]+ MiB \| +[0-9.]+ \| +[0-9.]+ \|$' \
+grep -qE '^\| mamba2 [^|]+\| +2 \| +pp32 \| +4 \| +[0-9.]+ ± 0\.00 \| +[0-9.]+ ± 0\.00 \| +-?[0-9.]+ % \| +[0-9.]+ [KM]iB \| +[0-9.]+ \| +[0-9.]+ \|$' \
     "$tmp/ck.txt" || fail "checkpoints: mamba2 row"
 grep -qE '^\| qwen3 .*no recurrent layers' "$tmp/ck.txt" || fail "checkpoints: qwen3 must be reported as not recurrent"
 "$bin" -m "$mamba2,$qwen3" --checkpoints -p 32 --ckpt-every 8 --ckpt-ops 5 -r 2 -o json >"$tmp/ck.json" || fail "checkpoints json run"
