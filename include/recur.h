@@ -90,6 +90,22 @@ void        recur_model_desc(const recur_model *m, char *buf, size_t buf_len);
 size_t      recur_model_state_bytes(const recur_model *m);
 size_t      recur_model_kv_bytes_per_token(const recur_model *m);
 
+/* What evaluating one token costs, from the weights the forward pass binds (for benchmarks:
+ * recur-bench's efficiency figures). Every element of a 2-D weight (3-D for experts) is one
+ * multiply-accumulate per token; 1-D tensors (norms, biases) are read but not counted as MACs.
+ * MoE expert tensors count n_expert_used / n_expert of their size (router and shared expert in
+ * full). The token embedding counts one row, unless it is also the lm head (tied). */
+typedef struct recur_model_cost {
+    uint64_t weight_bytes;       /* weight bytes read per token, lm head included */
+    uint64_t weight_macs;        /* MACs per token with those weights, lm head included */
+    uint64_t head_bytes;         /* of which the lm head (output.weight, or the tied embedding) */
+    uint64_t head_macs;          /* of which the lm head: only tokens that want logits pay it */
+    uint64_t attn_macs_per_pos;  /* MACs per token per attended position (Q.K and P.V, all attention layers) */
+    uint64_t state_macs;         /* recurrent state update + read-out per token: 3 per state float */
+    int32_t  n_layer_recurrent;  /* layers with recurrent state (conv / SSM); 0: a pure transformer */
+} recur_model_cost;
+recur_model_cost recur_model_token_cost(const recur_model *m);
+
 /* ---- vocabulary (what the model file carries) --------------------------------------------- */
 
 recur_token recur_token_bos(const recur_model *m);   /* -1 when the model has none */

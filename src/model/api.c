@@ -129,3 +129,42 @@ uint64_t recur_model_id(const recur_model *m) {
     }
     return h;
 }
+
+/* ---- cost of one token (recur.h: recur_model_token_cost) --------------------------------- */
+
+static void cost_add(recur_model_cost *c, const model_hparams *hp, const model_w *w) {
+    uint64_t bytes = 0;
+    if (!w->data || !gguf_tensor_nbytes(w->type, w->ne, &bytes)) return;
+    uint64_t elems = (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
+    if (w->ne[2] > 1 && hp->n_expert > 0 && w->ne[2] == hp->n_expert) {   /* experts: the used share */
+        bytes = bytes / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
+        elems = elems / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
+    }
+    c->weight_bytes += bytes;
+    if (w->ne[0] > 1 && w->ne[1] > 1) c->weight_macs += elems;
+}
+
+recur_model_cost recur_model_token_cost(const recur_model *m) {
+    const model_hparams *hp = &m->hp;
+    recur_model_cost c = { 0 };
+    /* model_layer holds nothing but model_w fields, so it is walked as an array of them */
+    _Static_assert(sizeof(model_layer) % sizeof(model_w) == 0, "model_layer must hold only model_w fields");
+    const size_t n_fields = sizeof(model_layer) / sizeof(model_w);
+    for (int il = 0; m->w.layers && il < hp->n_layer; il++) {
+        const model_w *f = (const model_w *)&m->w.layers[il];
+        for (size_t k = 0; k < n_fields; k++) cost_add(&c, hp, &f[k]);
+    }
+    cost_add(&c, hp, &m->w.output_norm);
+    const recur_model_cost before = c;
+    cost_add(&c, hp, &m->w.output);
+    c.head_bytes = c.weight_bytes - before.weight_bytes;
+    c.head_macs = c.weight_macs - before.weight_macs;
+    uint64_t emb = 0;   /* one row of the embedding, when it is not the lm head */
+    if (m->w.token_embd.data && m->w.token_embd.data != m->w.output.data && m->w.token_embd.ne[1] > 0 &&
+        gguf_tensor_nbytes(m->w.token_embd.type, m->w.token_embd.ne, &emb))
+        c.weight_bytes += emb / (uint64_t)m->w.token_embd.ne[1];
+    c.attn_macs_per_pos = (uint64_t)hp->n_layer_kv * (uint64_t)hp->n_head * (uint64_t)(hp->head_dim_k + hp->head_dim_v);
+    c.state_macs = 3u * (uint64_t)hp->n_layer_rs * (uint64_t)hp->rs_n_ssm;
+    c.n_layer_recurrent = hp->n_layer_rs;
+    return c;
+}

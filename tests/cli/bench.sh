@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# tests/cli/bench.sh BUILD_DIR TESTDATA_DIR
+#
+# recur-bench's formats on tiny models (-p 16 -n 4 -r 1; no timing is asserted): the md table
+# has llama-bench's columns and rows, then the efficiency and memory tables; json parses and
+# holds llama-bench's fields plus recur's; csv has a header and a row per test; model size and
+# parameter count match what llama-bench reports for the same file; MoE models count only the
+# used experts per generated token; --checkpoints measures a recurrent model and says that a
+# transformer has nothing to checkpoint.
+set -u
+build=${1:?usage: bench.sh BUILD_DIR TESTDATA_DIR}
+data=${2:?usage: bench.sh BUILD_DIR TESTDATA_DIR}
+bin="$build/recur-bench"
+models="$data/models"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+qwen3="$models/pub-qwen3-Q8_0.gguf"
+moe="$models/pub-qwen35moe-Q8_0.gguf"
+mamba2="$models/pub-mamba2-Q8_0.gguf"
+small=(-p 16 -n 4 -r 1 -t 2 --bw-mib 64)
+
+# ---- md ----
+"$bin" -m "$qwen3" "${small[@]}" >"$tmp/md.txt" 2>"$tmp/md.err" || fail "md run: $(cat "$tmp/md.err")"
+head -1 "$tmp/md.txt" | tr -s ' ' | grep -qxF '| model | size | params | backend | threads | test | t/s |' ||
+    fail "md header: $(head -1 "$tmp/md.txt")"
+sed -n 2p "$tmp/md.txt" | grep -qE '^\| -+ \| -+: \| -+: \| -+ \| -+: \| -+: \| -+: \|$' || fail "md separator line"
+grep -qE '^\| qwen3 [^|]*Q8_0 +\| +2\.27 MiB \| +2\.23 M \| CPU +\| +2 \| +pp16 \| +[0-9]+\.[0-9]{2} ± 0\.00 \|$' "$tmp/md.txt" ||
+    fail "md pp16 row"
+grep -qE '^\| qwen3 [^|]*Q8_0 +\| +2\.27 MiB \| +2\.23 M \| CPU +\| +2 \| +tg4 \| +[0-9]+\.[0-9]{2} ± 0\.00 \|$' "$tmp/md.txt" ||
+    fail "md tg4 row"
+grep -qE '^machine, 2 threads: read [0-9.]+ GB/s .*FMA peak [0-9.]+ GFLOP/s' "$tmp/md.txt" || fail "md machine line"
+grep -qE '\| +tg4 \|.* MB \|.* GB/s \| +[0-9.]+ \| +[0-9.]+ % of read bw \|$' "$tmp/md.txt" || fail "md tg efficiency row"
+grep -qE '\| +pp16 \|.* GFLOP \|.* GFLOP/s \| +[0-9.]+ \| +[0-9.]+ % of FMA peak \|$' "$tmp/md.txt" || fail "md pp efficiency row"
+grep -qE '^\| qwen3 .*\| +[0-9.]+ MiB \| +[0-9.]+ MiB \| +[0-9.]+ MiB \|$' "$tmp/md.txt" || fail "md memory row"
+
+# ---- json: llama-bench's fields, recur's, the values of the file ----
+"$bin" -m "$qwen3,$moe" "${small[@]}" -o json >"$tmp/out.json" 2>"$tmp/json.err" || fail "json run: $(cat "$tmp/json.err")"
+python3 - "$tmp/out.json" "$qwen3" "$moe" <<'PY' || fail "json content"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+qwen3, moe = sys.argv[2], sys.argv[3]
+assert isinstance(rows, list) and len(rows) == 4, f"{len(rows)} rows, want 4"
+llama_fields = ["model_filename", "model_type", "model_size", "model_n_params", "n_batch", "n_ubatch",
+                "n_threads", "n_prompt", "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
+                "samples_ns", "samples_ts"]
+ours = ["read_bw_gbs", "fma_peak_gflops", "bytes_per_token", "flops_per_token", "bw_efficiency",
+        "fma_efficiency", "rss_load_bytes", "rss_bytes", "rss_peak_bytes"]
+for r in rows:
+    missing = [f for f in llama_fields + ours if f not in r]
+    assert not missing, f"missing {missing}"
+    assert r["n_threads"] == 2 and r["n_batch"] == 2048 and r["n_ubatch"] == 512
+    assert len(r["samples_ns"]) == 1 and len(r["samples_ts"]) == 1 and r["samples_ns"][0] > 0
+    assert r["stddev_ts"] == 0 and r["avg_ts"] > 0
+    toks = r["n_prompt"] + r["n_gen"]
+    assert abs(r["avg_ts"] - 1e9 * toks / r["samples_ns"][0]) <= 1e-3 * r["avg_ts"], "avg_ts != tokens / time"
+    assert r["read_bw_gbs"] > 0 and r["fma_peak_gflops"] > 0
+    assert 0 < r["rss_load_bytes"] <= r["rss_peak_bytes"] and r["rss_bytes"] <= r["rss_peak_bytes"]
+by = {(r["model_filename"], r["n_prompt"], r["n_gen"]): r for r in rows}
+assert set(by) == {(qwen3, 16, 0), (qwen3, 0, 4), (moe, 16, 0), (moe, 0, 4)}, sorted(by)
+# what llama-bench reports for these files (an independent count)
+assert by[(qwen3, 16, 0)]["model_size"] == 2378752 and by[(qwen3, 16, 0)]["model_n_params"] == 2231040
+for m in (qwen3, moe):
+    pp, tg = by[(m, 16, 0)], by[(m, 0, 4)]
+    assert pp["bytes_per_token"] is None and pp["bw_efficiency"] is None and pp["fma_efficiency"] > 0
+    assert tg["flops_per_token"] is None and tg["fma_efficiency"] is None and tg["bw_efficiency"] > 0
+    assert pp["flops_per_token"] > 0
+    assert abs(tg["bw_efficiency"] - tg["avg_ts"] * tg["bytes_per_token"] / (tg["read_bw_gbs"] * 1e9)) < 1e-3 * tg["bw_efficiency"]
+# dense with a tied lm head: one token reads every weight; MoE: only the used experts
+assert by[(qwen3, 0, 4)]["bytes_per_token"] == by[(qwen3, 0, 4)]["model_size"]
+assert by[(moe, 0, 4)]["bytes_per_token"] < 0.8 * by[(moe, 0, 4)]["model_size"], by[(moe, 0, 4)]["bytes_per_token"]
+PY
+
+# ---- jsonl and csv ----
+"$bin" -m "$qwen3" "${small[@]}" --bw-mib 0 -o jsonl >"$tmp/out.jsonl" || fail "jsonl run"
+python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; assert len(rows)==2 and rows[0]["read_bw_gbs"] is None' \
+    "$tmp/out.jsonl" || fail "jsonl content"
+"$bin" -m "$qwen3" "${small[@]}" -o csv >"$tmp/out.csv" || fail "csv run"
+python3 -c 'import csv,sys; rows=list(csv.DictReader(open(sys.argv[1]))); assert len(rows)==2 and rows[1]["n_gen"]=="4" and float(rows[0]["avg_ts"])>0' \
+    "$tmp/out.csv" || fail "csv content"
+
+# ---- --checkpoints ----
+"$bin" -m "$mamba2,$qwen3" --checkpoints -p 32 --ckpt-every 8 --ckpt-ops 5 -r 1 >"$tmp/ck.txt" 2>"$tmp/ck.err" ||
+    fail "checkpoints md run: $(cat "$tmp/ck.err")"
+grep -qE '^\| mamba2 [^|]+\| +2 \| +pp32 \| +4 \| +[0-9.]+ ± 0\.00 \| +[0-9.]+ ± 0\.00 \| +-?[0-9.]+ % \| +[0-9.]+ [KM]iB \| +[0-9.]+ \| +[0-9.]+ \|$' \
+    "$tmp/ck.txt" || fail "checkpoints: mamba2 row"
+grep -qE '^\| qwen3 .*no recurrent layers' "$tmp/ck.txt" || fail "checkpoints: qwen3 must be reported as not recurrent"
+"$bin" -m "$mamba2,$qwen3" --checkpoints -p 32 --ckpt-every 8 --ckpt-ops 5 -r 2 -o json >"$tmp/ck.json" || fail "checkpoints json run"
+python3 - "$tmp/ck.json" <<'PY' || fail "checkpoints json content"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 2
+m, q = rows
+assert m["recurrent_layers"] > 0 and m["skipped"] is None and m["n_ckpt"] == 4 and m["ckpt_bytes"] > 0
+assert len(m["off_samples_ns"]) == 2 and len(m["on_samples_ns"]) == 2
+assert m["take_avg_us"] > 0 and m["restore_avg_us"] > 0 and m["off_avg_ts"] > 0 and m["on_avg_ts"] > 0
+assert abs(m["overhead_pct"] - 100 * (m["on_avg_ns"] / m["off_avg_ns"] - 1)) < 1e-6 * abs(m["overhead_pct"]) + 1e-9
+assert q["recurrent_layers"] == 0 and "no recurrent" in q["skipped"] and q["overhead_pct"] is None
+PY
+
+# ---- errors ----
+"$bin" -m "$qwen3" --no-such-option >/dev/null 2>&1 && fail "an unknown option must fail"
+"$bin" -m "$tmp/missing.gguf" -p 4 -n 0 -r 1 --bw-mib 0 >/dev/null 2>&1 && fail "a missing model must fail"
+"$bin" -m "$qwen3" -o xml >/dev/null 2>&1 && fail "an unknown format must fail"
+"$bin" --help | grep -q -- '--checkpoints' || fail "--help"
+
+[ "$fails" -eq 0 ] && echo "bench.sh: all passed"
+exit $((fails > 0))

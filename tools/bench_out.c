@@ -1,0 +1,326 @@
+/* bench_out.c — recur-bench's output, in llama-bench's formats: md (the table: model, size,
+ * params, backend, threads, test, t/s as mean ± stddev), json (an array of one object per test
+ * with llama-bench's field names, samples_ns / samples_ts last), jsonl and csv; recur's own
+ * fields (machine figures, efficiency, RSS) follow llama-bench's. md then adds the efficiency
+ * and memory tables. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define MAX_RESULTS 1024
+
+struct bench_out {
+    const bench_opts *o;
+    char              cpu[128];
+    int               n;
+    bench_result      r[MAX_RESULTS];   /* copies (samples_ns not kept) for md's tables */
+    double            avg_ts[MAX_RESULTS];
+    bool              show_b, show_ub;
+};
+
+/* ---- figures ------------------------------------------------------------------------------ */
+
+static double samples_ts(const bench_result *r, int i) {
+    return 1e9 * (double)(r->n_prompt + r->n_gen) / (double)r->samples_ns[i];
+}
+
+double bench_avg_ts(const bench_result *r) {
+    double s = 0;
+    for (int i = 0; i < r->n_samples; i++) s += samples_ts(r, i);
+    return r->n_samples ? s / r->n_samples : NAN;
+}
+
+/* Sample standard deviation (n - 1), 0 for one sample: as llama-bench. */
+double bench_stddev_ts(const bench_result *r) {
+    if (r->n_samples <= 1) return 0;
+    const double mean = bench_avg_ts(r);
+    double s = 0;
+    for (int i = 0; i < r->n_samples; i++) s += (samples_ts(r, i) - mean) * (samples_ts(r, i) - mean);
+    return sqrt(s / (r->n_samples - 1));
+}
+
+static uint64_t avg_ns(const bench_result *r) {
+    uint64_t s = 0;
+    for (int i = 0; i < r->n_samples; i++) s += r->samples_ns[i];
+    return r->n_samples ? s / (uint64_t)r->n_samples : 0;
+}
+
+static uint64_t stddev_ns(const bench_result *r) {
+    if (r->n_samples <= 1) return 0;
+    const double mean = (double)avg_ns(r);
+    double s = 0;
+    for (int i = 0; i < r->n_samples; i++) s += ((double)r->samples_ns[i] - mean) * ((double)r->samples_ns[i] - mean);
+    return (uint64_t)sqrt(s / (r->n_samples - 1));
+}
+
+/* tg: every generated token reads the weights once (lm head included). */
+double bench_bytes_per_token(const bench_result *r) {
+    return r->n_gen > 0 && r->n_prompt == 0 ? (double)r->bm->cost.weight_bytes : NAN;
+}
+
+/* pp: per prompt token, 2 FLOPs per MAC: the weights but the lm head, the recurrent state,
+ * attention over the causal prefix (position i attends i + 1 positions: (p + 1) / 2 on
+ * average), and the lm head once per call (only the last token of a call wants logits). */
+double bench_flops_per_token(const bench_result *r) {
+    if (!(r->n_prompt > 0 && r->n_gen == 0)) return NAN;
+    const recur_model_cost *c = &r->bm->cost;
+    const double p = r->n_prompt, calls = ceil(p / (r->n_batch < r->n_prompt ? r->n_batch : r->n_prompt));
+    const double macs = (double)(c->weight_macs - c->head_macs + c->state_macs) + (double)c->head_macs * calls / p +
+                        (double)c->attn_macs_per_pos * (p + 1) / 2;
+    return 2 * macs;
+}
+
+double bench_bw_efficiency(const bench_result *r) {
+    if (!r->hw || !r->hw->ok) return NAN;
+    return bench_avg_ts(r) * bench_bytes_per_token(r) / (r->hw->read_gbs * 1e9);
+}
+
+double bench_fma_efficiency(const bench_result *r) {
+    if (!r->hw || !r->hw->ok) return NAN;
+    return bench_avg_ts(r) * bench_flops_per_token(r) / (r->hw->fma_gflops * 1e9);
+}
+
+/* ---- fields -------------------------------------------------------------------------------- */
+
+#define S(n, v) f[k++] = (bench_field){ .name = n, .kind = 's', .s = v }
+#define I(n, v) f[k++] = (bench_field){ .name = n, .kind = 'i', .i = (long long)(v) }
+#define D(n, v) f[k++] = (bench_field){ .name = n, .kind = 'd', .d = (v) }
+
+static int result_fields(const bench_out *out, const bench_result *r, bench_field *f, double *ts) {
+    int k = 0;
+    const bool hw = r->hw && r->hw->ok;
+    S("engine", "recur");
+    S("cpu_info", out->cpu);
+    S("isa", recur_cpu_isa());
+    S("backends", "CPU");
+    S("model_filename", r->bm->filename);
+    S("model_type", r->bm->type);
+    I("model_size", r->bm->size);
+    I("model_n_params", r->bm->n_params);
+    I("n_batch", r->n_batch);
+    I("n_ubatch", r->n_ubatch);
+    I("n_threads", r->n_threads);
+    I("n_prompt", r->n_prompt);
+    I("n_gen", r->n_gen);
+    I("n_depth", 0);
+    S("test_time", r->test_time);
+    I("avg_ns", avg_ns(r));
+    I("stddev_ns", stddev_ns(r));
+    D("avg_ts", bench_avg_ts(r));
+    D("stddev_ts", bench_stddev_ts(r));
+    D("read_bw_gbs", hw ? r->hw->read_gbs : NAN);
+    D("fma_peak_gflops", hw ? r->hw->fma_gflops : NAN);
+    S("fma_isa", hw ? r->hw->fma_isa : "");
+    D("bytes_per_token", bench_bytes_per_token(r));
+    D("flops_per_token", bench_flops_per_token(r));
+    D("bw_efficiency", bench_bw_efficiency(r));
+    D("fma_efficiency", bench_fma_efficiency(r));
+    I("rss_load_bytes", r->bm->rss_load);
+    I("rss_bytes", r->rss);
+    I("rss_peak_bytes", r->rss_peak);
+    for (int i = 0; i < r->n_samples; i++) ts[i] = samples_ts(r, i);
+    f[k++] = (bench_field){ .name = "samples_ns", .kind = 'a', .u = r->samples_ns, .n = r->n_samples };
+    f[k++] = (bench_field){ .name = "samples_ts", .kind = 'f', .f = ts, .n = r->n_samples };
+    return k;
+}
+#undef S
+#undef I
+#undef D
+
+void bench_json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void print_value(const bench_field *x, bool json) {
+    if (x->kind == 's') {
+        if (json) bench_json_str(stdout, x->s);
+        else printf("\"%s\"", x->s);
+    } else if (x->kind == 'i') {
+        printf("%lld", x->i);
+    } else if (x->kind == 'd') {
+        if (isnan(x->d)) printf("%s", json ? "null" : "");
+        else printf("%.6f", x->d);
+    } else {
+        printf("[ ");
+        for (int i = 0; i < x->n; i++)
+            if (x->kind == 'a') printf("%s%llu", i ? ", " : "", (unsigned long long)x->u[i]);
+            else printf("%s%g", i ? ", " : "", x->f[i]);
+        printf(" ]");
+    }
+}
+
+void bench_emit(bench_fmt fmt, const bench_field *f, int n, bool first) {
+    if (fmt == BENCH_JSON || fmt == BENCH_JSONL) {
+        const bool lines = fmt == BENCH_JSON;   /* json: one field a line; jsonl: one object a line */
+        printf(lines ? "%s  {\n" : "%s{", lines && !first ? ",\n" : "");
+        for (int i = 0; i < n; i++) {
+            printf(lines ? "    \"%s\": " : "\"%s\": ", f[i].name);
+            print_value(&f[i], true);
+            if (i + 1 < n) printf(lines ? ",\n" : ", ");
+        }
+        printf(lines ? "\n  }" : "}\n");
+    } else if (fmt == BENCH_CSV) {   /* arrays are left out */
+        int last = n - 1;
+        while (last >= 0 && (f[last].kind == 'a' || f[last].kind == 'f')) last--;
+        if (first)
+            for (int i = 0; i <= last; i++) printf("%s%s", f[i].name, i < last ? "," : "\n");
+        for (int i = 0; i <= last; i++) {
+            print_value(&f[i], false);
+            printf("%s", i < last ? "," : "\n");
+        }
+    }
+    fflush(stdout);
+}
+
+/* ---- md ------------------------------------------------------------------------------------ */
+
+static void md_header(const bench_out *out) {
+    printf("| %-30s | %10s | %10s | %-10s | %7s |", "model", "size", "params", "backend", "threads");
+    if (out->show_b) printf(" %7s |", "n_batch");
+    if (out->show_ub) printf(" %8s |", "n_ubatch");
+    printf(" %15s | %20s |\n", "test", "t/s");
+    printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: |");
+    if (out->show_b) printf(" ------: |");
+    if (out->show_ub) printf(" -------: |");
+    printf(" --------------: | -------------------: |\n");
+}
+
+static void test_name(const bench_result *r, char *buf, size_t len) {
+    if (r->n_prompt > 0 && r->n_gen == 0) snprintf(buf, len, "pp%d", r->n_prompt);
+    else if (r->n_gen > 0 && r->n_prompt == 0) snprintf(buf, len, "tg%d", r->n_gen);
+    else snprintf(buf, len, "pp%d+tg%d", r->n_prompt, r->n_gen);
+}
+
+static void md_row(const bench_out *out, const bench_result *r) {
+    char size[32], params[32], test[48], ts[64];
+    const double sz = (double)r->bm->size, np = (double)r->bm->n_params;
+    if (sz < 1024.0 * 1024 * 1024) snprintf(size, sizeof size, "%.2f MiB", sz / 1024 / 1024);
+    else snprintf(size, sizeof size, "%.2f GiB", sz / 1024 / 1024 / 1024);
+    if (np < 1e9) snprintf(params, sizeof params, "%.2f M", np / 1e6);
+    else snprintf(params, sizeof params, "%.2f B", np / 1e9);
+    test_name(r, test, sizeof test);
+    snprintf(ts, sizeof ts, "%.2f ± %.2f", bench_avg_ts(r), bench_stddev_ts(r));
+    printf("| %-30s | %10s | %10s | %-10s | %7d |", r->bm->type, size, params, "CPU", r->n_threads);
+    if (out->show_b) printf(" %7d |", r->n_batch);
+    if (out->show_ub) printf(" %8d |", r->n_ubatch);
+    printf(" %15s | %21s |\n", test, ts);   /* 21: "±" is two bytes */
+}
+
+static void md_efficiency(const bench_out *out) {
+    const bench_hw *seen[BENCH_MAX_LIST];
+    int n_seen = 0;
+    for (int i = 0; i < out->n; i++) {
+        const bench_hw *hw = out->r[i].hw;
+        bool dup = !hw;
+        for (int j = 0; j < n_seen && !dup; j++) dup = seen[j] == hw;
+        if (dup || n_seen == BENCH_MAX_LIST) continue;
+        seen[n_seen++] = hw;
+        if (hw->ok)
+            printf("machine, %d threads: read %.1f GB/s (%zu MiB buffer, best of 5 passes), fp32 FMA peak %.1f GFLOP/s (%s)\n",
+                   hw->n_threads, hw->read_gbs, hw->bw_bytes >> 20, hw->fma_gflops, hw->fma_isa);
+        else
+            printf("machine, %d threads: not measured (the measurement failed)\n", hw->n_threads);
+    }
+    printf("\n| %-30s | %7s | %15s | %10s | %14s | %16s | %11s | %22s |\n", "model", "threads", "test", "t/s",
+           "per token", "achieved", "limit t/s", "efficiency");
+    printf("| ------------------------------ | ------: | --------------: | ---------: | -------------: |"
+           " ---------------: | ----------: | ---------------------: |\n");
+    for (int i = 0; i < out->n; i++) {
+        const bench_result *r = &out->r[i];
+        const double ts = out->avg_ts[i], bpt = bench_bytes_per_token(r), fpt = bench_flops_per_token(r);
+        if (isnan(bpt) && isnan(fpt)) continue;   /* pp+tg mixes both limits */
+        const bool tg = !isnan(bpt);
+        /* the limit: t/s at the measured bandwidth (tg) or FMA peak (pp) */
+        const double limit = !(r->hw && r->hw->ok) ? NAN : tg ? r->hw->read_gbs * 1e9 / bpt : r->hw->fma_gflops * 1e9 / fpt;
+        char test[48], per[32], got[32], lim[32] = "-", eff[48] = "-";
+        if (tg) {
+            snprintf(per, sizeof per, "%.1f MB", bpt / 1e6);
+            snprintf(got, sizeof got, "%.2f GB/s", ts * bpt / 1e9);
+        } else {
+            snprintf(per, sizeof per, "%.3f GFLOP", fpt / 1e9);
+            snprintf(got, sizeof got, "%.1f GFLOP/s", ts * fpt / 1e9);
+        }
+        if (!isnan(limit)) {
+            snprintf(lim, sizeof lim, "%.2f", limit);
+            snprintf(eff, sizeof eff, "%.1f %% of %s", 100 * ts / limit, tg ? "read bw" : "FMA peak");
+        }
+        test_name(r, test, sizeof test);
+        printf("| %-30s | %7d | %15s | %10.2f | %14s | %16s | %11s | %22s |\n", r->bm->type, r->n_threads, test, ts, per,
+               got, lim, eff);
+    }
+    printf("\ntg: bytes per token = weight bytes one token reads (every weight once; MoE: only the used experts' share;"
+           " token embedding: one row; KV cache and recurrent state not counted).\n"
+           "pp: FLOPs per token = 2 x MACs: every weight element but the lm head, attention Q.K and P.V over the"
+           " causal prefix, 3 per recurrent-state float; the lm head once per -b call.\n");
+}
+
+static void md_memory(const bench_out *out) {
+    printf("\n| %-30s | %16s | %16s | %16s |\n", "model", "RSS after load", "RSS in tests", "peak RSS");
+    printf("| ------------------------------ | ---------------: | ---------------: | ---------------: |\n");
+    for (int i = 0; i < out->n; i++) {
+        if (i + 1 < out->n && out->r[i + 1].bm == out->r[i].bm) continue;   /* the model's last test */
+        uint64_t rss = 0;
+        for (int j = 0; j < out->n; j++)
+            if (out->r[j].bm == out->r[i].bm && out->r[j].rss > rss) rss = out->r[j].rss;
+        printf("| %-30s | %12.1f MiB | %12.1f MiB | %12.1f MiB |\n", out->r[i].bm->type,
+               (double)out->r[i].bm->rss_load / 1048576.0, (double)rss / 1048576.0,
+               (double)out->r[i].rss_peak / 1048576.0);
+    }
+    printf("\nRSS from /proc/self/status (VmRSS; peak = VmHWM of the process so far); weights are mapped from the"
+           " file, so their pages count once touched.\n");
+}
+
+/* ---- the printer --------------------------------------------------------------------------- */
+
+bench_out *bench_out_new(const bench_opts *o) {
+    bench_out *out = calloc(1, sizeof *out);
+    if (!out) return NULL;
+    out->o = o;
+    bench_cpu_name(out->cpu, sizeof out->cpu);
+    out->show_b = o->n_n_batch > 1 || o->n_batch[0] != 2048;
+    out->show_ub = o->n_n_ubatch > 1 || o->n_ubatch[0] != 512;
+    if (o->fmt == BENCH_MD) md_header(out);
+    else if (o->fmt == BENCH_JSON) printf("[\n");
+    return out;
+}
+
+void bench_out_test(bench_out *out, const bench_result *r) {
+    if (out->o->fmt == BENCH_MD) {
+        md_row(out, r);
+        fflush(stdout);
+    } else {
+        bench_field f[48];
+        double *ts = malloc((size_t)(r->n_samples > 0 ? r->n_samples : 1) * sizeof *ts);
+        if (!ts) return;
+        bench_emit(out->o->fmt, f, result_fields(out, r, f, ts), out->n == 0);
+        free(ts);
+    }
+    if (out->n < MAX_RESULTS) {
+        out->r[out->n] = *r;
+        out->r[out->n].samples_ns = NULL;
+        out->avg_ts[out->n] = bench_avg_ts(r);
+        out->n++;
+    }
+}
+
+void bench_out_end(bench_out *out) {
+    if (out->o->fmt == BENCH_JSON) printf("\n]\n");
+    if (out->o->fmt == BENCH_MD && out->n > 0) {
+        printf("\n");
+        md_efficiency(out);
+        md_memory(out);
+        printf("\nbuild: recur (kernels: %s)\n", recur_cpu_isa());
+    }
+    fflush(stdout);
+}
+
+void bench_out_free(bench_out *out) { free(out); }

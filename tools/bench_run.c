@@ -1,0 +1,127 @@
+/* bench_run.c — one recur-bench test, with llama-bench's method: a context sized for the test,
+ * a warmup (the whole prompt for pp, one token for tg), then r timed runs, each on an emptied
+ * sequence. pp evaluates an n_prompt-token prompt in calls of n_batch tokens (logits of the
+ * last token of each call); tg generates n_gen tokens one call at a time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+uint64_t bench_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A 64-bit LCG: the tokens only need to be valid ids, and the same in every run. */
+recur_token bench_token(uint64_t *state, int32_t n_vocab) {
+    *state = *state * 6364136223846793005u + 1442695040888963407u;
+    return (recur_token)((*state >> 33) % (uint64_t)n_vocab);
+}
+
+int bench_prefill(recur_ctx *ctx, const recur_model *m, int n, int n_batch, uint64_t *tok_state,
+                  const recur_capture *caps, int n_caps, char *err, size_t err_len) {
+    recur_token *tok = malloc((size_t)n_batch * sizeof *tok);
+    recur_pos *pos = malloc((size_t)n_batch * sizeof *pos);
+    recur_seq_id *seq = calloc((size_t)n_batch, sizeof *seq);
+    int rc = 1;
+    if (!tok || !pos || !seq) {
+        snprintf(err, err_len, "out of memory");
+        goto done;
+    }
+    const int32_t n_vocab = recur_model_n_vocab(m);
+    const recur_pos p0 = recur_seq_pos_max(ctx, 0) + 1;
+    for (int done_n = 0; done_n < n;) {
+        const int nb = MIN(n - done_n, n_batch);
+        for (int i = 0; i < nb; i++) {
+            const bool bos = p0 + done_n + i == 0 && recur_vocab_add_bos(m) && recur_token_bos(m) >= 0;
+            tok[i] = bos ? recur_token_bos(m) : bench_token(tok_state, n_vocab);
+            pos[i] = p0 + done_n + i;
+        }
+        /* the captures whose position lies in this call */
+        const recur_capture *c0 = caps;
+        int nc = 0;
+        while (caps && c0 < caps + n_caps && c0->pos < p0 + done_n) c0++;
+        while (caps && c0 + nc < caps + n_caps && c0[nc].pos < p0 + done_n + nb) nc++;
+        const recur_batch b = { .n_tokens = nb, .token = tok, .pos = pos, .seq_id = seq, .logits = NULL };
+        const recur_status st = nc ? recur_decode_capture(ctx, &b, c0, nc, err, err_len)
+                                   : recur_decode(ctx, &b, err, err_len);
+        if (st) goto done;
+        done_n += nb;
+    }
+    rc = 0;
+done:
+    free(tok);
+    free(pos);
+    free(seq);
+    return rc;
+}
+
+/* n_gen tokens, one per call; the next token is a stand-in, not sampled (as llama-bench). */
+static int bench_generate(recur_ctx *ctx, const recur_model *m, int n_gen, uint64_t *tok_state, char *err,
+                          size_t err_len) {
+    const int32_t n_vocab = recur_model_n_vocab(m);
+    const recur_seq_id seq = 0;
+    const bool bos = recur_seq_pos_max(ctx, 0) < 0 && recur_vocab_add_bos(m) && recur_token_bos(m) >= 0;
+    recur_token tok = bos ? recur_token_bos(m) : bench_token(tok_state, n_vocab);
+    for (int i = 0; i < n_gen; i++) {
+        const recur_pos pos = recur_seq_pos_max(ctx, 0) + 1;
+        const recur_batch b = { .n_tokens = 1, .token = &tok, .pos = &pos, .seq_id = &seq, .logits = NULL };
+        if (recur_decode(ctx, &b, err, err_len)) return 1;
+        if (!recur_get_logits(ctx, 0)) {
+            snprintf(err, err_len, "no logits after a generation step");
+            return 1;
+        }
+        tok = bench_token(tok_state, n_vocab);
+    }
+    return 0;
+}
+
+static int run_once(recur_ctx *ctx, const recur_model *m, int n_prompt, int n_gen, int n_batch, uint64_t *tok_state,
+                    char *err, size_t err_len) {
+    if (n_prompt > 0 && bench_prefill(ctx, m, n_prompt, n_batch, tok_state, NULL, 0, err, err_len)) return 1;
+    if (n_gen > 0 && bench_generate(ctx, m, n_gen, tok_state, err, err_len)) return 1;
+    return 0;
+}
+
+int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *err, size_t err_len) {
+    recur_ctx_params cp = recur_ctx_default_params();
+    cp.n_ctx = (uint32_t)(r->n_prompt + r->n_gen);
+    cp.n_seq_max = 1;
+    /* a call never holds more than the prompt, so the logits buffer is sized for that */
+    const int n_batch = MIN(r->n_batch, r->n_prompt > 0 ? r->n_prompt : 1);
+    cp.n_batch = (uint32_t)n_batch;
+    cp.n_ubatch = (uint32_t)MIN(r->n_ubatch, n_batch);
+    cp.n_threads = r->n_threads;
+    recur_ctx *ctx = NULL;
+    if (recur_ctx_new(m, &cp, &ctx, err, err_len)) return 1;
+    uint64_t tok_state = 1;
+    int rc = 1;
+    if (!o->no_warmup) {
+        if (r->n_prompt > 0 && run_once(ctx, m, r->n_prompt, 0, n_batch, &tok_state, err, err_len)) goto done;
+        recur_seq_rm(ctx, 0, -1, -1);
+        if (r->n_gen > 0 && run_once(ctx, m, 0, 1, n_batch, &tok_state, err, err_len)) goto done;
+    }
+    for (int i = 0; i < r->n_samples; i++) {
+        if (o->progress)
+            fprintf(stderr, "recur-bench: %s: run %d/%d\n", r->bm->filename, i + 1, r->n_samples);
+        if (recur_seq_rm(ctx, 0, -1, -1)) {
+            snprintf(err, err_len, "could not empty the sequence");
+            goto done;
+        }
+        const uint64_t t0 = bench_now_ns();
+        if (run_once(ctx, m, r->n_prompt, r->n_gen, n_batch, &tok_state, err, err_len)) goto done;
+        r->samples_ns[i] = bench_now_ns() - t0;
+    }
+    rc = 0;
+done:
+    r->rss = bench_rss();
+    r->rss_peak = bench_rss_peak();
+    if (r->rss_peak < r->rss) r->rss_peak = r->rss;   /* the kernel updates VmHWM lazily */
+    recur_ctx_free(ctx);
+    return rc;
+}
