@@ -15,11 +15,12 @@
 
 #include "recur.h"
 #include "cli.h"
+#include "default_model.h"
 
 static void usage(FILE *f) {
     fprintf(f,
         "usage: recur-cli [options]\n"
-        "  -m, --model FILE        GGUF model (default: " DEFAULT_MODEL ", random weights, written on first use)\n"
+        "  -m, --model FILE        GGUF model (default: " RECUR_DEFAULT_MODEL ", random weights, written on first use)\n"
         "  -p, --prompt TEXT       prompt text\n"
         "  --prompt-tokens IDS     prompt as token ids, e.g. 1,5,9 (no BOS is added)\n"
         "  -n, --n-predict N       tokens to generate (default 64; 0 = none)\n"
@@ -124,29 +125,6 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
     return 0;
 }
 
-/* Writes the default random-weight model with the recur-gguf next to this program. */
-static int ensure_default_model(const char *argv0) {
-    struct stat st;
-    if (stat(DEFAULT_MODEL, &st) == 0) return 0;
-    char tool[4096];
-    const char *slash = strrchr(argv0, '/');
-    snprintf(tool, sizeof tool, "%.*srecur-gguf", slash ? (int)(slash - argv0 + 1) : 0, argv0);
-    fprintf(stderr, "recur-cli: writing the default model %s (random weights) with %s synth ...\n", DEFAULT_MODEL, tool);
-    mkdir("models", 0755);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl(tool, tool, "synth", "--arch", "qwen3", "--preset", "qwen3-tiny", "--type", "Q8_0", "-o",
-              DEFAULT_MODEL, (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "recur-cli: could not write %s (is recur-gguf built next to recur-cli?)\n", DEFAULT_MODEL);
-        return 1;
-    }
-    return 0;
-}
-
 static int parse_ids(const char *s, recur_token **out) {
     int n = 0, cap = 16;
     recur_token *ids = malloc(cap * sizeof *ids);
@@ -186,8 +164,8 @@ int main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
     if (!o.model) {
-        if (ensure_default_model(argv[0])) return 1;
-        o.model = DEFAULT_MODEL;
+        if (tool_default_model(argv[0], "recur-cli")) return 1;
+        o.model = RECUR_DEFAULT_MODEL;
     }
     recur_init();
     char err[512];

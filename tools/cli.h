@@ -6,7 +6,7 @@
 
 #include "recur.h"
 
-#define DEFAULT_MODEL "models/default.gguf"
+#include "default_model.h"
 #define CLI_MAX_BIAS  64
 
 typedef struct cli_opts {

@@ -14,36 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "default_model.h"
 #include "server.h"
 #include "server/srv_load.h"
-
-/* Writes the default random-weight model with the recur-gguf next to this program. */
-static int ensure_default_model(const char *argv0) {
-    struct stat st;
-    if (stat(SERVER_DEFAULT_MODEL, &st) == 0) return 0;
-    char tool[4096];
-    const char *slash = strrchr(argv0, '/');
-    snprintf(tool, sizeof tool, "%.*srecur-gguf", slash ? (int)(slash - argv0 + 1) : 0, argv0);
-    fprintf(stderr, "recur-server: writing the default model %s (random weights) with %s synth ...\n",
-            SERVER_DEFAULT_MODEL, tool);
-    mkdir("models", 0755);
-    pid_t pid = fork();
-    if (pid == 0) {
-        sigset_t all;
-        sigfillset(&all);
-        pthread_sigmask(SIG_UNBLOCK, &all, NULL);   /* main blocked SIGINT/SIGTERM for sigwait */
-        execl(tool, tool, "synth", "--arch", "qwen3", "--preset", "qwen3-tiny", "--type", "Q8_0", "-o",
-              SERVER_DEFAULT_MODEL, (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "recur-server: could not write %s (is recur-gguf built next to recur-server?)\n",
-                SERVER_DEFAULT_MODEL);
-        return 1;
-    }
-    return 0;
-}
 
 static void banner(const srv_server *s, const server_args *a, const sched_params *sp) {
     char desc[256], name[256] = "";
@@ -76,7 +49,7 @@ int main(int argc, char **argv) {
     int rc = server_args_parse(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : rc;
     const bool default_model = !a.model;
-    if (default_model) a.model = SERVER_DEFAULT_MODEL;
+    if (default_model) a.model = RECUR_DEFAULT_MODEL;
     /* the signals are taken by sigwait below; every thread started from here on blocks them */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -106,7 +79,7 @@ int main(int argc, char **argv) {
     sp.n_threads = a.n_threads;
     sp.cache_prompt = a.cache_prompt;
     rc = 0;
-    if (default_model && ensure_default_model(argv[0])) {
+    if (default_model && tool_default_model(argv[0], "recur-server")) {
         rc = 1;
     } else if (srv_load(&s, a.model, a.chat_template_file, &sp, err, sizeof err)) {
         fprintf(stderr, "recur-server: %s\n", err);

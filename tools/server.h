@@ -8,7 +8,7 @@
 #include "recur.h"
 #include "server/srv.h"
 
-#define SERVER_DEFAULT_MODEL "models/default.gguf"
+#include "default_model.h"
 
 typedef struct server_args {
     const char *model, *alias, *host, *chat_template_file, *slot_save_path, *cache_dir;

@@ -15,7 +15,7 @@ void server_usage(FILE *f) {
         "native /completion, /tokenize, /detokenize, /apply-template, /props, /slots, /metrics, /health).\n"
         "\n"
         "model and memory:\n"
-        "  -m,  --model FILE              GGUF model (default: " SERVER_DEFAULT_MODEL ", random weights, written on first use)\n"
+        "  -m,  --model FILE              GGUF model (default: " RECUR_DEFAULT_MODEL ", random weights, written on first use)\n"
         "  -a,  --alias NAME              model name shown by /v1/models and in responses (default: the file name)\n"
         "  -c,  --ctx-size N              context of EACH slot in tokens (llama-server divides -c among the slots;\n"
         "                                 recur gives every slot N). 0 = the model's training context, at most 4096\n"
