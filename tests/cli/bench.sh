@@ -97,7 +97,8 @@ m, q = rows
 assert m["recurrent_layers"] > 0 and m["skipped"] is None and m["n_ckpt"] == 4 and m["ckpt_bytes"] > 0
 assert len(m["off_samples_ns"]) == 2 and len(m["on_samples_ns"]) == 2
 assert m["take_avg_us"] > 0 and m["restore_avg_us"] > 0 and m["off_avg_ts"] > 0 and m["on_avg_ts"] > 0
-assert abs(m["overhead_pct"] - 100 * (m["on_avg_ns"] / m["off_avg_ns"] - 1)) < 1e-6 * abs(m["overhead_pct"]) + 1e-9
+# the averages are printed as whole ns: allow their rounding (1e-3 percentage points)
+assert abs(m["overhead_pct"] - 100 * (m["on_avg_ns"] / m["off_avg_ns"] - 1)) < 1e-3, (m["overhead_pct"], m["on_avg_ns"], m["off_avg_ns"])
 assert q["recurrent_layers"] == 0 and "no recurrent" in q["skipped"] and q["overhead_pct"] is None
 PY
 
