@@ -158,7 +158,8 @@ static void model_type(const recur_model *m, char *buf, size_t len) {
     if (np >= 1e8) snprintf(label, sizeof label, "%.1fB", np / 1e9);
     else if (np >= 1e6) snprintf(label, sizeof label, "%.0fM", np / 1e6);
     else snprintf(label, sizeof label, "?B");
-    snprintf(buf, len, "%s %s %s", recur_model_arch(m), label, ft);
+    /* a label longer than buf is cut (the type column is informative only) */
+    if (snprintf(buf, len, "%s %s %s", recur_model_arch(m), label, ft) >= (int)len && len > 0) buf[len - 1] = '\0';
 }
 
 /* Runs every test of one model; returns the number of failed tests. */
