@@ -7,6 +7,8 @@
  *
  * Activation bytes are never -128 (both activation quantizers clamp to ±127), which the
  * sign trick of x86_dot_i8 and the maddubs bounds below rely on. */
+#include <math.h>
+
 #include "tensor/x86/simd_x86.h"
 
 /* rt_dot_q8_0's order (tensor_impl.h): one 8-lane accumulator, one FMA per block. */
@@ -111,6 +113,30 @@ static float dot_q4_K(int64_t n, const void *w, const void *x) {
     return x86_hsum_ps(acc) - x86_hsum_ps(accm);
 }
 
+/* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
+ * chains as in the scalar reference, so the bits are the same. */
+static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    float acc = 0.0f, accm = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+        uint64_t sc, mm;
+        rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
+        uint8_t m[8];
+        memcpy(m, &mm, 8);
+        const __m256i s = x86_u8x8_to_i16x2(sc);
+        const __m256i hb = _mm256_setzero_si256();
+        const uint8_t *qs = a + Q4_K_QS;
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const float yd = rd_f32(b);
+        const float d = x86_f16(a) * yd, dmin = x86_f16(a + Q4_K_DMIN) * yd;
+        for (int j = 0; j < 4; j++) {
+            acc = fmaf((float)x86_hsum_epi32(k4_chunk(qs, hb, y, s, j)), d, acc);
+            accm = fmaf((float)rt_q4_K_rp_min(b, m, j), dmin, accm);
+        }
+    }
+    return acc - accm;
+}
+
 static float dot_q5_K(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     __m256 acc = _mm256_setzero_ps(), accm = acc;
@@ -190,6 +216,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
+    k->dot_q4_K_rp = dot_q4_K_rp;
     k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
     k->vec_dot[GGUF_T_Q6_K] = dot_q6_K;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;

@@ -8,6 +8,8 @@
  * accumulator, ggml's order); Q4_K/Q5_K/Q6_K/IQ4_XS take 64 elements per
  * step: maddubs (u8 x s8 -> s16 pairs, no saturation for these ranges) then VNNI dpwssd
  * with the sub-block scales, one int32 accumulator per block. */
+#include <math.h>
+
 #include "tensor/x86/simd_x86.h"
 
 static inline float hsum512(__m512 v) {
@@ -174,6 +176,30 @@ static float dot_q4_K(int64_t n, const void *w, const void *x) {
     return hsum512(acc) - x86_hsum_ps(accm);
 }
 
+/* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
+ * chains as in the scalar reference, so the bits are the same. */
+static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    float acc = 0.0f, accm = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+        uint64_t sc, mm;
+        rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
+        uint8_t m[8];
+        memcpy(m, &mm, 8);
+        const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        const __m512i h = _mm512_setzero_si512();
+        const uint8_t *qs = a + Q4_K_QS;
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const float yd = rd_f32(b);
+        const float d = x86_f16(a) * yd, dmin = x86_f16(a + Q4_K_DMIN) * yd;
+        for (int j = 0; j < 4; j++) {
+            acc = fmaf((float)_mm512_reduce_add_epi32(k4_chunk(qs, h, y, s16, j)), d, acc);
+            accm = fmaf((float)rt_q4_K_rp_min(b, m, j), dmin, accm);
+        }
+    }
+    return acc - accm;
+}
+
 static float dot_q5_K(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     __m512 acc = _mm512_setzero_ps();
@@ -252,6 +278,7 @@ void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
+    k->dot_q4_K_rp = dot_q4_K_rp;
     k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
     k->vec_dot[GGUF_T_Q6_K] = dot_q6_K;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
