@@ -291,10 +291,10 @@ static void check_dot(uint32_t wt, int64_t n, rng *r) {
         if (fabs(got - ref) > DOT_REL * mag)
             fail_msg("%s: vec_dot type %u n %lld: %.9g vs scalar %.9g (mag %.4g)", tab[k]->isa,
                      (unsigned)wt, (long long)n, got, ref, mag);
-        /* Q8_0 x Q8_0: every table follows ggml's lane order, so the bits agree */
-        if (wt == GGUF_T_Q8_0 && got != (float)ref)
-            fail_msg("%s: Q8_0 vec_dot n %lld: %.9g differs from scalar %.9g", tab[k]->isa,
-                     (long long)n, got, ref);
+        /* Q8_0 x Q8_0, Q4_K x Q8_K: every table follows ggml's lane order, so the bits agree */
+        if ((wt == GGUF_T_Q8_0 || wt == GGUF_T_Q4_K) && got != (float)ref)
+            fail_msg("%s: vec_dot type %u n %lld: %.9g differs from scalar %.9g", tab[k]->isa,
+                     (unsigned)wt, (long long)n, got, ref);
         const float got_rp = wt == GGUF_T_Q4_K ? tab[k]->dot_q4_K_rp(n, w, x) : 0.0f;
         if (memcmp(&got_rp, &rp, 4) != 0)
             fail_msg("%s: dot_q4_K_rp n %lld: %a differs from scalar %a", tab[k]->isa, (long long)n, got_rp, rp);

@@ -105,16 +105,31 @@ static inline void k4_block(const uint8_t *a, const uint8_t *qh, const uint8_t *
                             _mm256_cvtepi32_ps(k4_min_lanes(b, m)), *accm);
 }
 
+/* rt_dot_q4_K_lanes's order (ggml_vec_dot_q4_K_q8_K's AVX2 path): 8 float lanes of
+ * scale-weighted integer sums, 4 min chains (one per 64-element chunk), ggml's hsums. The
+ * AVX-512 table keeps this one, so every table gives the same bits. */
 static float dot_q4_K(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
-    __m256 acc = _mm256_setzero_ps(), accm = acc;
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES)
-        k4_block(a, NULL, a + Q4_K_QS, b, &acc, &accm);
-    return x86_hsum_ps(acc) - x86_hsum_ps(accm);
+    __m256 acc = _mm256_setzero_ps();
+    float accm[4] = { 0 };
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+        uint64_t sc, mm;
+        rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
+        uint8_t m[8];
+        memcpy(m, &mm, 8);
+        const __m256i s = x86_u8x8_to_i16x2(sc), hb = _mm256_setzero_si256();
+        const uint8_t *qs = a + Q4_K_QS;
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const __m256i s01 = _mm256_add_epi32(k4_chunk(qs, hb, y, s, 0), k4_chunk(qs, hb, y, s, 1));
+        const __m256i s23 = _mm256_add_epi32(k4_chunk(qs, hb, y, s, 2), k4_chunk(qs, hb, y, s, 3));
+        const float yd = rd_f32(b);
+        const float d = yd * x86_f16(a), dmin = -yd * x86_f16(a + Q4_K_DMIN);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(s01, s23)), acc);
+        for (int j = 0; j < 4; j++) accm[j] = fmaf(dmin, (float)rt_q4_K_rp_min(b, m, j), accm[j]);
+    }
+    return x86_hsum_ps(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
 }
 
-/* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
- * chains as in the scalar reference, so the bits are the same. */
 static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     float acc = 0.0f, accm = 0.0f;

@@ -5,7 +5,8 @@
  * integer parts per block, float FMA of the block scales into 16-lane accumulators reduced
  * at the end in a fixed order (invariant 1). Q8_0/Q4_0 take two blocks per 512-bit step
  * and finish an odd block with 256-bit code (Q8_0 then FMAs each block into one 8-lane
- * accumulator, ggml's order); Q4_K/Q5_K/Q6_K/IQ4_XS take 64 elements per
+ * accumulator, ggml's order); Q4_K keeps the AVX2 table's dot (ggml's lane order, same bits
+ * as the scalar reference); Q5_K/Q6_K/IQ4_XS take 64 elements per
  * step: maddubs (u8 x s8 -> s16 pairs, no saturation for these ranges) then VNNI dpwssd
  * with the sub-block scales, one int32 accumulator per block. */
 #include <math.h>
@@ -167,15 +168,6 @@ static inline void k4_block(const uint8_t *a, const uint8_t *qh, const uint8_t *
                             _mm256_cvtepi32_ps(k4_min_lanes(b, m)), *accm);
 }
 
-static float dot_q4_K(int64_t n, const void *w, const void *x) {
-    const uint8_t *a = w, *b = x;
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES)
-        k4_block(a, NULL, a + Q4_K_QS, b, &acc, &accm);
-    return hsum512(acc) - x86_hsum_ps(accm);
-}
-
 /* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
  * chains as in the scalar reference, so the bits are the same. */
 static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
@@ -277,7 +269,7 @@ void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
-    k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
+    /* vec_dot[Q4_K] stays AVX2's: ggml's lane order (rt_dot_q4_K_lanes) */
     k->dot_q4_K_rp = dot_q4_K_rp;
     k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
     k->vec_dot[GGUF_T_Q6_K] = dot_q6_K;
