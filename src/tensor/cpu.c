@@ -73,12 +73,13 @@ void tensor_fill_scalar(tensor_kernels *k) {
     RT_TYPE(GGUF_T_BF16, rt_to_float_bf16, rt_from_float_bf16, rt_dot_bf16);
     RT_TYPE(GGUF_T_Q8_0, rt_to_float_q8_0, rt_from_float_q8_0, rt_dot_q8_0);
     RT_TYPE(GGUF_T_Q4_0, rt_to_float_q4_0, rt_from_float_q4_0, rt_dot_q4_0);
-    RT_TYPE(GGUF_T_Q4_K, rt_to_float_q4_K, rt_from_float_q4_K, rt_dot_q4_K);
+    RT_TYPE(GGUF_T_Q4_K, rt_to_float_q4_K, rt_from_float_q4_K, rt_dot_q4_K_lanes);
     RT_TYPE(GGUF_T_Q5_K, rt_to_float_q5_K, rt_from_float_q5_K, rt_dot_q5_K);
     RT_TYPE(GGUF_T_Q6_K, rt_to_float_q6_K, rt_from_float_q6_K, rt_dot_q6_K);
     RT_TYPE(GGUF_T_IQ4_XS, rt_to_float_iq4_xs, rt_from_float_iq4_xs, rt_dot_iq4_xs);
     RT_TYPE(GGUF_T_Q8_K, rt_to_float_q8_K, rt_from_float_q8_K, NULL);
 #undef RT_TYPE
+    k->dot_q4_K_rp = rt_dot_q4_K_rp;
     k->dot_f16_f32 = rt_dot_f16_f32;
     k->axpy_f16 = rt_axpy_f16;
     k->dot_f32 = rt_dot_f32_f32;

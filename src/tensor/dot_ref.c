@@ -108,28 +108,71 @@ static int q8k_min_sum(const uint8_t *b, const uint8_t m[8]) {
     return s;
 }
 
-float rt_dot_q4_K(int64_t n, const void *w, const void *x) {
+/* Min correction of chunk j (sub-blocks 2j, 2j+1) of a Q4_K block: what ggml's gemm gets from
+ * the pairwise sums of the 16-element bsums. */
+int rt_q4_K_rp_min(const uint8_t *b, const uint8_t m[8], int j) {
+    const uint8_t *s = b + Q8_K_BSUMS + 8 * j;
+    return m[2 * j] * (rd_i16(s) + rd_i16(s + 2)) + m[2 * j + 1] * (rd_i16(s + 4) + rd_i16(s + 6));
+}
+
+/* Q4_K in the float order of ggml's repacked gemm (tensor_impl.h): exact integer sums per
+ * 64-element chunk, then one fma per chunk into each of two chains. */
+float rt_dot_q4_K_rp(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
-    double s = 0;
+    float acc = 0.0f, accm = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
         uint8_t sc[8], m[8];
         rt_unpack_k4_scales(a + Q4_K_SCALES, sc, m);
         const uint8_t *q = a + Q4_K_QS;
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
-        int sumi = 0;
+        const float yd = rd_f32(b);
+        const float d = rd_f16(a) * yd, dmin = rd_f16(a + Q4_K_DMIN) * yd;
         for (int j = 0; j < 4; j++, q += 32, y += 64) {
             int s1 = 0, s2 = 0;
             for (int l = 0; l < 32; l++) {
                 s1 += (q[l] & 0xF) * y[l];
                 s2 += (q[l] >> 4) * y[l + 32];
             }
-            sumi += sc[2 * j] * s1 + sc[2 * j + 1] * s2;
+            acc = fmaf((float)(sc[2 * j] * s1 + sc[2 * j + 1] * s2), d, acc);
+            accm = fmaf((float)rt_q4_K_rp_min(b, m, j), dmin, accm);
         }
-        const float yd = rd_f32(b);
-        const float d = rd_f16(a) * yd, dmin = rd_f16(a + Q4_K_DMIN) * yd;
-        s += d * (float)sumi - dmin * (float)q8k_min_sum(b, m);
     }
-    return (float)s;
+    return acc - accm;
+}
+
+/* Q4_K in the lane order of ggml_vec_dot_q4_K_q8_K's AVX2 path (what ggml takes for Q4_K
+ * weights it does not repack): 8 float chains, chain l summing elements 4l..4l+3 of every
+ * 32-element sub-block, and 4 min chains, one per 64-element chunk, each one fma per block;
+ * then ggml's horizontal sums. */
+float rt_dot_q4_K_lanes(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    float acc[8] = { 0 }, accm[4] = { 0 };
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+        uint8_t sc[8], m[8];
+        rt_unpack_k4_scales(a + Q4_K_SCALES, sc, m);
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const float yd = rd_f32(b);
+        const float d = yd * rd_f16(a), dmin = -yd * rd_f16(a + Q4_K_DMIN);
+        for (int l = 0; l < 8; l++) {
+            int sumi = 0;
+            for (int j = 0; j < 4; j++) {
+                const uint8_t *q = a + Q4_K_QS + 32 * j + 4 * l;
+                const int8_t *yl = y + 64 * j + 4 * l;
+                int s1 = 0, s2 = 0;
+                for (int e = 0; e < 4; e++) {
+                    s1 += (q[e] & 0xF) * yl[e];
+                    s2 += (q[e] >> 4) * yl[e + 32];
+                }
+                sumi += sc[2 * j] * s1 + sc[2 * j + 1] * s2;
+            }
+            acc[l] = fmaf(d, (float)sumi, acc[l]);
+        }
+        for (int j = 0; j < 4; j++) accm[j] = fmaf(dmin, (float)rt_q4_K_rp_min(b, m, j), accm[j]);
+    }
+    float h[4];
+    for (int l = 0; l < 4; l++) h[l] = acc[l + 4] + acc[l];
+    const float s = (h[0] + h[2]) + (h[1] + h[3]);
+    return s + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
 }
 
 float rt_dot_q5_K(int64_t n, const void *w, const void *x) {

@@ -6,7 +6,7 @@
  *     who quantizes it);
  *  2. output rows are split among threads (tp_split); each Y element is exactly one vec_dot
  *     call, or one lane of a vec_dot4 call, which gives the same bits (tensor.h invariant 2;
- *     BF16 weights with n_out % 4 != 0: rt_dot_bf16_vec). Rows are walked in tiles of
+ *     the dot is tensor_matmul_dot's, a property of the weight). Rows are walked in tiles of
  *     MM_TILE weight rows, and each tile is dotted with every token before the next, so a
  *     batch reads W from memory once.
  *
@@ -48,14 +48,21 @@ static void mm_quantize(void *arg, int ith, int nth) {
     for (long t = lo; t < hi; t++) q(j->X + t * j->n_in, j->Xq + (size_t)t * j->x_stride, j->n_in);
 }
 
+tensor_vec_dot_fn tensor_matmul_dot(const tensor_kernels *k, uint32_t wtype, int64_t n_out) {
+    /* ggml's tinyBLAS takes BF16 weights only with a multiple of 4 rows; the others get
+     * ggml_vec_dot_bf16's order */
+    if (wtype == GGUF_T_BF16 && n_out % 4 != 0) return rt_dot_bf16_vec;
+    /* ggml's x86 CPU backend repacks Q4_K weights with a multiple of 8 rows and multiplies
+     * prompt batches with its gemm: that order, for every batch (tensor_impl.h) */
+    if (wtype == GGUF_T_Q4_K && n_out % 8 == 0) return k->dot_q4_K_rp;
+    return k->vec_dot[wtype];
+}
+
 static void mm_dot(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     long lo, hi;
     tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
-    /* ggml's tinyBLAS takes BF16 weights only with a multiple of 4 rows; the others get
-     * ggml_vec_dot_bf16's order (a property of the weight, never of the batch) */
-    const tensor_vec_dot_fn dot = j->wtype == GGUF_T_BF16 && j->n_out % 4 != 0 ? rt_dot_bf16_vec
-                                                                                : j->k->vec_dot[j->wtype];
+    const tensor_vec_dot_fn dot = tensor_matmul_dot(j->k, j->wtype, j->n_out);
     const tensor_vec_dot4_fn dot4 = dot == j->k->vec_dot[j->wtype] ? j->k->vec_dot4[j->wtype] : NULL;
     for (long r0 = lo; r0 < hi; r0 += MM_TILE) {
         const long r1 = r0 + MM_TILE < hi ? r0 + MM_TILE : hi;

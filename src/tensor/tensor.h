@@ -46,6 +46,9 @@ typedef struct tensor_kernels {
     tensor_from_float_fn from_float[GGUF_T_COUNT];  /* quantizers, for activations and weights */
     tensor_vec_dot_fn    vec_dot[GGUF_T_COUNT];     /* indexed by the weight type */
     tensor_vec_dot4_fn   vec_dot4[GGUF_T_COUNT];    /* optional (NULL: matmul uses vec_dot) */
+    /* Q4_K weights with a row count that is a multiple of 8 (what ggml repacks): ggml's
+     * gemm order, bit-identical in every table (tensor_impl.h rt_dot_q4_K_rp). */
+    tensor_vec_dot_fn    dot_q4_K_rp;
 
     /* Float helpers for attention over an F16 KV cache. Any n >= 0; pointers need only the
      * natural alignment of their element type (no SIMD alignment);
@@ -110,6 +113,10 @@ size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                      float *Y, int64_t ldy, void *scratch);
+/* The dot tensor_matmul computes each Y element with, for a weight of n_out rows: vec_dot,
+ * except BF16 with n_out % 4 != 0 (rt_dot_bf16_vec's order) and Q4_K with n_out % 8 == 0
+ * (dot_q4_K_rp: ggml repacks those). A property of the weight, never of the batch. */
+tensor_vec_dot_fn tensor_matmul_dot(const tensor_kernels *k, uint32_t wtype, int64_t n_out);
 
 /* Row `row` of a 2-D weight (n_in elements per row) as floats: embedding lookup. type must
  * have a to_float (the supported types and Q8_K). */

@@ -157,7 +157,17 @@ float rt_dot_bf16(int64_t n, const void *w, const void *x);
 float rt_dot_bf16_vec(int64_t n, const void *w, const void *x);
 float rt_dot_q8_0(int64_t n, const void *w, const void *x);
 float rt_dot_q4_0(int64_t n, const void *w, const void *x);
-float rt_dot_q4_K(int64_t n, const void *w, const void *x);
+/* Q4_K weights with a row count that is a multiple of 8: ggml's CPU backend on x86 (AVX2 or
+ * AVX-512) repacks them (repack.cpp, block_q4_Kx8) and its prompt batches take
+ * ggml_gemm_q4_K_8x8_q8_K. Per output element that gemm sums each 64-element chunk (two
+ * sub-blocks) exactly in integers, then acc = fma(chunk_sum, d*yd, acc) and
+ * accm = fma(chunk_minsum, dmin*yd, accm) chunk by chunk, result acc - accm. Every table
+ * gives the same bits (the float chain is scalar; only the integer sums are vectorised). */
+float rt_dot_q4_K_rp(int64_t n, const void *w, const void *x);
+/* Q4_K weights ggml does not repack (row count not a multiple of 8) take
+ * ggml_vec_dot_q4_K_q8_K, whose AVX2 lane order this reproduces (every table: same bits). */
+float rt_dot_q4_K_lanes(int64_t n, const void *w, const void *x);
+int rt_q4_K_rp_min(const uint8_t *b, const uint8_t m[8], int j);
 float rt_dot_q5_K(int64_t n, const void *w, const void *x);
 float rt_dot_q6_K(int64_t n, const void *w, const void *x);
 float rt_dot_iq4_xs(int64_t n, const void *w, const void *x);

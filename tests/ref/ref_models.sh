@@ -22,20 +22,25 @@ pass=0; fail=0; known=0
 #  - BF16 matmuls in the order of the reference's tinyBLAS with vdpbf16ps (system_info:
 #    AVX512_BF16), and ggml_vec_dot_bf16's order for weights whose row count is not a
 #    multiple of 4, which tinyBLAS declines (qwen35's 2-row ssm_alpha / ssm_beta): dot_ref.c.
+#  - Q4_K weights in ggml's orders (tensor/tensor_impl.h): ggml's x86 CPU backend repacks
+#    Q4_K weights whose row count is a multiple of 8 (repack.cpp, ggml_repack_get_optimal_
+#    repack_type: block_q4_Kx8 when AVX2; Q5_K / Q6_K / Q8_0 are repacked on ARM only) and
+#    multiplies them with ggml_gemm_q4_K_8x8_q8_K: per 64-element chunk an exact integer sum,
+#    then fma into a d chain and a dmin chain. recur takes that order for every batch; the
+#    other Q4_K weights (qwen35's 2-row ssm_alpha / ssm_beta) take ggml_vec_dot_q4_K_q8_K's
+#    AVX2 lane order. With both, every Q4_K_M prompt row agrees to ~2e-6 where nothing else
+#    differs (37-token cases of mamba, mamba2, qwen3, qwen35, qwen35moe).
 # What remains: F32/F16 weights use ggml_vec_dot's order where llama.cpp's prompt batches use
-# tinyBLAS (F32 within 3e-4), and single-token steps in llama.cpp take the vec_dot order for
-# every weight (BF16 case0: 4.8e-7); both far inside the tolerance.
-#  - qwen3 Q4_K_M case1/2 greedy: the reference's top-2 margins at the diverging steps (0.041,
-#    0.030) are below how much llama.cpp itself moves with the batch split
-#    (batch7_max_abs_diff 0.125-0.28). Weaker check: refcheck on the logits, greedy not judged.
-#    Same for pub-mamba-Q4_K_M case1 (margin 0.019 at greedy step 2, batch7 0.031) and
-#    pub-lfm2-Q4_K_M case2 (margin 0.062 at step 1, batch7 0.21). Not an exp effect: the
-#    vectorised exp left these unchanged (Q4_K_M logits differ from the first token, ~1e-6,
-#    presumably the K-quant dot order: the reference repacks Q4_K weights, REPACK in its
-#    system_info; llama.cpp's own batch split moves its logits by far more).
+# tinyBLAS (F32 within 3e-4); single-token steps in llama.cpp take the vec_dot order for every
+# weight (BF16 case0: 4.8e-7); and llama.cpp's repacked Q4_K is itself batch-dependent: in a
+# ubatch, rows in whole groups of 4 take the gemm above, the last n_tokens % 4 rows and every
+# single-token step take ggml_gemv_q4_K_8x8_q8_K (one fma per 256-element block, not per
+# chunk), and MUL_MAT_ID (MoE experts) always takes the gemv. recur cannot follow that without
+# depending on the batch, so Q4_K_M greedy steps and last rows of odd-length prompts may
+# differ by ~1e-6 before chaotic growth (llama.cpp's own batch7_max_abs_diff shows the same).
+# No case needs a weaker check at present; a line here would name one with its reason.
 known_case() {
   case "$1 $2" in
-    "pub-qwen3-Q4_K_M 1"|"pub-qwen3-Q4_K_M 2"|"pub-mamba-Q4_K_M 1"|"pub-lfm2-Q4_K_M 2") echo nogreedy ;;
     *) echo "" ;;
   esac
 }

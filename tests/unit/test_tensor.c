@@ -280,6 +280,10 @@ static void check_dot(uint32_t wt, int64_t n, rng *r) {
     for (int64_t i = 0; i < n; i++) exact += (double)wd[i] * xd[i];
     if (fabs(ref - exact) > DOT_REL * mag)
         fail_msg("scalar vec_dot type %u n %lld: %.9g vs dequantized %.9g", (unsigned)wt, (long long)n, ref, exact);
+    /* Q4_K in ggml's repacked gemm order: the same bits in every table */
+    const float rp = wt == GGUF_T_Q4_K ? tab[0]->dot_q4_K_rp(n, w, x) : 0.0f;
+    if (wt == GGUF_T_Q4_K && fabs(rp - exact) > DOT_REL * mag)
+        fail_msg("scalar dot_q4_K_rp n %lld: %.9g vs dequantized %.9g", (long long)n, rp, exact);
     for (int k = 1; k < nt; k++) {
         tab[k]->from_float[vt](xf, x2, n);
         if (memcmp(x, x2, xb) != 0) fail_msg("%s: activation bytes differ (type %u)", tab[k]->isa, (unsigned)vt);
@@ -287,14 +291,19 @@ static void check_dot(uint32_t wt, int64_t n, rng *r) {
         if (fabs(got - ref) > DOT_REL * mag)
             fail_msg("%s: vec_dot type %u n %lld: %.9g vs scalar %.9g (mag %.4g)", tab[k]->isa,
                      (unsigned)wt, (long long)n, got, ref, mag);
-        /* Q8_0 x Q8_0: every table follows ggml's lane order, so the bits agree */
-        if (wt == GGUF_T_Q8_0 && got != (float)ref)
-            fail_msg("%s: Q8_0 vec_dot n %lld: %.9g differs from scalar %.9g", tab[k]->isa,
-                     (long long)n, got, ref);
+        /* Q8_0 x Q8_0, Q4_K x Q8_K: every table follows ggml's lane order, so the bits agree */
+        if ((wt == GGUF_T_Q8_0 || wt == GGUF_T_Q4_K) && got != (float)ref)
+            fail_msg("%s: vec_dot type %u n %lld: %.9g differs from scalar %.9g", tab[k]->isa,
+                     (unsigned)wt, (long long)n, got, ref);
+        const float got_rp = wt == GGUF_T_Q4_K ? tab[k]->dot_q4_K_rp(n, w, x) : 0.0f;
+        if (memcmp(&got_rp, &rp, 4) != 0)
+            fail_msg("%s: dot_q4_K_rp n %lld: %a differs from scalar %a", tab[k]->isa, (long long)n, got_rp, rp);
         for (int off = 1; off <= 3; off++) {   /* invariant 1: the address does not matter */
             memmove(w + off, w + off - 1, wb);
             const float moved = tab[k]->vec_dot[wt](n, w + off, x);
             if (memcmp(&moved, &got, 4) != 0) fail_msg("%s: vec_dot depends on alignment", tab[k]->isa);
+            const float moved_rp = wt == GGUF_T_Q4_K ? tab[k]->dot_q4_K_rp(n, w + off, x) : 0.0f;
+            if (memcmp(&moved_rp, &got_rp, 4) != 0) fail_msg("%s: dot_q4_K_rp depends on alignment", tab[k]->isa);
         }
         memmove(w, w + 3, wb);
     }
@@ -596,8 +605,8 @@ static void check_matmul(const mm_case *c, tp_pool *p1, tp_pool *p2, tp_pool *p3
         for (int64_t t = 0; t < c->n_tok; t++) {
             tab[k]->from_float[vt](c->X + t * c->n_in, xq, c->n_in);
             for (int64_t o = 0; o < c->n_out; o++) {
-                /* BF16 weights with a row count not a multiple of 4: ggml's vec_dot order */
-                const tensor_vec_dot_fn dot = c->wt == GGUF_T_BF16 && c->n_out % 4 ? rt_dot_bf16_vec : tab[k]->vec_dot[c->wt];
+                /* BF16 with n_out % 4 != 0, Q4_K with n_out % 8 == 0: ggml's other orders */
+                const tensor_vec_dot_fn dot = tensor_matmul_dot(tab[k], c->wt, c->n_out);
                 const float v = dot(c->n_in, c->W + o * wb, xq);
                 if (memcmp(&v, &ya[t * c->ldy + o], 4) != 0) fail_msg("%s type %u: Y[%lld][%lld] != vec_dot", tab[k]->isa, (unsigned)c->wt, (long long)t, (long long)o);
                 float wrow[1024];
@@ -619,9 +628,13 @@ static void test_matmul(void **state) {
     tp_pool *p1 = tp_new(1), *p2 = tp_new(2), *p3 = tp_new(3);
     assert_non_null(p1); assert_non_null(p2); assert_non_null(p3);
     rng r = { 99 };
-    for (size_t i = 0; i <= N_TYPES; i++) {   /* then BF16 again with 36 rows (tinyBLAS's order) */
-        const size_t ti = i < N_TYPES ? i : 2;
-        mm_case c = { .wt = k_types[ti].type, .n_in = 512, .n_out = i < N_TYPES ? 37 : 36, .n_tok = 13, .ldy = 41 };
+    /* then BF16 again with 36 rows (tinyBLAS's order), Q4_K with 40 (the repacked order) */
+    size_t q4k = 0;
+    while (k_types[q4k].type != GGUF_T_Q4_K) q4k++;
+    for (size_t i = 0; i <= N_TYPES + 1; i++) {
+        const size_t ti = i < N_TYPES ? i : i == N_TYPES ? 2 : q4k;
+        const int64_t n_out = i < N_TYPES ? 37 : i == N_TYPES ? 36 : 40;
+        mm_case c = { .wt = k_types[ti].type, .n_in = 512, .n_out = n_out, .n_tok = 13, .ldy = 41 };
         float *wf = xalloc((size_t)(c.n_in * c.n_out) * 4);
         c.W = xalloc(tensor_row_bytes(c.wt, c.n_in) * (size_t)c.n_out);
         c.X = xalloc((size_t)(c.n_in * c.n_tok) * 4);

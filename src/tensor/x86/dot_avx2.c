@@ -7,6 +7,8 @@
  *
  * Activation bytes are never -128 (both activation quantizers clamp to ±127), which the
  * sign trick of x86_dot_i8 and the maddubs bounds below rely on. */
+#include <math.h>
+
 #include "tensor/x86/simd_x86.h"
 
 /* rt_dot_q8_0's order (tensor_impl.h): one 8-lane accumulator, one FMA per block. */
@@ -103,12 +105,62 @@ static inline void k4_block(const uint8_t *a, const uint8_t *qh, const uint8_t *
                             _mm256_cvtepi32_ps(k4_min_lanes(b, m)), *accm);
 }
 
+/* rt_dot_q4_K_lanes's order (ggml_vec_dot_q4_K_q8_K's AVX2 path): 8 float lanes of
+ * scale-weighted integer sums, 4 min chains (one per 64-element chunk), ggml's hsums. The
+ * AVX-512 table keeps this one, so every table gives the same bits. */
 static float dot_q4_K(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
-    __m256 acc = _mm256_setzero_ps(), accm = acc;
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES)
-        k4_block(a, NULL, a + Q4_K_QS, b, &acc, &accm);
-    return x86_hsum_ps(acc) - x86_hsum_ps(accm);
+    __m256 acc = _mm256_setzero_ps();
+    float accm[4] = { 0 };
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+        uint64_t sc, mm;
+        rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
+        uint8_t m[8];
+        memcpy(m, &mm, 8);
+        const __m256i s = x86_u8x8_to_i16x2(sc), hb = _mm256_setzero_si256();
+        const uint8_t *qs = a + Q4_K_QS;
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const __m256i s01 = _mm256_add_epi32(k4_chunk(qs, hb, y, s, 0), k4_chunk(qs, hb, y, s, 1));
+        const __m256i s23 = _mm256_add_epi32(k4_chunk(qs, hb, y, s, 2), k4_chunk(qs, hb, y, s, 3));
+        const float yd = rd_f32(b);
+        const float d = yd * x86_f16(a), dmin = -yd * x86_f16(a + Q4_K_DMIN);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(s01, s23)), acc);
+        for (int j = 0; j < 4; j++) accm[j] = fmaf(dmin, (float)rt_q4_K_rp_min(b, m, j), accm[j]);
+    }
+    return x86_hsum_ps(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
+}
+
+/* The four int32 sums of c0..c3 (8 lanes each), exact, in one hadd tree. */
+static inline __m128i hsum4_epi32(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c0, c1), _mm256_hadd_epi32(c2, c3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
+ * chains as in the scalar reference, so the bits are the same. */
+static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    float acc = 0.0f, accm = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+        uint64_t sc, mm;
+        rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
+        uint8_t m[8];
+        memcpy(m, &mm, 8);
+        const __m256i s = x86_u8x8_to_i16x2(sc);
+        const __m256i hb = _mm256_setzero_si256();
+        const uint8_t *qs = a + Q4_K_QS;
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const float yd = rd_f32(b);
+        const float d = x86_f16(a) * yd, dmin = x86_f16(a + Q4_K_DMIN) * yd;
+        int32_t cs[4];
+        _mm_storeu_si128((__m128i *)cs, hsum4_epi32(k4_chunk(qs, hb, y, s, 0), k4_chunk(qs, hb, y, s, 1),
+                                                    k4_chunk(qs, hb, y, s, 2), k4_chunk(qs, hb, y, s, 3)));
+        for (int j = 0; j < 4; j++) {
+            acc = fmaf((float)cs[j], d, acc);
+            accm = fmaf((float)rt_q4_K_rp_min(b, m, j), dmin, accm);
+        }
+    }
+    return acc - accm;
 }
 
 static float dot_q5_K(int64_t n, const void *w, const void *x) {
@@ -190,6 +242,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
+    k->dot_q4_K_rp = dot_q4_K_rp;
     k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
     k->vec_dot[GGUF_T_Q6_K] = dot_q6_K;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;

@@ -5,9 +5,12 @@
  * integer parts per block, float FMA of the block scales into 16-lane accumulators reduced
  * at the end in a fixed order (invariant 1). Q8_0/Q4_0 take two blocks per 512-bit step
  * and finish an odd block with 256-bit code (Q8_0 then FMAs each block into one 8-lane
- * accumulator, ggml's order); Q4_K/Q5_K/Q6_K/IQ4_XS take 64 elements per
+ * accumulator, ggml's order); Q4_K keeps the AVX2 table's dot (ggml's lane order, same bits
+ * as the scalar reference); Q5_K/Q6_K/IQ4_XS take 64 elements per
  * step: maddubs (u8 x s8 -> s16 pairs, no saturation for these ranges) then VNNI dpwssd
  * with the sub-block scales, one int32 accumulator per block. */
+#include <math.h>
+
 #include "tensor/x86/simd_x86.h"
 
 static inline float hsum512(__m512 v) {
@@ -165,13 +168,41 @@ static inline void k4_block(const uint8_t *a, const uint8_t *qh, const uint8_t *
                             _mm256_cvtepi32_ps(k4_min_lanes(b, m)), *accm);
 }
 
-static float dot_q4_K(int64_t n, const void *w, const void *x) {
+/* The four int32 sums of c0..c3 (8 lanes each), exact, in one hadd tree. */
+static inline __m128i hsum4_epi32(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c0, c1), _mm256_hadd_epi32(c2, c3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+static inline __m256i fold512(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+/* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
+ * chains as in the scalar reference, so the bits are the same. */
+static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES)
-        k4_block(a, NULL, a + Q4_K_QS, b, &acc, &accm);
-    return hsum512(acc) - x86_hsum_ps(accm);
+    float acc = 0.0f, accm = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+        uint64_t sc, mm;
+        rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
+        uint8_t m[8];
+        memcpy(m, &mm, 8);
+        const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        const __m512i h = _mm512_setzero_si512();
+        const uint8_t *qs = a + Q4_K_QS;
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const float yd = rd_f32(b);
+        const float d = x86_f16(a) * yd, dmin = x86_f16(a + Q4_K_DMIN) * yd;
+        int32_t cs[4];
+        _mm_storeu_si128((__m128i *)cs, hsum4_epi32(fold512(k4_chunk(qs, h, y, s16, 0)), fold512(k4_chunk(qs, h, y, s16, 1)),
+                                                    fold512(k4_chunk(qs, h, y, s16, 2)), fold512(k4_chunk(qs, h, y, s16, 3))));
+        for (int j = 0; j < 4; j++) {
+            acc = fmaf((float)cs[j], d, acc);
+            accm = fmaf((float)rt_q4_K_rp_min(b, m, j), dmin, accm);
+        }
+    }
+    return acc - accm;
 }
 
 static float dot_q5_K(int64_t n, const void *w, const void *x) {
@@ -251,7 +282,8 @@ void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
-    k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
+    /* vec_dot[Q4_K] stays AVX2's: ggml's lane order (rt_dot_q4_K_lanes) */
+    k->dot_q4_K_rp = dot_q4_K_rp;
     k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
     k->vec_dot[GGUF_T_Q6_K] = dot_q6_K;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
