@@ -354,8 +354,9 @@ static recur_status parse_all(rd *r, gguf_file *g) {
         sp.v = NULL;
         for (int64_t i = 0; i < g->n_kv; i++) {
             gguf_kv *kv = &g->kv[i];
+            /* no pool when every string array is empty (offsetting NULL is undefined) */
             if (kv->type == GGUF_KV_ARRAY && kv->arr.elem_type == GGUF_KV_STRING)
-                kv->arr.strs = g->str_pool + (uintptr_t)kv->arr.strs;
+                kv->arr.strs = g->str_pool ? g->str_pool + (uintptr_t)kv->arr.strs : NULL;
         }
         st = parse_alignment(r, g);
     }

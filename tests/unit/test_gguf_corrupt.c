@@ -369,6 +369,32 @@ static void test_tiny_files(void **state) {
     rmdir(dir);
 }
 
+/* Found by fuzz_gguf: a v2 file whose only KV is an empty string array (no string pool at all)
+ * made the reader offset a NULL pool (UBSan: "applying zero offset to null pointer"). */
+static void test_empty_string_array(void **state) {
+    (void)state;
+    static const uint8_t file[] = {
+        'G', 'G', 'U', 'F', 2, 0, 0, 0,       /* magic, version 2 */
+        0, 0, 0, 0, 0, 0, 0, 0,               /* 0 tensors */
+        1, 0, 0, 0, 0, 0, 0, 0,               /* 1 KV */
+        1, 0, 0, 0, 0, 0, 0, 0, 1,            /* key: 1 byte */
+        9, 0, 0, 0,                           /* type ARRAY */
+        8, 0, 0, 0,                           /* of STRING */
+        0, 0, 0, 0, 0, 0, 0, 0,               /* 0 elements */
+        0,                                    /* trailing byte */
+    };
+    gguf_file *g = NULL;
+    char err[256] = "";
+    recur_status st = gguf_open_memory(file, sizeof file, &g, err, sizeof err);
+    assert_true(st == RECUR_OK || st == RECUR_E_FORMAT);
+    if (st == RECUR_OK) {
+        assert_int_equal(gguf_n_kv(g), 1);
+        gguf_close(g);
+    } else {
+        assert_true(strlen(err) > 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_truncate_sample),
@@ -377,6 +403,7 @@ int main(void) {
         cmocka_unit_test(test_corrupt_model),
         cmocka_unit_test(test_random_damage),
         cmocka_unit_test(test_tiny_files),
+        cmocka_unit_test(test_empty_string_array),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
