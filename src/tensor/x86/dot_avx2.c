@@ -130,12 +130,6 @@ static float dot_q4_K(int64_t n, const void *w, const void *x) {
     return x86_hsum_ps(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
 }
 
-/* The four int32 sums of c0..c3 (8 lanes each), exact, in one hadd tree. */
-static inline __m128i hsum4_epi32(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c0, c1), _mm256_hadd_epi32(c2, c3));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-
 /* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
  * chains as in the scalar reference, so the bits are the same. */
 static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
@@ -153,7 +147,7 @@ static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
         const float yd = rd_f32(b);
         const float d = x86_f16(a) * yd, dmin = x86_f16(a + Q4_K_DMIN) * yd;
         int32_t cs[4];
-        _mm_storeu_si128((__m128i *)cs, hsum4_epi32(k4_chunk(qs, hb, y, s, 0), k4_chunk(qs, hb, y, s, 1),
+        _mm_storeu_si128((__m128i *)cs, x86_hsum4_epi32(k4_chunk(qs, hb, y, s, 0), k4_chunk(qs, hb, y, s, 1),
                                                     k4_chunk(qs, hb, y, s, 2), k4_chunk(qs, hb, y, s, 3)));
         for (int j = 0; j < 4; j++) {
             acc = fmaf((float)cs[j], d, acc);

@@ -168,12 +168,6 @@ static inline void k4_block(const uint8_t *a, const uint8_t *qh, const uint8_t *
                             _mm256_cvtepi32_ps(k4_min_lanes(b, m)), *accm);
 }
 
-/* The four int32 sums of c0..c3 (8 lanes each), exact, in one hadd tree. */
-static inline __m128i hsum4_epi32(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c0, c1), _mm256_hadd_epi32(c2, c3));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-
 static inline __m256i fold512(__m512i v) {
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
@@ -195,7 +189,7 @@ static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
         const float yd = rd_f32(b);
         const float d = x86_f16(a) * yd, dmin = x86_f16(a + Q4_K_DMIN) * yd;
         int32_t cs[4];
-        _mm_storeu_si128((__m128i *)cs, hsum4_epi32(fold512(k4_chunk(qs, h, y, s16, 0)), fold512(k4_chunk(qs, h, y, s16, 1)),
+        _mm_storeu_si128((__m128i *)cs, x86_hsum4_epi32(fold512(k4_chunk(qs, h, y, s16, 0)), fold512(k4_chunk(qs, h, y, s16, 1)),
                                                     fold512(k4_chunk(qs, h, y, s16, 2)), fold512(k4_chunk(qs, h, y, s16, 3))));
         for (int j = 0; j < 4; j++) {
             acc = fmaf((float)cs[j], d, acc);

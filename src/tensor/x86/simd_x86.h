@@ -18,6 +18,12 @@ static inline float x86_hsum_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* The four int32 sums of c0..c3 (8 lanes each), exact, in one hadd tree (Q4_K chunk sums). */
+static inline __m128i x86_hsum4_epi32(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c0, c1), _mm256_hadd_epi32(c2, c3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
 static inline int x86_hsum_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
