@@ -207,6 +207,7 @@ recur_status recur_ctx_new(recur_model *m, const recur_ctx_params *params, recur
                            char *err, size_t err_len);
 void recur_ctx_free(recur_ctx *ctx);
 const recur_ctx_params *recur_ctx_params_of(const recur_ctx *ctx);
+recur_model *recur_ctx_model(const recur_ctx *ctx);
 
 /* A batch: n_tokens entries, each (token, position, sequence, want-logits). Tokens of one
  * sequence must come in increasing position order and continue that sequence (its next
@@ -247,6 +248,22 @@ recur_status recur_seq_rm(recur_ctx *ctx, recur_seq_id seq, recur_pos p0, recur_
 recur_status recur_seq_cp(recur_ctx *ctx, recur_seq_id src, recur_seq_id dst, recur_pos p0, recur_pos p1);
 recur_status recur_seq_keep(recur_ctx *ctx, recur_seq_id seq);
 recur_pos    recur_seq_pos_max(const recur_ctx *ctx, recur_seq_id seq);   /* -1 when empty */
+
+/* Raw attention rows, for a prompt cache that keeps them outside the context. A row is the
+ * K then V values (F16) of one position in every attention layer, in layer order:
+ * recur_ctx_kv_row_bytes bytes (= recur_model_kv_bytes_per_token; 0 without attention layers,
+ * and then both calls do nothing).
+ *  - recur_seq_kv_get copies seq's rows of positions [p0, p1) into buf (RECUR_E_STATE when a
+ *    cell is missing).
+ *  - recur_seq_kv_put appends rows [p0, p1) to seq, which must end at p0 - 1 (RECUR_E_STATE
+ *    otherwise; RECUR_E_FULL when the free cells are too few; nothing changed then). Only the
+ *    attention memory changes: with recurrent layers the sequence is not usable until a
+ *    checkpoint at a position <= p1 - 1 is restored (or the sequence removed). */
+size_t       recur_ctx_kv_row_bytes(const recur_ctx *ctx);
+recur_status recur_seq_kv_get(recur_ctx *ctx, recur_seq_id seq, recur_pos p0, recur_pos p1, void *buf, char *err,
+                              size_t err_len);
+recur_status recur_seq_kv_put(recur_ctx *ctx, recur_seq_id seq, recur_pos p0, recur_pos p1, const void *buf,
+                              char *err, size_t err_len);
 
 /* ---- snapshots: the state of one sequence at one position ---------------------------------
  *

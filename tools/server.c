@@ -25,6 +25,12 @@ static void banner(const srv_server *s, const server_args *a, const sched_params
     fprintf(stderr, "recur-server: %s | %s | cpu %s\n", a->model, desc, recur_cpu_isa());
     fprintf(stderr, "recur-server: %d slots x %d tokens, batch %d, ubatch %d\n", sp->n_slots, sp->n_ctx_slot,
             sp->n_batch, sp->n_ubatch);
+    if (sp->cache_bytes != 0 && sp->cache_prompt)
+        fprintf(stderr, "recur-server: prompt cache %s%lld MiB, %d checkpoints per path, interval %d\n",
+                sp->cache_bytes < 0 ? "unlimited (" : "", (long long)(sp->cache_bytes < 0 ? -1 : sp->cache_bytes >> 20),
+                sp->ctx_checkpoints, sp->ckpt_interval);
+    else
+        fprintf(stderr, "recur-server: prompt cache off\n");
     if (strstr(name, "random weights"))
         fprintf(stderr,
                 "recur-server: NOTE: this model has RANDOM weights (written by recur-gguf synth): its text is noise.\n"
@@ -78,6 +84,9 @@ int main(int argc, char **argv) {
     sp.n_ubatch = a.n_ubatch < a.n_batch ? a.n_ubatch : a.n_batch;
     sp.n_threads = a.n_threads;
     sp.cache_prompt = a.cache_prompt;
+    sp.cache_bytes = a.cache_ram_mib < 0 ? -1 : (int64_t)a.cache_ram_mib << 20;
+    sp.ctx_checkpoints = a.ctx_checkpoints;
+    sp.ckpt_interval = a.ctx_checkpoints_interval;
     rc = 0;
     if (default_model && tool_default_model(argv[0], "recur-server")) {
         rc = 1;

@@ -24,9 +24,10 @@ void server_usage(FILE *f) {
         "  -b,  --batch-size N            most tokens per decode step, all slots together (default 2048)\n"
         "  -ub, --ubatch-size N           tokens evaluated together (default 512)\n"
         "       --no-cache-prompt         never reuse a slot's previous tokens (default: reuse)\n"
-        "       --ctx-checkpoints N       recurrent-state checkpoints per slot (default 32; stored for the cache)\n"
-        "       --ctx-checkpoints-interval N  tokens between checkpoints (default 0 = automatic; stored)\n"
-        "       --cache-ram MIB           prompt cache RAM limit (default 8192; stored for the cache)\n"
+        "       --ctx-checkpoints N       prompt-cache checkpoints kept per conversation path (default 32)\n"
+        "       --ctx-checkpoints-interval N  a checkpoint every N generated tokens, and the ladder spacing of\n"
+        "                                 prompts without messages (default 512; 0: none)\n"
+        "       --cache-ram MIB           prompt cache budget for all slots (default 8192; -1 unlimited, 0 off)\n"
         "       --cache-dir DIR           prompt cache directory (stored for the cache)\n"
         "       --slot-save-path DIR      where slots are saved (stored for slot save/restore)\n"
         "\n"
@@ -107,7 +108,8 @@ static bool keys_file(server_args *a, const char *path) {
 void server_args_default(server_args *a) {
     *a = (server_args){ .host = "127.0.0.1", .port = 8080, .n_slots = 4, .n_batch = 2048, .n_ubatch = 512,
                         .timeout_s = 3600, .jinja = true, .slots = true, .cache_prompt = true,
-                        .ctx_checkpoints = 32, .cache_ram_mib = 8192, .seed = -1, .n_predict = -1,
+                        .ctx_checkpoints = 32, .ctx_checkpoints_interval = 512, .cache_ram_mib = 8192, .seed = -1,
+                        .n_predict = -1,
                         .sampling = recur_sampler_default_params() };
 }
 

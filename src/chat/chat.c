@@ -152,7 +152,24 @@ static int32_t token_at(const size_t *starts, int32_t n, size_t b) {
     return k;
 }
 
-static recur_status token_spans(const vocab *v, chat_prompt *cp, const tok_layout *L) {
+/* The token where message i's content starts: the last token starting at or before the first
+ * occurrence of (the start of) its content text inside its span; the span's begin when absent. */
+static int32_t content_begin(const chat_prompt *cp, const size_t *starts, int32_t i, const json_t *msg) {
+    const json_t *c = json_object_get(msg, "content");
+    const chat_span sp = cp->msg_tokens[i];
+    size_t len = json_is_string(c) ? json_string_length(c) : 0;
+    if (len > 64) len = 64;
+    const chat_text_span tx = cp->msg_text[i];
+    const char *hit = len && tx.end > tx.begin ? memmem(cp->text + tx.begin, tx.end - tx.begin, json_string_value(c), len)
+                                               : NULL;
+    if (!hit) return sp.begin;
+    const size_t b = (size_t)(hit - cp->text);
+    int32_t k = sp.begin;
+    while (k + 1 < sp.end && starts[k + 1] <= b) k++;
+    return k;
+}
+
+static recur_status token_spans(const vocab *v, chat_prompt *cp, const tok_layout *L, const json_t *messages) {
     size_t *starts = malloc(((size_t)cp->n_tokens + 1) * sizeof *starts);
     if (!starts) return RECUR_E_NOMEM;
     cp->spans_exact = align_tokens(v, cp, L, starts);
@@ -167,6 +184,8 @@ static recur_status token_spans(const vocab *v, chat_prompt *cp, const tok_layou
         cp->msg_text[i].end = end < cp->n_tokens ? starts[end] : cp->text_len;   /* whole tokens */
         prev = end;
     }
+    for (int32_t i = 0; i < cp->n_messages; i++)
+        cp->msg_content[i] = content_begin(cp, starts, i, json_array_get(messages, (size_t)i));
     cp->gen_prompt.begin = prev;
     cp->gen_prompt.end = cp->n_tokens;
     free(starts);
@@ -183,7 +202,8 @@ static bool starts_with_token(const vocab *v, recur_token t, const char *s, size
     return !memcmp(at_end ? s + n - tl : s, tt, tl);
 }
 
-static recur_status tokenize(const vocab *v, chat_prompt *cp, bool add_gen, char *err, size_t err_len) {
+static recur_status tokenize(const vocab *v, chat_prompt *cp, bool add_gen, const json_t *messages, char *err,
+                             size_t err_len) {
     tok_layout L = {.b = 0, .e = cp->text_len, .add_gen = add_gen};
     size_t bl = 0, el = 0;
     if (vocab_add_bos(v) && starts_with_token(v, vocab_bos(v), cp->text, cp->text_len, false, &bl)) L.b = bl;
@@ -195,7 +215,7 @@ static recur_status tokenize(const vocab *v, chat_prompt *cp, bool add_gen, char
     cp->n_tokens = vocab_tokenize(v, cp->text + L.b, L.e - L.b, cp->tokens, n, true, true);
     L.added_bos = vocab_add_bos(v) && cp->n_tokens > 0 && cp->tokens[0] == vocab_bos(v);
     L.added_eos = vocab_add_eos(v) && cp->n_tokens > 0 && cp->tokens[cp->n_tokens - 1] == vocab_eos(v);
-    if (token_spans(v, cp, &L)) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
+    if (token_spans(v, cp, &L, messages)) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
     return RECUR_OK;
 }
 
@@ -215,10 +235,11 @@ recur_status chat_apply(const jinja_template *t, const vocab *v, const chat_para
     out->n_messages = (int32_t)n;
     out->msg_tokens = calloc(n + 1, sizeof *out->msg_tokens);
     out->msg_text = calloc(n + 1, sizeof *out->msg_text);
+    out->msg_content = calloc(n + 1, sizeof *out->msg_content);
     out->think_open = ends_in_open_think(out->text, out->text_len);
-    if (!out->msg_tokens || !out->msg_text) st = rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
+    if (!out->msg_tokens || !out->msg_text || !out->msg_content) st = rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
     if (!st && (st = text_spans(t, v, p, out))) rc_fail(err, err_len, st, "out of memory");
-    if (!st) st = tokenize(v, out, p->add_generation_prompt, err, err_len);
+    if (!st) st = tokenize(v, out, p->add_generation_prompt, p->messages, err, err_len);
     if (st) chat_prompt_free(out);
     return st;
 }
@@ -229,6 +250,7 @@ void chat_prompt_free(chat_prompt *p) {
     free(p->tokens);
     free(p->msg_tokens);
     free(p->msg_text);
+    free(p->msg_content);
     memset(p, 0, sizeof *p);
 }
 

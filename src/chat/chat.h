@@ -64,6 +64,9 @@ typedef struct chat_prompt {
     int32_t         n_messages;
     chat_span      *msg_tokens;      /* [n_messages] */
     chat_text_span *msg_text;        /* [n_messages] */
+    int32_t        *msg_content;     /* [n_messages] token where the message's content starts (the
+                                      * token holding its first byte; msg_tokens[i].begin when the
+                                      * content is not found verbatim in the span) */
     chat_span       gen_prompt;      /* the tokens after the last message */
     bool            spans_exact;
     bool            think_open;      /* the prompt ends inside an open <think> block */

@@ -40,6 +40,7 @@ recur_ctx_params recur_ctx_default_params(void) {
 }
 
 const recur_ctx_params *recur_ctx_params_of(const recur_ctx *ctx) { return &ctx->p; }
+recur_model *recur_ctx_model(const recur_ctx *ctx) { return ctx->m; }
 
 /* Largest quantized-activation scratch any matmul of the model needs for n_tok rows. */
 static size_t mm_scratch_bytes(const recur_model *m, int64_t n_tok) {
@@ -336,6 +337,58 @@ recur_status recur_seq_keep(recur_ctx *c, recur_seq_id seq) {
 
 recur_pos recur_seq_pos_max(const recur_ctx *c, recur_seq_id seq) {
     return c->kv ? kv_seq_pos_max(c->kv, seq) : rs_seq_pos_max(c->rs, seq);
+}
+
+/* ---- raw attention rows (the prompt cache keeps them outside the context) ------------------ */
+
+size_t recur_ctx_kv_row_bytes(const recur_ctx *c) {
+    return c->kv ? (size_t)c->sl.n_layer_kv * (size_t)(c->sl.n_embd_k + c->sl.n_embd_v) * sizeof(uint16_t) : 0;
+}
+
+/* K then V row of every attention layer of the cell: the layout of a sequence snapshot's row. */
+static void kv_row_out(recur_ctx *c, int32_t cell, unsigned char *row) {
+    const size_t kb = (size_t)c->sl.n_embd_k * sizeof(uint16_t), vb = (size_t)c->sl.n_embd_v * sizeof(uint16_t);
+    for (int il = 0; il < c->sl.n_layer_kv; il++, row += kb + vb) {
+        memcpy(row, kv_k_row(c->kv, il, cell), kb);
+        memcpy(row + kb, kv_v_row(c->kv, il, cell), vb);
+    }
+}
+
+static void kv_row_in(recur_ctx *c, int32_t cell, const unsigned char *row) {
+    const size_t kb = (size_t)c->sl.n_embd_k * sizeof(uint16_t), vb = (size_t)c->sl.n_embd_v * sizeof(uint16_t);
+    for (int il = 0; il < c->sl.n_layer_kv; il++, row += kb + vb) {
+        memcpy(kv_k_row(c->kv, il, cell), row, kb);
+        memcpy(kv_v_row(c->kv, il, cell), row + kb, vb);
+    }
+}
+
+recur_status recur_seq_kv_get(recur_ctx *c, recur_seq_id seq, recur_pos p0, recur_pos p1, void *buf, char *err,
+                              size_t err_len) {
+    if (seq < 0 || (uint32_t)seq >= c->p.n_seq_max || p0 < 0 || p1 < p0)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "kv_get: seq %d or positions [%d, %d) invalid", seq, p0, p1);
+    if (!c->kv || p1 == p0) return RECUR_OK;
+    for (recur_pos p = p0; p < p1; p++)
+        if (kv_seq_cell(c->kv, seq, p) < 0)
+            return rc_fail(err, err_len, RECUR_E_STATE, "kv_get: seq %d has no cell at position %d", seq, p);
+    const size_t rb = recur_ctx_kv_row_bytes(c);
+    for (recur_pos p = p0; p < p1; p++) kv_row_out(c, kv_seq_cell(c->kv, seq, p), (unsigned char *)buf + (size_t)(p - p0) * rb);
+    return RECUR_OK;
+}
+
+recur_status recur_seq_kv_put(recur_ctx *c, recur_seq_id seq, recur_pos p0, recur_pos p1, const void *buf,
+                              char *err, size_t err_len) {
+    if (seq < 0 || (uint32_t)seq >= c->p.n_seq_max || p0 < 0 || p1 < p0 || (uint32_t)p1 > c->p.n_ctx)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "kv_put: seq %d or positions [%d, %d) invalid", seq, p0, p1);
+    if (!c->kv || p1 == p0) return RECUR_OK;
+    if (kv_seq_pos_max(c->kv, seq) != p0 - 1)
+        return rc_fail(err, err_len, RECUR_E_STATE, "kv_put: seq %d ends at %d, rows start at %d", seq,
+                       kv_seq_pos_max(c->kv, seq), p0);
+    if (kv_n_free(c->kv) < (uint32_t)(p1 - p0))
+        return rc_fail(err, err_len, RECUR_E_FULL, "kv_put: %d rows need cells, %u are free", p1 - p0, kv_n_free(c->kv));
+    const size_t rb = recur_ctx_kv_row_bytes(c);
+    for (recur_pos p = p0; p < p1; p++)
+        kv_row_in(c, kv_cell_alloc(c->kv, seq, p), (const unsigned char *)buf + (size_t)(p - p0) * rb);
+    return RECUR_OK;
 }
 
 /* ---- snapshots (memory/snapshot.c holds the copies and the byte format) -------------------- */

@@ -30,7 +30,14 @@ struct sched {
     recur_pos     *b_pos;
     recur_seq_id  *b_seq;
     int8_t        *b_want;
-    recur_capture *caps;       /* [n_slots] */
+    recur_capture *caps;       /* [n_batch] snapshots captured in this step */
+    struct sched_pend {        /* [n_batch] checkpoints of this step, filed after the decode */
+        int32_t      seq, entry;   /* entry: batch index whose logits it keeps, -1 none */
+        recur_pos    pos;
+        pcache_ckpt *ck;
+        uint32_t     flags;
+    } *pend;
+    int32_t        n_pend;
     int32_t       *order;      /* [n_slots] prefill order scratch */
     int32_t       *take;       /* [n_slots] prompt tokens per slot this step */
     srv_task     **starting;   /* [n_slots] tasks sched_take_queued puts on slots */
@@ -50,7 +57,8 @@ struct sched {
 
 sched_params sched_default_params(void) {
     sched_params p = { .n_slots = 1, .n_ctx_slot = 4096, .n_batch = 2048, .n_ubatch = 512, .n_threads = 0,
-                       .queue_max = 64, .cache_prompt = true };
+                       .queue_max = 64, .cache_prompt = true, .cache_bytes = (int64_t)8192 << 20,
+                       .ctx_checkpoints = 32, .ckpt_interval = 512 };
     return p;
 }
 
@@ -131,7 +139,7 @@ static void sched_publish_locked(sched *s) {
         busy += sl->task != NULL;
         if (sl->n_cache > s->met.n_tokens_max) s->met.n_tokens_max = sl->n_cache;
     }
-    s->met.prompt_tokens_total = s->met.tokens_predicted_total = 0;
+    s->met.prompt_tokens_total = s->met.tokens_predicted_total = s->met.cache_tokens_reused_total = 0;
     s->met.prompt_seconds_total = s->met.predicted_seconds_total = 0;
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         const slot *sl = &s->slots[i];
@@ -139,6 +147,18 @@ static void sched_publish_locked(sched *s) {
         s->met.prompt_seconds_total += sl->prompt_ms_total / 1e3;
         s->met.tokens_predicted_total += sl->n_predicted_total;
         s->met.predicted_seconds_total += sl->predicted_ms_total / 1e3;
+        s->met.cache_tokens_reused_total += sl->n_reused_total;
+    }
+    s->met.cache_budget_bytes = s->env.pc ? s->p.cache_bytes : 0;
+    if (s->env.pc) {
+        pcache_stats ps;
+        pcache_stats_get(s->env.pc, &ps);
+        s->met.cache_bytes = ps.bytes;
+        s->met.cache_tokens = ps.n_tokens;
+        s->met.cache_checkpoints = ps.n_ckpt;
+        s->met.ckpt_created_total = ps.ckpt_created;
+        s->met.ckpt_restored_total = ps.ckpt_restored;
+        s->met.ckpt_evicted_total = ps.ckpt_evicted;
     }
     s->met.requests_processing = busy;
     s->n_free = s->p.n_slots - busy;
@@ -183,6 +203,7 @@ static int32_t sched_pick_slot(const sched *s, const srv_task *t) {
             best_reuse = r;
         }
     }
+    /* the prompt cache serves any slot alike: the slot's own sequence breaks the tie (fewer copies) */
     return best >= 0 ? best : lru;
 }
 
@@ -259,16 +280,31 @@ static void sched_share_prefill(sched *s, int32_t budget) {
     }
 }
 
+/* A checkpoint of (seq, pos) in this step: reserved in the prompt cache now, captured by the
+ * decode, filed by sched_file_pending. entry: the batch index whose logits it keeps, or -1. */
+static void sched_plan_ckpt(sched *s, int32_t *n_caps, int32_t seq, recur_pos pos, int32_t entry, uint32_t flags) {
+    pcache_ckpt *ck = pcache_ckpt_new(s->env.pc, entry >= 0);
+    if (!ck) return;
+    recur_snapshot *snap = pcache_ckpt_snap(ck);
+    if (!snap && entry < 0) { pcache_ckpt_drop(s->env.pc, ck); return; }   /* nothing to keep */
+    if (snap) s->caps[(*n_caps)++] = (recur_capture){ seq, pos, snap };
+    s->pend[s->n_pend++] = (struct sched_pend){ seq, entry, pos, ck, flags };
+}
+
 /* Fills the batch; returns its entries and sets *n_caps. */
 static int32_t sched_build_batch(sched *s, int32_t *n_caps) {
     int32_t n = 0, n_gen = 0;
     *n_caps = 0;
+    s->n_pend = 0;
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         slot *sl = &s->slots[i];
         sl->i_batch = -1;
         if (sl->state != SLOT_GEN) continue;
         sl->i_batch = n;
-        batch_add(s, &n, sl->pending, sl->n_cache, sl->id, true);
+        const recur_pos pos = sl->n_cache;
+        if (s->env.pc && s->p.ckpt_interval > 0 && (pos + 1) % s->p.ckpt_interval == 0)
+            sched_plan_ckpt(s, n_caps, sl->id, pos, -1, 0);
+        batch_add(s, &n, sl->pending, pos, sl->id, true);
         n_gen++;
     }
     sched_share_prefill(s, s->p.n_batch - n_gen);
@@ -277,11 +313,11 @@ static int32_t sched_build_batch(sched *s, int32_t *n_caps) {
         if (sl->state != SLOT_PREFILL || s->take[i] == 0) continue;
         const srv_task *t = sl->task;
         const int32_t p0 = sl->n_past, p1 = sl->n_past + s->take[i];
-        /* checkpoint: an identical resend evaluates one token (also taken when this task does
-         * not reuse the cache: the next one may) */
-        const int32_t cp = t->n_prompt - 2;
-        if (sl->ckpt && s->p.cache_prompt && cp >= p0 && cp < p1)
-            s->caps[(*n_caps)++] = (recur_capture){ sl->id, cp, sl->ckpt };
+        for (; sl->i_plan < sl->n_plan && sl->plan[sl->i_plan] < p1; sl->i_plan++) {
+            const recur_pos p = sl->plan[sl->i_plan];
+            if (p >= p0) sched_plan_ckpt(s, n_caps, sl->id, p, p == t->n_prompt - 1 ? n + p - p0 : -1,
+                                         sl->plan_flags[sl->i_plan]);
+        }
         for (int32_t p = p0; p < p1; p++) {
             if (p == t->n_prompt - 1) sl->i_batch = n;
             batch_add(s, &n, t->prompt[p], p, sl->id, p == t->n_prompt - 1);
@@ -291,14 +327,24 @@ static int32_t sched_build_batch(sched *s, int32_t *n_caps) {
 }
 
 /* Records what the batch put into each sequence (invariant 1 of slot.h). */
-static void sched_commit_batch(sched *s, int32_t n, int32_t n_caps) {
+static void sched_commit_batch(sched *s, int32_t n) {
     for (int32_t j = 0; j < n; j++) {
         slot *sl = &s->slots[s->b_seq[j]];
         sl->cache[s->b_pos[j]] = s->b_tok[j];
         sl->n_cache = s->b_pos[j] + 1;
         if (sl->state == SLOT_PREFILL) sl->n_past = sl->n_cache;
     }
-    for (int32_t c = 0; c < n_caps; c++) s->slots[s->caps[c].seq].ckpt_pos = s->caps[c].pos;
+}
+
+/* Files this step's checkpoints in the prompt cache (ok: the decode succeeded), else drops them. */
+static void sched_file_pending(sched *s, bool ok) {
+    for (int32_t k = 0; k < s->n_pend; k++) {
+        const struct sched_pend *e = &s->pend[k];
+        if (!ok) { pcache_ckpt_drop(s->env.pc, e->ck); continue; }
+        const float *lg = e->entry >= 0 ? recur_get_logits(s->env.ctx, e->entry) : NULL;
+        pcache_ckpt_commit(s->env.pc, e->seq, s->slots[e->seq].cache, e->pos, e->ck, lg, e->flags);
+    }
+    s->n_pend = 0;
 }
 
 /* One decode step over every busy slot. */
@@ -310,6 +356,13 @@ static void sched_step(sched *s) {
             slot_finish(sl, &s->env, SRV_STOP_CANCELLED, t0);
             sl->last_used = s->n_steps;
         }
+    }
+    for (int32_t i = 0; i < s->p.n_slots; i++) {   /* whole prompt restored with its logits */
+        slot *sl = &s->slots[i];
+        if (!sl->task || sl->state != SLOT_PREFILL || !sl->logits_ready) continue;
+        sl->logits_ready = false;
+        slot_on_logits(sl, &s->env, sl->logits, t0);
+        if (!sl->task) sl->last_used = s->n_steps;
     }
     int32_t n_caps = 0, busy = 0;
     const int32_t n = sched_build_batch(s, &n_caps);
@@ -323,13 +376,14 @@ static void sched_step(sched *s) {
     s->n_steps++;
     s->met.n_decode_total++;
     s->met.n_busy_slots_total += (uint64_t)busy;
+    sched_commit_batch(s, st == RECUR_OK ? n : 0);
+    sched_file_pending(s, st == RECUR_OK);
     if (st != RECUR_OK) {
         fprintf(stderr, "sched: decode failed (%s): %s\n", recur_status_str(st), err);
         for (int32_t i = 0; i < s->p.n_slots; i++)
             if (s->slots[i].task) slot_fail(&s->slots[i], &s->env, st, err);
         return;
     }
-    sched_commit_batch(s, n, n_caps);
     const double t1 = slot_now_ms();
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         slot *sl = &s->slots[i];
@@ -384,7 +438,8 @@ static recur_status sched_alloc(sched *s, char *err, size_t err_len) {
     s->b_pos = malloc((size_t)nb * sizeof *s->b_pos);
     s->b_seq = malloc((size_t)nb * sizeof *s->b_seq);
     s->b_want = malloc((size_t)nb);
-    s->caps = calloc((size_t)ns, sizeof *s->caps);
+    s->caps = calloc((size_t)nb, sizeof *s->caps);
+    s->pend = calloc((size_t)nb, sizeof *s->pend);
     s->order = calloc((size_t)ns, sizeof *s->order);
     s->take = calloc((size_t)ns, sizeof *s->take);
     s->starting = calloc((size_t)ns, sizeof *s->starting);
@@ -394,7 +449,7 @@ static recur_status sched_alloc(sched *s, char *err, size_t err_len) {
     s->slots = calloc((size_t)ns, sizeof *s->slots);
     const int32_t nv = s->env.n_vocab;
     s->eog = malloc((size_t)nv * sizeof *s->eog);
-    if (!s->b_tok || !s->b_pos || !s->b_seq || !s->b_want || !s->caps || !s->order || !s->take || !s->starting || !s->q ||
+    if (!s->b_tok || !s->b_pos || !s->b_seq || !s->b_want || !s->caps || !s->pend || !s->order || !s->take || !s->starting || !s->q ||
         !s->pub || !s->slots || !s->eog)
         return rc_fail(err, err_len, RECUR_E_NOMEM, "sched: out of memory");
     for (recur_token t = 0; t < nv; t++)
@@ -437,9 +492,14 @@ recur_status sched_new(recur_model *m, const sched_params *p, sched **out, char 
     cp.n_ubatch = (uint32_t)(p->n_ubatch > 0 ? p->n_ubatch : p->n_batch);
     cp.n_threads = p->n_threads;
     s->env = (slot_env){ .model = m, .n_vocab = recur_model_n_vocab(m), .n_ctx_slot = p->n_ctx_slot,
-                         .cache_prompt = p->cache_prompt, .piece_max = recur_detok_max_bytes(m) };
+                         .cache_prompt = p->cache_prompt, .piece_max = recur_detok_max_bytes(m),
+                         .ckpt_interval = p->ckpt_interval };
     st = recur_ctx_new(m, &cp, &s->env.ctx, err, err_len);
     if (!st) st = sched_probe_recurrent(s, err, err_len);
+    if (!st && p->cache_bytes != 0 && p->cache_prompt) {
+        const pcache_params pp = { .budget_bytes = p->cache_bytes, .max_ckpt_path = p->ctx_checkpoints, .log = stderr };
+        st = pcache_new(s->env.ctx, &pp, &s->env.pc, err, err_len);
+    }
     if (!st) st = sched_alloc(s, err, err_len);
     if (!st) {
         sched_publish(s);
@@ -462,10 +522,11 @@ void sched_free(sched *s) {
         pthread_join(s->th, NULL);
     }
     for (int32_t i = 0; s->slots && i < s->p.n_slots; i++) slot_free(&s->slots[i]);
+    pcache_free(s->env.pc);
     recur_ctx_free(s->env.ctx);
     free(s->slots); free(s->pub); free(s->q); free(s->eog);
     free(s->b_tok); free(s->b_pos); free(s->b_seq); free(s->b_want);
-    free(s->caps); free(s->order); free(s->take); free(s->starting);
+    free(s->caps); free(s->pend); free(s->order); free(s->take); free(s->starting);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

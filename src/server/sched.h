@@ -33,6 +33,9 @@ typedef struct sched_params {
     int32_t n_threads;     /* -t */
     int32_t queue_max;     /* tasks waiting for a slot; one more is refused (RECUR_E_FULL) */
     bool    cache_prompt;  /* false (--no-cache-prompt): never reuse a slot's tokens */
+    int64_t cache_bytes;   /* --cache-ram: the prompt cache's budget (< 0 unlimited, 0: no cache) */
+    int32_t ctx_checkpoints;   /* --ctx-checkpoints: checkpoints kept per conversation path */
+    int32_t ckpt_interval;     /* --ctx-checkpoints-interval: every N generated tokens; ladder spacing */
 } sched_params;
 
 typedef struct sched sched;
@@ -82,6 +85,13 @@ typedef struct sched_metrics {
     int32_t  requests_processing;        /* llamacpp:requests_processing */
     int32_t  requests_deferred;          /* llamacpp:requests_deferred (queued) */
     int32_t  n_tokens_max;               /* llamacpp:n_tokens_max (largest slot fill seen) */
+    /* the prompt cache (recur:*) */
+    uint64_t cache_tokens_reused_total;  /* prompt tokens restored instead of evaluated */
+    uint64_t ckpt_created_total, ckpt_restored_total, ckpt_evicted_total;
+    int64_t  cache_bytes;                /* held by the prompt cache now */
+    int64_t  cache_budget_bytes;         /* -1: unlimited, 0: off */
+    int64_t  cache_tokens;               /* rows (tokens) the prompt cache holds */
+    int32_t  cache_checkpoints;          /* checkpoints it holds */
 } sched_metrics;
 
 void sched_get_metrics(sched *s, sched_metrics *out);

@@ -19,17 +19,13 @@ double slot_now_ms(void) {
 recur_status slot_init(slot *s, int32_t id, const slot_env *env) {
     memset(s, 0, sizeof *s);
     s->id = id;
-    s->ckpt_pos = -1;
     s->i_batch = -1;
     s->stop_word = -1;
     s->last_task_id = -1;
     s->cache = malloc((size_t)env->n_ctx_slot * sizeof *s->cache);
     s->piece = malloc((size_t)env->piece_max + 1);
     if (!s->cache || !s->piece) return RECUR_E_NOMEM;
-    if (env->recurrent && env->cache_prompt) {   /* only a reusable cache needs the checkpoint */
-        s->ckpt = recur_snapshot_new(env->ctx, RECUR_SNAP_CHECKPOINT, -1);
-        if (!s->ckpt) return RECUR_E_NOMEM;
-    }
+    if (env->pc && !(s->logits = malloc((size_t)env->n_vocab * sizeof *s->logits))) return RECUR_E_NOMEM;
     return RECUR_OK;
 }
 
@@ -63,7 +59,9 @@ void slot_free(slot *s) {
     free(s->cache);
     free(s->piece);
     free(s->held);
-    recur_snapshot_free(s->ckpt);
+    free(s->logits);
+    free(s->plan);
+    free(s->plan_flags);
     memset(s, 0, sizeof *s);
 }
 
@@ -75,27 +73,110 @@ static int32_t common_prefix(const recur_token *a, int32_t na, const recur_token
 
 int32_t slot_reusable(const slot *s, const slot_env *env, const recur_token *prompt, int32_t n, bool cache_prompt) {
     if (!cache_prompt || !env->cache_prompt || n < 1) return 0;
-    /* the last prompt token is always evaluated again: its logits give the first token */
+    /* the last prompt token is evaluated again unless its logits are cached: they give the first token */
     int32_t keep = common_prefix(s->cache, s->n_cache, prompt, n);
     if (keep > n - 1) keep = n - 1;
-    if (!env->recurrent || keep == s->n_cache) return keep;
-    /* recurrent state exists only after the last token, or at the checkpoint */
-    if (s->ckpt_pos >= 0 && s->ckpt_pos + 1 <= keep) return s->ckpt_pos + 1;
-    return 0;
+    /* recurrent state exists only after the sequence's last token (earlier: the prompt cache) */
+    return !env->recurrent || keep == s->n_cache ? keep : 0;
 }
 
 /* Brings the sequence down to its first `keep` tokens (a value slot_reusable gave). */
 static void slot_truncate(slot *s, const slot_env *env, int32_t keep) {
-    recur_status st = RECUR_OK;
     if (keep == s->n_cache) return;
-    if (keep > 0 && !env->recurrent) st = recur_seq_rm(env->ctx, s->id, keep, -1);
-    else if (keep > 0) st = recur_snapshot_restore(env->ctx, s->ckpt, s->id, NULL, 0);
-    if (keep == 0 || st != RECUR_OK) {
+    if (keep == 0 || recur_seq_rm(env->ctx, s->id, keep, -1) != RECUR_OK) {
         recur_seq_rm(env->ctx, s->id, -1, -1);   /* removing everything always succeeds */
         keep = 0;
     }
     s->n_cache = keep;
-    if (s->ckpt_pos >= keep) s->ckpt_pos = -1;
+}
+
+/* Starts the task from the slot's own sequence or from the prompt cache, whichever restores
+ * more; returns how far the prompt agrees with what either holds (the divergence point). */
+static int32_t slot_resume(slot *s, const slot_env *env, const srv_task *t) {
+    const bool use = t->params.cache_prompt && env->cache_prompt;
+    const int32_t n = t->n_prompt, live = slot_reusable(s, env, t->prompt, n, t->params.cache_prompt);
+    const int32_t c_live = use ? common_prefix(s->cache, s->n_cache, t->prompt, n) : 0;
+    pcache_hit h = { 0, 0, false, NULL };
+    if (use && env->pc) h = pcache_lookup(env->pc, t->prompt, n);
+    s->logits_ready = false;
+    if (h.n_restore > live) {
+        char err[256];
+        const recur_status st = pcache_restore(env->pc, s->id, t->prompt, n, &h, c_live, s->logits, err, sizeof err);
+        if (st) {
+            fprintf(stderr, "slot %d: restore from the prompt cache failed (%s): evaluating everything\n", s->id, err);
+            recur_seq_rm(env->ctx, s->id, -1, -1);
+            s->n_cache = 0;
+        } else {
+            memcpy(s->cache, t->prompt, (size_t)h.n_restore * sizeof *s->cache);
+            s->n_cache = h.n_restore;
+            s->logits_ready = h.logits;
+        }
+    } else {
+        slot_truncate(s, env, live);
+    }
+    if (env->pc)
+        fprintf(stderr,
+                "slot %d: task %llu: %d prompt tokens: %d restored from %s (state after position %d)%s, %d to "
+                "evaluate; the prompt agrees with the cache to %d, with the slot to %d\n",
+                s->id, (unsigned long long)t->id, n, s->n_cache, h.n_restore > live ? "the prompt cache" : "the slot",
+                s->n_cache - 1, s->logits_ready ? " with the last token's logits" : "", n - s->n_cache, h.n_match,
+                c_live);
+    return h.n_match > c_live ? h.n_match : c_live;
+}
+
+static void plan_add(slot *s, recur_pos p, uint8_t flags) {
+    if (s->n_plan < s->plan_cap) { s->plan[s->n_plan] = p; s->plan_flags[s->n_plan++] = flags; }
+}
+
+/* Where this prefill checkpoints (positions >= n_cache): the task's message boundaries, else a
+ * ladder every ckpt_interval tokens back from the end; the divergence point (a next request
+ * branches there again); the last prompt token, with its logits (an identical resend). */
+static recur_status slot_plan(slot *s, const slot_env *env, const srv_task *t, int32_t diverge) {
+    s->n_plan = s->i_plan = 0;
+    if (!env->pc || s->logits_ready) return RECUR_OK;
+    const int32_t n = t->n_prompt, iv = env->ckpt_interval;
+    const int32_t need = t->n_ckpt_at + (iv > 0 ? n / iv : 0) + 2;
+    if (need > s->plan_cap) {
+        recur_pos *p = realloc(s->plan, (size_t)need * sizeof *p);
+        if (p) s->plan = p;
+        uint8_t *f = realloc(s->plan_flags, (size_t)need);
+        if (f) s->plan_flags = f;
+        if (!p || !f) return RECUR_E_NOMEM;
+        s->plan_cap = need;
+    }
+    for (int32_t i = 0; i < t->n_ckpt_at; i++)
+        if (t->ckpt_at[i] >= s->n_cache && t->ckpt_at[i] < n - 1)
+            plan_add(s, t->ckpt_at[i], t->ckpt_flags[i] & SRV_CKPT_SYSTEM ? PCACHE_SYSTEM : 0);
+    for (int32_t p = n - 1 - iv; t->n_ckpt_at == 0 && iv > 0 && p >= s->n_cache; p -= iv) plan_add(s, p, 0);
+    if (diverge > s->n_cache && diverge - 1 < n - 1) plan_add(s, diverge - 1, 0);
+    plan_add(s, n - 1, 0);
+    for (int32_t i = 1; i < s->n_plan; i++)   /* insertion sort, then drop repeats */
+        for (int32_t j = i; j > 0 && s->plan[j - 1] > s->plan[j]; j--) {
+            const recur_pos tp = s->plan[j]; s->plan[j] = s->plan[j - 1]; s->plan[j - 1] = tp;
+            const uint8_t tf = s->plan_flags[j]; s->plan_flags[j] = s->plan_flags[j - 1]; s->plan_flags[j - 1] = tf;
+        }
+    int32_t k = 0;
+    for (int32_t i = 0; i < s->n_plan; i++) {
+        if (k && s->plan[k - 1] == s->plan[i]) { s->plan_flags[k - 1] |= s->plan_flags[i]; continue; }
+        s->plan[k] = s->plan[i];
+        s->plan_flags[k++] = s->plan_flags[i];
+    }
+    s->n_plan = k;
+    return RECUR_OK;
+}
+
+/* The end of a response: the state after the last evaluated token goes into the prompt cache
+ * (a checkpoint; without recurrent layers the rows alone), so the next turn resumes there. */
+static void slot_file_end(slot *s, const slot_env *env) {
+    if (!env->pc || s->n_cache < 1) return;
+    pcache_ckpt *ck = pcache_ckpt_new(env->pc, false);
+    recur_snapshot *snap = pcache_ckpt_snap(ck);
+    if (snap && recur_snapshot_take(env->ctx, s->id, snap, NULL, 0) == RECUR_OK) {
+        pcache_ckpt_commit(env->pc, s->id, s->cache, s->n_cache - 1, ck, NULL, 0);
+        return;
+    }
+    pcache_ckpt_drop(env->pc, ck);
+    if (!snap) pcache_insert(env->pc, s->id, s->cache, s->n_cache);
 }
 
 /* The task's sampler: its params, plus a ban on every end-of-generation token for ignore_eos. */
@@ -127,9 +208,12 @@ recur_status slot_start(slot *s, const slot_env *env, srv_task *t, double now_ms
     s->n_held = 0;
     s->t_start = s->t_prompt_done = s->t_end = now_ms;
 
-    const int32_t keep = slot_reusable(s, env, t->prompt, t->n_prompt, t->params.cache_prompt);
-    slot_truncate(s, env, keep);
+    const int32_t diverge = slot_resume(s, env, t);
     s->n_reused = s->n_past = s->n_cache;
+    if (slot_plan(s, env, t, diverge)) {
+        slot_fail(s, env, RECUR_E_NOMEM, "out of memory (checkpoint plan)");
+        return RECUR_E_NOMEM;
+    }
 
     size_t stop_max = 0;
     for (int32_t i = 0; i < t->params.n_stop; i++) {
@@ -158,7 +242,7 @@ recur_status slot_start(slot *s, const slot_env *env, srv_task *t, double now_ms
 void slot_fail(slot *s, const slot_env *env, recur_status st, const char *msg) {
     recur_seq_rm(env->ctx, s->id, -1, -1);
     s->n_cache = 0;
-    s->ckpt_pos = -1;
+    s->logits_ready = false;
     slot_release(s, s->task ? srv_event_error(st, msg) : NULL);
 }
 
@@ -185,7 +269,6 @@ static void slot_consume(slot *s, size_t n) {
 }
 
 void slot_finish(slot *s, const slot_env *env, srv_stop_type stop, double now_ms) {
-    (void)env;
     srv_task *t = s->task;
     if (s->state == SLOT_PREFILL) s->t_prompt_done = now_ms;
     s->t_end = now_ms;
@@ -197,6 +280,8 @@ void slot_finish(slot *s, const slot_env *env, srv_stop_type stop, double now_ms
         if (s->stop == SRV_STOP_WORD && before != SRV_STOP_WORD) stop = SRV_STOP_WORD;
     }
     if (stop == SRV_STOP_CANCELLED) s->n_held = 0;
+    slot_file_end(s, env);
+    s->logits_ready = false;
     srv_event *ev = srv_event_new(SRV_EV_DONE, s->held, s->n_held);
     s->n_held = 0;
     if (!ev) {
@@ -215,6 +300,7 @@ void slot_finish(slot *s, const slot_env *env, srv_stop_type stop, double now_ms
     st->stop_type = stop;
     if (stop == SRV_STOP_WORD && s->stop_word >= 0) st->stopping_word = strdup(t->params.stop[s->stop_word]);
     s->n_prompt_total += (uint64_t)st->n_prompt_eval;
+    s->n_reused_total += (uint64_t)st->n_cache;
     s->prompt_ms_total += st->prompt_ms;
     s->n_predicted_total += (uint64_t)st->n_predicted;
     s->predicted_ms_total += st->predicted_ms;

@@ -8,8 +8,11 @@
  *
  * Invariants:
  *  1. cache[0 .. n_cache) are exactly the tokens sequence `id` holds (positions 0 .. n_cache-1).
- *  2. ckpt_pos >= 0 only when ckpt holds the recurrent state right after cache[ckpt_pos]
- *     and ckpt_pos < n_cache (every change that shortens the cache below it drops it).
+ *  2. Earlier states live in the shared prompt cache (env->pc, src/cache/pcache.h): a task
+ *     starts from the slot's own sequence when the prompt extends it, else from the deepest
+ *     restorable point of the cache when that is deeper. While PREFILL, plan[i_plan ..] are the
+ *     prompt positions still to checkpoint (message boundaries, the ladder, the divergence
+ *     point, the last prompt token with its logits).
  *  3. While GEN, `pending` is the last sampled token, not yet evaluated; it goes to position
  *     n_cache in the next step.
  *  4. A slot with a task has pushed no terminal event yet; slot_finish / slot_fail make exactly
@@ -23,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cache/pcache.h"
 #include "recur.h"
 #include "server/task.h"
 
@@ -36,6 +40,8 @@ typedef struct slot_env {
     int32_t            n_ctx_slot;
     bool               recurrent;      /* a partial tail cannot be removed (recurrent layers) */
     bool               cache_prompt;   /* sched_params.cache_prompt */
+    pcache            *pc;             /* the shared prompt cache; NULL: off (--cache-ram 0) */
+    int32_t            ckpt_interval;  /* a checkpoint every this many generated tokens; ladder spacing */
     const recur_token *eog;            /* [n_eog] end-of-generation tokens (for ignore_eos) */
     int32_t            n_eog;
     int32_t            piece_max;      /* recur_detok_max_bytes */
@@ -51,8 +57,11 @@ typedef struct slot {
 
     recur_token    *cache;             /* [n_ctx_slot] */
     int32_t         n_cache;
-    recur_snapshot *ckpt;              /* recurrent models: state after the second-to-last prompt token */
-    recur_pos       ckpt_pos;          /* -1: ckpt holds nothing usable */
+    float          *logits;            /* [n_vocab] the cached logits of the last prompt token (pc only) */
+    bool            logits_ready;      /* PREFILL, whole prompt restored: sample from `logits` */
+    recur_pos      *plan;              /* [plan_cap] prompt positions to checkpoint, increasing */
+    uint8_t        *plan_flags;        /* [plan_cap] PCACHE_* flags */
+    int32_t         n_plan, i_plan, plan_cap;
 
     /* the running task */
     int32_t         n_past;            /* prompt tokens in the sequence (prefill progress) */
@@ -74,14 +83,15 @@ typedef struct slot {
     int32_t         last_n_prompt;
 
     /* totals over the finished tasks, for GET /metrics */
-    uint64_t        n_prompt_total, n_predicted_total;
+    uint64_t        n_prompt_total, n_predicted_total, n_reused_total;
     double          prompt_ms_total, predicted_ms_total;
 } slot;
 
 recur_status slot_init(slot *s, int32_t id, const slot_env *env);
 void         slot_free(slot *s);
 
-/* Prompt tokens this slot could reuse for prompt[0 .. n) (0 when caching is off). Pure. */
+/* Prompt tokens this slot's own sequence could reuse for prompt[0 .. n) (0 when caching is
+ * off). Pure. */
 int32_t slot_reusable(const slot *s, const slot_env *env, const recur_token *prompt, int32_t n, bool cache_prompt);
 
 /* Takes t (the slot keeps the caller's reference), reuses what it can of the cache, builds the

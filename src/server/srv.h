@@ -209,7 +209,7 @@ struct srv_stream *srv_stream_new(srv_server *s, srv_task *t, srv_gen_opts *g, s
  * *status is the HTTP status on failure (400 bad messages, 500 template error). */
 recur_status srv_chat_prompt(srv_server *s, const json_t *body, bool add_generation_prompt, char **text,
                              size_t *text_len, recur_token **tokens, int32_t *n_tokens, bool *think_open,
-                             unsigned *status, char *err, size_t err_len);
+                             srv_task *hints, unsigned *status, char *err, size_t err_len);
 /* The chat message of a finished generation ({role, content, reasoning_content?}). */
 json_t *srv_chat_message(const srv_gen_opts *g, const char *text, size_t len);
 

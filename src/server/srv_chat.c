@@ -57,9 +57,41 @@ static json_t *messages_copy(const json_t *body, char *err, size_t err_len) {
     return out;
 }
 
+static int cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Where the prompt cache should place checkpoints (the state after token p): the end of a
+ * system / tools prefix, the start of every user message and of its content, the end of every
+ * assistant message. The last prompt token is the scheduler's business. */
+static void chat_hints(const chat_prompt *cp, const json_t *msgs, bool tools, srv_task *t) {
+    const int32_t cap = 3 * cp->n_messages + 1;
+    int32_t *at = malloc((size_t)cap * sizeof *at), n = 0, sys = -1;
+    uint8_t *fl = malloc((size_t)cap);
+    if (!at || !fl) { free(at); free(fl); return; }   /* hints are an optimisation */
+    for (int32_t i = 0; i < cp->n_messages; i++) {
+        const char *role = json_string_value(json_object_get(json_array_get(msgs, (size_t)i), "role"));
+        const chat_span sp = cp->msg_tokens[i];
+        if (i == 0 && ((role && !strcmp(role, "system")) || tools)) at[n++] = sys = sp.end - 1;
+        if (role && !strcmp(role, "user")) { at[n++] = sp.begin - 1; at[n++] = cp->msg_content[i] - 1; }
+        if (role && !strcmp(role, "assistant")) at[n++] = sp.end - 1;
+    }
+    qsort(at, (size_t)n, sizeof *at, cmp_i32);
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (at[i] < 0 || at[i] >= cp->n_tokens - 1 || (k && at[k - 1] == at[i])) continue;
+        fl[k] = at[i] == sys ? SRV_CKPT_SYSTEM : 0;
+        at[k++] = at[i];
+    }
+    t->ckpt_at = at;
+    t->ckpt_flags = fl;
+    t->n_ckpt_at = k;
+}
+
 recur_status srv_chat_prompt(srv_server *s, const json_t *body, bool add_gen, char **text, size_t *text_len,
-                             recur_token **tokens, int32_t *n_tokens, bool *think_open, unsigned *status,
-                             char *err, size_t err_len) {
+                             recur_token **tokens, int32_t *n_tokens, bool *think_open, srv_task *hints,
+                             unsigned *status, char *err, size_t err_len) {
     *status = 400;
     const json_t *tools = json_object_get(body, "tools"), *kw = json_object_get(body, "chat_template_kwargs");
     if (tools && !json_is_null(tools) && !json_is_array(tools))
@@ -77,6 +109,7 @@ recur_status srv_chat_prompt(srv_server *s, const json_t *body, bool add_gen, ch
                       .kwargs = json_is_object(kw) ? kw : NULL, .add_generation_prompt = agp };
     chat_prompt cp;
     st = chat_apply(s->tmpl, s->vocab, &p, &cp, err, err_len);
+    if (!st && hints) chat_hints(&cp, msgs, p.tools && json_array_size(p.tools), hints);
     json_decref(msgs);
     if (st) {
         *status = 500;   /* a template error (raise_exception, ...): llama-server's server_error */

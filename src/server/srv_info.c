@@ -113,10 +113,12 @@ typedef struct metric {
     double      value;
 } metric;
 
-static void add_metrics(char *buf, size_t cap, size_t *len, const char *type, const metric *m, size_t n) {
+/* Prometheus text: llama-server's metrics under "llamacpp:", recur's own under "recur:". */
+static void add_metrics(char *buf, size_t cap, size_t *len, const char *ns, const char *type, const metric *m,
+                        size_t n) {
     for (size_t i = 0; i < n && *len < cap; i++)
-        *len += (size_t)snprintf(buf + *len, cap - *len, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n",
-                                 m[i].name, m[i].help, m[i].name, type, m[i].name, m[i].value);
+        *len += (size_t)snprintf(buf + *len, cap - *len, "# HELP %s:%s %s\n# TYPE %s:%s %s\n%s:%s %.17g\n", ns,
+                                 m[i].name, m[i].help, ns, m[i].name, type, ns, m[i].name, m[i].value);
 }
 
 int srv_h_metrics(srv_req *r) {
@@ -145,9 +147,24 @@ int srv_h_metrics(srv_req *r) {
         { "n_busy_slots_per_decode", "Average number of busy slots per decode call",
           m.n_decode_total ? (double)m.n_busy_slots_total / (double)m.n_decode_total : 0 },
     };
-    char buf[8192];
+    const metric cache_counters[] = {
+        { "cache_tokens_reused_total", "Prompt tokens restored from a slot or the prompt cache instead of evaluated",
+          (double)m.cache_tokens_reused_total },
+        { "checkpoints_created_total", "Prompt-cache checkpoints created", (double)m.ckpt_created_total },
+        { "checkpoints_restored_total", "Prompt-cache checkpoints restored", (double)m.ckpt_restored_total },
+        { "checkpoints_evicted_total", "Prompt-cache checkpoints evicted", (double)m.ckpt_evicted_total },
+    };
+    const metric cache_gauges[] = {
+        { "cache_bytes", "Bytes held by the prompt cache", (double)m.cache_bytes },
+        { "cache_budget_bytes", "The prompt cache's budget (--cache-ram; -1 unlimited, 0 off)", (double)m.cache_budget_bytes },
+        { "cache_tokens", "Token rows held by the prompt cache", (double)m.cache_tokens },
+        { "cache_checkpoints", "Checkpoints held by the prompt cache", (double)m.cache_checkpoints },
+    };
+    char buf[12288];
     size_t len = 0;
-    add_metrics(buf, sizeof buf, &len, "counter", counters, sizeof counters / sizeof counters[0]);
-    add_metrics(buf, sizeof buf, &len, "gauge", gauges, sizeof gauges / sizeof gauges[0]);
+    add_metrics(buf, sizeof buf, &len, "llamacpp", "counter", counters, sizeof counters / sizeof counters[0]);
+    add_metrics(buf, sizeof buf, &len, "llamacpp", "gauge", gauges, sizeof gauges / sizeof gauges[0]);
+    add_metrics(buf, sizeof buf, &len, "recur", "counter", cache_counters, sizeof cache_counters / sizeof cache_counters[0]);
+    add_metrics(buf, sizeof buf, &len, "recur", "gauge", cache_gauges, sizeof cache_gauges / sizeof cache_gauges[0]);
     return srv_reply_text(r, 200, "text/plain; version=0.0.4", buf, len < sizeof buf ? len : sizeof buf - 1);
 }

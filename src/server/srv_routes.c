@@ -128,7 +128,7 @@ int srv_h_chat(srv_req *r, json_t *body) {
     char *text = NULL;
     size_t text_len = 0;
     recur_status st = srv_chat_prompt(s, body, true, &text, &text_len, &t->prompt, &t->n_prompt, &g.think_open,
-                                      &status, err, sizeof err);
+                                      t, &status, err, sizeof err);
     free(text);
     if (!st && (st = srv_params_parse(s, body, t, &g, err, sizeof err)))
         status = st == RECUR_E_NOMEM ? 500 : st == RECUR_E_UNSUPPORTED ? 501 : 400;
@@ -209,7 +209,8 @@ int srv_h_apply_template(srv_req *r, json_t *body) {
     int32_t n = 0;
     bool think_open = false;
     unsigned status = 400;
-    recur_status st = srv_chat_prompt(r->s, body, true, &text, &len, &toks, &n, &think_open, &status, err, sizeof err);
+    recur_status st = srv_chat_prompt(r->s, body, true, &text, &len, &toks, &n, &think_open, NULL, &status, err,
+                                      sizeof err);
     free(toks);
     if (st) return srv_reply_error(r, status, err);
     json_t *j = json_pack("{s:o}", "prompt", srv_json_str(text, len));

@@ -37,6 +37,8 @@ void srv_task_unref(srv_task *t) {
     free(t->params.stop);
     free((void *)t->params.sampling.logit_bias);
     free(t->prompt);
+    free(t->ckpt_at);
+    free(t->ckpt_flags);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);

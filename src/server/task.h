@@ -38,6 +38,8 @@ typedef enum srv_stop_type {
     SRV_STOP_CANCELLED,       /* srv_task_cancel (client gone) or server shutdown */
 } srv_stop_type;
 
+enum { SRV_CKPT_SYSTEM = 1 };       /* the end of a system / tools prefix (kept longest) */
+
 typedef struct srv_task_params {
     recur_sampler_params sampling;   /* sampling.logit_bias is owned by the task */
     int32_t  n_predict;              /* -1: until EOS or the slot's context is full */
@@ -98,6 +100,10 @@ typedef struct srv_task {
     recur_token     *prompt;         /* [n_prompt], malloc'd, owned */
     int32_t          n_prompt;
     srv_task_params  params;
+    int32_t         *ckpt_at;        /* [n_ckpt_at] increasing prompt positions where a checkpoint is
+                                      * wanted (the state after that token): message boundaries */
+    uint8_t         *ckpt_flags;     /* [n_ckpt_at] SRV_CKPT_* */
+    int32_t          n_ckpt_at;
 
     /* private: the result queue and lifetime */
     pthread_mutex_t  mu;

@@ -262,11 +262,12 @@ static void test_isolation_hybrid(void **st) {
     assert_int_equal(met.tokens_predicted_total, 9 * 20);
     assert_int_equal(met.prompt_tokens_total, 9 * 48);
 
-    /* again with the cache: every slot restores its checkpoint and evaluates the last token */
+    /* again with the cache: every slot restores the whole prompt with its last token's logits */
     c.cache_prompt = true;
     serve_wave(s, 20, prompt, 48, &c, r);
     for (int i = 0; i < 8; i++) {
-        assert_int_equal(r[i].stats.n_cache, 47);
+        assert_int_equal(r[i].stats.n_cache, 48);
+        assert_int_equal(r[i].stats.n_prompt_eval, 0);
         assert_int_equal(r[i].n_tok, alone.n_tok);
         assert_memory_equal(r[i].tok, alone.tok, (size_t)alone.n_tok * sizeof alone.tok[0]);
     }
@@ -274,7 +275,7 @@ static void test_isolation_hybrid(void **st) {
     recur_model_free(m);
 }
 
-/* A second identical prompt reuses all but its last token; an extended one reuses the first
+/* A second identical prompt evaluates nothing (the cached logits); an extended one reuses the first
  * conversation; the output is what a fresh computation gives. cache_prompt false: no reuse. */
 static void check_cache(const char *name, bool recurrent) {
     recur_model *m = load(name);
@@ -288,8 +289,8 @@ static void check_cache(const char *name, bool recurrent) {
     assert_int_equal(a.stats.n_cache, 0);
     assert_int_equal(a.stats.tokens_cached, 32 + 11);
     serve(s, 2, prompt, 32, &c, &b);   /* regenerate */
-    assert_int_equal(b.stats.n_cache, 31);
-    assert_int_equal(b.stats.n_prompt_eval, 1);
+    assert_int_equal(b.stats.n_cache, 32);
+    assert_int_equal(b.stats.n_prompt_eval, 0);
     assert_int_equal(b.n_tok, a.n_tok);
     assert_memory_equal(b.tok, a.tok, (size_t)a.n_tok * sizeof a.tok[0]);
 
@@ -540,9 +541,9 @@ static void test_slot_choice(void **st) {
     serve(s, 3, p2, 24, &c, &b2);
     serve(s, 4, p1, 24, &c, &a2);
     assert_int_equal(a2.stats.id_slot, a.stats.id_slot);
-    assert_int_equal(a2.stats.n_cache, 23);
+    assert_int_equal(a2.stats.n_cache, 24);
     assert_int_equal(b2.stats.id_slot, b.stats.id_slot);
-    assert_int_equal(b2.stats.n_cache, 23);
+    assert_int_equal(b2.stats.n_cache, 24);
 
     task_cfg z0 = cfg_default(0);
     z0.id_slot = 2;
