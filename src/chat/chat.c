@@ -152,7 +152,15 @@ static int32_t token_at(const size_t *starts, int32_t n, size_t b) {
     return k;
 }
 
-/* The token where message i's content starts: the last token starting at or before the first
+/* The last occurrence of needle in hay (a message's content sits at the end of its span, and a
+ * span that merged a system message may repeat the same words earlier). */
+static const char *last_occurrence(const char *hay, size_t n, const char *needle, size_t k) {
+    const char *best = NULL;
+    for (const char *p = hay; (p = memmem(p, n - (size_t)(p - hay), needle, k)) != NULL; p++) best = p;
+    return best;
+}
+
+/* The token where message i's content starts: the last token starting at or before the last
  * occurrence of (the start of) its content text inside its span; the span's begin when absent. */
 static int32_t content_begin(const chat_prompt *cp, const size_t *starts, int32_t i, const json_t *msg) {
     const json_t *c = json_object_get(msg, "content");
@@ -160,8 +168,9 @@ static int32_t content_begin(const chat_prompt *cp, const size_t *starts, int32_
     size_t len = json_is_string(c) ? json_string_length(c) : 0;
     if (len > 64) len = 64;
     const chat_text_span tx = cp->msg_text[i];
-    const char *hit = len && tx.end > tx.begin ? memmem(cp->text + tx.begin, tx.end - tx.begin, json_string_value(c), len)
-                                               : NULL;
+    const char *hit = len && tx.end > tx.begin
+                          ? last_occurrence(cp->text + tx.begin, tx.end - tx.begin, json_string_value(c), len)
+                          : NULL;
     if (!hit) return sp.begin;
     const size_t b = (size_t)(hit - cp->text);
     int32_t k = sp.begin;

@@ -162,6 +162,13 @@ static recur_status slot_plan(slot *s, const slot_env *env, const srv_task *t, i
         s->plan_flags[k++] = s->plan_flags[i];
     }
     s->n_plan = k;
+    if (s->n_plan) {   /* the log line of the plan: the first few positions */
+        char buf[160];
+        size_t len = 0;
+        for (int32_t i = 0; i < s->n_plan && len + 16 < sizeof buf; i++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, " %d", s->plan[i]);
+        fprintf(stderr, "slot %d: checkpoints planned at%s%s\n", s->id, buf, len + 16 >= sizeof buf ? " ..." : "");
+    }
     return RECUR_OK;
 }
 

@@ -197,9 +197,12 @@ static json_t *oai_final(const srv_gen_opts *g, const srv_result *res) {
         choice = json_pack("{s:o, s:i, s:o, s:s}", "text", srv_json_str(res->text, res->len), "index", 0,
                            "logprobs", logprobs, "finish_reason", srv_finish_reason(res->stats.stop_type));
     }
-    return json_pack("{s:[o], s:I, s:s, s:s, s:s, s:o, s:s, s:o}", "choices", choice, "created", (json_int_t)g->created,
-                     "model", g->model, "system_fingerprint", SRV_BUILD_INFO, "object", object,
-                     "usage", srv_usage_json(res), "id", g->id, "timings", srv_timings_json(&res->stats));
+    json_t *j = json_pack("{s:[o], s:I, s:s, s:s, s:s, s:o, s:s, s:o}", "choices", choice, "created",
+                          (json_int_t)g->created, "model", g->model, "system_fingerprint", SRV_BUILD_INFO, "object",
+                          object, "usage", srv_usage_json(res), "id", g->id, "timings", srv_timings_json(&res->stats));
+    /* recur extension (as /completion's): the generated token ids, for clients that track them */
+    if (j && g->return_tokens) json_object_set_new(j, "tokens", tokens_json(g, res));
+    return j;
 }
 
 /* ---- running ---------------------------------------------------------------------------------- */

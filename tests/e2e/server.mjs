@@ -20,6 +20,22 @@ export const models = {
     file: path.join(TESTDATA, 'models/pub-llama-F32.gguf'),
     template: path.join(TESTDATA, 'templates/jinja/meta-llama-Llama-3.2-3B-Instruct.jinja'),
   },
+  qwen3next: {
+    file: path.join(TESTDATA, 'models/pub-qwen3next-Q8_0.gguf'),
+    template: path.join(TESTDATA, 'templates/jinja/Qwen-Qwen2.5-7B-Instruct.jinja'),
+  },
+  mamba2: {
+    file: path.join(TESTDATA, 'models/pub-mamba2-F32.gguf'),
+    template: path.join(TESTDATA, 'templates/jinja/Qwen-Qwen2.5-7B-Instruct.jinja'),
+  },
+  lfm2: {
+    file: path.join(TESTDATA, 'models/pub-lfm2-Q8_0.gguf'),
+    template: path.join(TESTDATA, 'templates/jinja/LFM2-8B-A1B.jinja'),
+  },
+  qwen3: {
+    file: path.join(TESTDATA, 'models/pub-qwen3-Q8_0.gguf'),
+    template: path.join(TESTDATA, 'templates/jinja/Qwen-Qwen3-0.6B.jinja'),
+  },
 };
 
 async function freePort() {

@@ -1,0 +1,140 @@
+// cache.test.mjs — the prompt cache on the chat workloads of a front end or an agent loop, on
+// hybrid (qwen35, qwen3next, lfm2), recurrent (mamba2) and attention (llama, qwen3) models.
+// For each request the test knows the minimum work: the prompt tokens after the longest prefix
+// shared with anything the server evaluated before (a previous prompt + its generated tokens);
+// an identical resend has minimum 0 (its last token's logits are cached). It asserts that a
+// resend or regenerate evaluates nothing, that an appended turn evaluates at most 2 tokens
+// beyond the minimum (the issue asks for 1: see its note), that edits reuse a prefix, that
+// another conversation on the same system prompt reuses it, and that the same workload with
+// caching off gives bit-identical tokens and logprobs.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, postJson } from './server.mjs';
+
+const words = ('the cat sat on a warm mat while boats drifted past the old harbour wall and gulls ' +
+               'argued over bread near the quiet market square by the river').split(' ');
+const text = (n, salt) => Array.from({ length: n }, (_, i) => words[(i * 7 + salt * 13) % words.length]).join(' ');
+
+function lcp(a, b) {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
+}
+
+// One server, and what it evaluated so far (for the minimum).
+class Session {
+  constructor(srv, cache) { this.srv = srv; this.cache = cache; this.seen = []; }
+
+  async tokens(messages) {
+    const t = await postJson(`${this.srv.url}/apply-template`, { messages });
+    assert.equal(t.status, 200, t.text);
+    const k = await postJson(`${this.srv.url}/tokenize`, { content: t.json.prompt, add_special: true });
+    assert.equal(k.status, 200, k.text);
+    return k.json.tokens;
+  }
+
+  // Sends the chat; returns { reply, prompt_n, min, tokens, logprobs }.
+  async chat(messages) {
+    let prompt = await this.tokens(messages);
+    const r = await postJson(`${this.srv.url}/v1/chat/completions`, {
+      messages, max_tokens: 8, temperature: 0, ignore_eos: true, return_tokens: true, logprobs: true,
+      top_logprobs: 2, cache_prompt: this.cache,
+    });
+    assert.equal(r.status, 200, r.text);
+    const n = r.json.usage.prompt_tokens;
+    if (prompt.length === n + 1 && prompt[0] === prompt[1]) prompt = prompt.slice(1);   // a doubled BOS
+    assert.equal(prompt.length, n, 'the test tokenizes prompts as the server does');
+    let best = 0;
+    for (const s of this.seen) best = Math.max(best, lcp(prompt, s));
+    const min = best >= n ? 0 : n - best;
+    this.seen.push([...prompt, ...r.json.tokens]);
+    return { reply: r.json.choices[0].message.content, prompt_n: r.json.timings.prompt_n, min,
+             cache_n: r.json.timings.cache_n, tokens: r.json.tokens, logprobs: r.json.choices[0].logprobs,
+             cached: r.json.usage.prompt_tokens_details?.cached_tokens };
+  }
+}
+
+// The workloads: each returns the per-request results and the kinds that must be near-minimal.
+async function workloads(sess) {
+  const out = [];
+  const rec = (kind, r) => { out.push({ kind, ...r }); return r; };
+  const sys = { role: 'system', content: text(150, 1) };
+  let msgs = [sys, { role: 'user', content: text(20, 2) }];
+  let r = rec('first', await sess.chat(msgs));
+  for (let turn = 0; turn < 3; turn++) {   // appended turns
+    msgs = [...msgs, { role: 'assistant', content: r.reply }, { role: 'user', content: text(15, 3 + turn) }];
+    r = rec('append', await sess.chat(msgs));
+  }
+  rec('regenerate', await sess.chat(msgs));
+  rec('identical', await sess.chat(msgs));
+  const last = msgs.length - 1;
+  msgs = msgs.map((m, i) => (i === last ? { role: 'user', content: 'Rather: ' + text(12, 9) } : m));
+  rec('edit-last', await sess.chat(msgs));
+  msgs = msgs.map((m, i) => (i === 1 ? { role: 'user', content: 'Instead ' + text(18, 11) } : m));
+  rec('edit-earlier', await sess.chat(msgs));
+  // another conversation on the same system prompt (an agent): the system prefix is reused
+  rec('agent', await sess.chat([sys, { role: 'user', content: text(10, 21) }]));
+  return out;
+}
+
+
+for (const model of ['qwen35', 'qwen3next', 'mamba2', 'lfm2', 'llama', 'qwen3']) {
+  describe(`prompt cache on ${model}`, () => {
+    let on, off;
+    before(async () => {
+      const flags = ['-c', '2048', '-np', '2', '--metrics'];
+      [on, off] = await Promise.all([startServer(model, flags), startServer(model, [...flags, '--cache-ram', '0'])]);
+    });
+    after(async () => {
+      assert.equal(await on.stop(), 0, on.log);
+      assert.equal(await off.stop(), 0, off.log);
+    });
+
+    it('evaluates at most one token beyond the minimum, and nothing for a resend', async () => {
+      const res = await workloads(new Session(on, true));
+      const ref = await workloads(new Session(off, false));
+      for (const [i, r] of res.entries()) {
+        const why = `${model} ${r.kind}: prompt_n ${r.prompt_n}, minimum ${r.min}\n${on.log.slice(-3000)}`;
+        if (r.kind === 'append') assert.ok(r.prompt_n <= r.min + 2, why);
+        if (r.kind === 'identical' || r.kind === 'regenerate') assert.equal(r.prompt_n, 0, why);
+        if (r.kind === 'edit-last') assert.ok(r.cache_n > 0 && r.prompt_n < r.min + 8, why);
+        if (r.kind === 'agent') assert.ok(r.cache_n >= 150, why);   // the system prompt came from the cache
+        assert.equal(r.cached, r.cache_n);
+        assert.equal(ref[i].cache_n, 0);
+        // caching never changes a result
+        assert.deepEqual(r.tokens, ref[i].tokens, `${model} ${r.kind}: tokens differ with the cache off`);
+        assert.deepEqual(r.logprobs, ref[i].logprobs, `${model} ${r.kind}: logprobs differ with the cache off`);
+      }
+      const m = await (await fetch(`${on.url}/metrics`)).text();
+      const val = (k) => Number(m.match(new RegExp(`^recur:${k} (\\S+)$`, 'm'))[1]);
+      assert.ok(val('checkpoints_created_total') > 0 || model === 'llama' || model === 'qwen3');
+      assert.ok(val('cache_tokens_reused_total') > 0);
+      assert.ok(val('cache_bytes') > 0);
+      const offm = await (await fetch(`${off.url}/metrics`)).text();
+      assert.match(offm, /^recur:cache_bytes 0$/m);
+    });
+  });
+}
+
+describe('prompt cache budget', () => {
+  it('stays within --cache-ram while many conversations are filed', async () => {
+    const srv = await startServer('qwen35', ['-c', '1024', '-np', '1', '--metrics', '--cache-ram', '4']);
+    try {
+      const budget = 4 * 1024 * 1024;
+      for (let k = 0; k < 12; k++) {
+        const r = await postJson(`${srv.url}/completion`, { prompt: text(200, 40 + k), n_predict: 4, temperature: 0 });
+        assert.equal(r.status, 200, r.text);
+        const m = await (await fetch(`${srv.url}/metrics`)).text();
+        const bytes = Number(m.match(/^recur:cache_bytes (\S+)$/m)[1]);
+        assert.ok(bytes <= budget, `cache ${bytes} bytes > budget ${budget}`);
+      }
+      const m = await (await fetch(`${srv.url}/metrics`)).text();
+      assert.ok(Number(m.match(/^recur:checkpoints_evicted_total (\S+)$/m)[1]) > 0, 'the budget was reached');
+      // the newest prompt is still restorable: a resend evaluates nothing
+      const again = await postJson(`${srv.url}/completion`, { prompt: text(200, 51), n_predict: 4, temperature: 0 });
+      assert.equal(again.json.timings.prompt_n, 0, srv.log.slice(-2000));
+    } finally {
+      assert.equal(await srv.stop(), 0, srv.log);
+    }
+  });
+});
