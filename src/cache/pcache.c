@@ -154,14 +154,18 @@ static void link_all(pcache *pc, pc_node *nd) {
     pc->st.n_nodes++;
 }
 
-/* A new leaf under parent for tok[d .. d + n), rows read from seq; NULL when out of budget. */
-static pc_node *new_leaf(pcache *pc, pc_node *parent, recur_seq_id seq, const recur_token *tok, int32_t d, int32_t n) {
+static bool rows_get(pcache *pc, const pc_rows *src, int32_t p0, int32_t p1, unsigned char *dst) {
+    if (src->get) return !pc->row_bytes || src->get(src->ud, p0, p1, dst);
+    return recur_seq_kv_get(pc->ctx, src->seq, p0, p1, dst, NULL, 0) == RECUR_OK;
+}
+
+/* A new leaf under parent for tok[d .. d + n), rows from src; NULL when out of budget. */
+static pc_node *new_leaf(pcache *pc, pc_node *parent, const pc_rows *src, const recur_token *tok, int32_t d, int32_t n) {
     if (!pc_reserve(pc, pc_node_bytes(pc, n))) return NULL;
     pc_node *nd = calloc(1, sizeof *nd);
     if (nd) nd->tok = malloc((size_t)n * sizeof *nd->tok);
     if (nd && pc->row_bytes) nd->kv = malloc((size_t)n * pc->row_bytes);
-    if (!nd || !nd->tok || (pc->row_bytes && !nd->kv) ||
-        recur_seq_kv_get(pc->ctx, seq, d, d + n, nd->kv, NULL, 0) != RECUR_OK) {
+    if (!nd || !nd->tok || (pc->row_bytes && !nd->kv) || !rows_get(pc, src, d, d + n, nd->kv)) {
         if (nd) { free(nd->tok); free(nd->kv); }
         free(nd);
         pc_release(pc, pc_node_bytes(pc, n));
@@ -231,14 +235,11 @@ static pc_node *split(pcache *pc, pc_node *k, int32_t m) {
     return h;
 }
 
-static void unpin_path(pc_node *nd) {
+void pc_unpin_path(pc_node *nd) {
     for (; nd; nd = nd->parent) nd->pin--;
 }
 
-/* Extends the tree along tok[0 .. n) (rows from seq). Returns the node holding position n-1
- * (the root when n == 0), pinned with its whole path — unpin_path it — or NULL (nothing
- * pinned) when the budget is too small; *held gets the tokens on a path either way. */
-static pc_node *insert_path(pcache *pc, recur_seq_id seq, const recur_token *tok, int32_t n, int32_t *held) {
+pc_node *pc_insert_path(pcache *pc, const pc_rows *src, const recur_token *tok, int32_t n, int32_t *held) {
     pc_node *nd = &pc->root;
     nd->pin++;
     int32_t d = 0;
@@ -246,7 +247,7 @@ static pc_node *insert_path(pcache *pc, recur_seq_id seq, const recur_token *tok
         pc_node *k = find_kid(nd, tok[d]);
         pc_node *next = NULL;
         if (!k) {
-            next = new_leaf(pc, nd, seq, tok, d, n - d);
+            next = new_leaf(pc, nd, src, tok, d, n - d);
             if (next) d = n;
         } else {
             const int32_t m = common_len(k->tok, k->n, tok + d, n - d);
@@ -264,15 +265,16 @@ static pc_node *insert_path(pcache *pc, recur_seq_id seq, const recur_token *tok
         nd = next;
     }
     *held = d;
-    if (d < n) { unpin_path(nd); return NULL; }
+    if (d < n) { pc_unpin_path(nd); return NULL; }
     return nd;
 }
 
 int32_t pcache_insert(pcache *pc, recur_seq_id seq, const recur_token *tok, int32_t n) {
     pc->clock++;
     int32_t held = 0;
-    pc_node *nd = insert_path(pc, seq, tok, n, &held);
-    if (nd) unpin_path(nd);
+    const pc_rows src = { seq, NULL, NULL };
+    pc_node *nd = pc_insert_path(pc, &src, tok, n, &held);
+    if (nd) pc_unpin_path(nd);
     return held;
 }
 
@@ -312,17 +314,7 @@ static pc_node *node_at(pcache *pc, const recur_token *tok, recur_pos pos) {
     return nd;
 }
 
-recur_status pcache_ckpt_commit(pcache *pc, recur_seq_id seq, const recur_token *tok, recur_pos pos,
-                                pcache_ckpt *ck, const float *logits, uint32_t flags) {
-    pc->clock++;
-    int32_t held = 0;
-    pc_node *end = insert_path(pc, seq, tok, pos + 1, &held);
-    if (!end) {
-        if (pc->p.log) fprintf(pc->p.log, "pcache: checkpoint at %d dropped: its path does not fit (%d tokens held)\n",
-                               pos, held);
-        pc_ckpt_free(pc, ck);
-        return RECUR_E_FULL;
-    }
+void pc_attach(pcache *pc, pc_node *end, const recur_token *tok, recur_pos pos, pcache_ckpt *ck, uint32_t flags) {
     pc_node *nd = node_at(pc, tok, pos);
     pcache_ckpt **at = &nd->ck;
     while (*at && (*at)->pos < pos) at = &(*at)->next;
@@ -331,16 +323,15 @@ recur_status pcache_ckpt_commit(pcache *pc, recur_seq_id seq, const recur_token 
         old->used = pc->clock;
         old->flags |= flags;
         if (old->logits || !ck->logits) {
-            unpin_path(end);
+            pc_unpin_path(end);
             pc_ckpt_free(pc, ck);
-            return RECUR_OK;
+            return;
         }
         flags |= old->flags;
         pc_ckpt_free(pc, old);
         at = &nd->ck;
         while (*at && (*at)->pos < pos) at = &(*at)->next;
     }
-    if (ck->logits) memcpy(ck->logits, logits, (size_t)pc->n_vocab * sizeof *logits);
     ck->pos = pos;
     ck->hash = prefix_hash(tok, pos);
     ck->flags = flags;
@@ -354,6 +345,22 @@ recur_status pcache_ckpt_commit(pcache *pc, recur_seq_id seq, const recur_token 
         fprintf(pc->p.log, "pcache: checkpoint created at %d (%zu bytes%s), cache %lld bytes\n", pos, ck->bytes,
                 ck->logits ? ", with logits" : "", (long long)pc->bytes);
     pc_limit_path(pc, nd, ck);
-    unpin_path(end);
+    pc_unpin_path(end);
+}
+
+recur_status pcache_ckpt_commit(pcache *pc, recur_seq_id seq, const recur_token *tok, recur_pos pos,
+                                pcache_ckpt *ck, const float *logits, uint32_t flags) {
+    pc->clock++;
+    int32_t held = 0;
+    const pc_rows src = { seq, NULL, NULL };
+    pc_node *end = pc_insert_path(pc, &src, tok, pos + 1, &held);
+    if (!end) {
+        if (pc->p.log) fprintf(pc->p.log, "pcache: checkpoint at %d dropped: its path does not fit (%d tokens held)\n",
+                               pos, held);
+        pc_ckpt_free(pc, ck);
+        return RECUR_E_FULL;
+    }
+    if (ck->logits) memcpy(ck->logits, logits, (size_t)pc->n_vocab * sizeof *logits);
+    pc_attach(pc, end, tok, pos, ck, flags);
     return RECUR_OK;
 }

@@ -87,6 +87,26 @@ void            pcache_ckpt_drop(pcache *pc, pcache_ckpt *ck);
 recur_status pcache_ckpt_commit(pcache *pc, recur_seq_id seq, const recur_token *tok, recur_pos pos,
                                 pcache_ckpt *ck, const float *logits, uint32_t flags);
 
+/* ---- on disk -------------------------------------------------------------------------------
+ * A file holds tree nodes (tokens and K/V rows) and their checkpoints (snapshot bytes, logits),
+ * for the model that wrote it (its id, row and state sizes, vocabulary), and an XXH3-64 of every
+ * byte before it. Little-endian: a 64-byte header ("RECURPCF", version u32, 0 u32, model id u64,
+ * row bytes u64, snapshot bytes u64, n_vocab i32, nodes i32, checkpoints i32, zeros), node
+ * records (parent record i32 or -1, n i32, tokens, rows) in an order where a parent comes
+ * first, checkpoint records (node i32, pos i32, flags u32, has logits u32, snapshot length u64,
+ * recur_snapshot_save bytes, n_vocab F32 logits when it has them), the checksum.
+ *
+ * pcache_write writes the whole tree (tok NULL) or the path along tok[0 .. n) with every
+ * checkpoint on it, to path.tmp, fsyncs and renames it over path (a reader sees the old file or
+ * the new one, never a part). pcache_read checks everything (RECUR_E_FORMAT: corrupt or
+ * truncated; RECUR_E_INVALID: another model's; RECUR_E_IO) before it changes the tree, then
+ * merges the file into it within the budget (what does not fit is left out), and returns the
+ * longest path's tokens (malloc'd) in *deepest when asked. */
+recur_status pcache_write(pcache *pc, const recur_token *tok, int32_t n, const char *path, size_t *bytes, char *err,
+                          size_t err_len);
+recur_status pcache_read(pcache *pc, const char *path, recur_token **deepest, int32_t *n_deepest, size_t *bytes,
+                         char *err, size_t err_len);
+
 typedef struct pcache_stats {
     int64_t  bytes, budget;                  /* budget < 0: unlimited */
     int32_t  n_nodes, n_ckpt;

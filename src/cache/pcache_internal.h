@@ -44,7 +44,22 @@ struct pcache {
     pcache_stats  st;
 };
 
+/* Where new rows come from: a sequence of the context, or a function (a file being read). */
+typedef struct pc_rows {
+    recur_seq_id seq;                                                /* used when get is NULL */
+    bool (*get)(void *ud, int32_t p0, int32_t p1, unsigned char *dst);   /* rows [p0, p1) */
+    void        *ud;
+} pc_rows;
+
 size_t pc_node_bytes(const pcache *pc, int32_t n);
+/* Extends the tree along tok[0 .. n) with rows from src; the node holding position n-1 (the
+ * root for n == 0) pinned with its path (pc_unpin_path it), or NULL when the budget is too
+ * small (nothing pinned). *held: the tokens on a path afterwards. */
+pc_node *pc_insert_path(pcache *pc, const pc_rows *src, const recur_token *tok, int32_t n, int32_t *held);
+void     pc_unpin_path(pc_node *nd);
+/* Files a reserved checkpoint ck (snapshot filled, logits copied) at pos on tok's path, which
+ * the tree holds (end: the pinned node of pc_insert_path). Unpins end. */
+void     pc_attach(pcache *pc, pc_node *end, const recur_token *tok, recur_pos pos, pcache_ckpt *ck, uint32_t flags);
 /* Makes room for b more bytes (evicting unpinned entries of least value) and counts them.
  * false (nothing changed but evictions) when that is impossible. */
 bool   pc_reserve(pcache *pc, size_t b);

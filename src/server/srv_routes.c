@@ -243,7 +243,7 @@ static const route ROUTES[] = {
 
 static int with_body(srv_req *r, route_id id) {
     json_error_t je;
-    json_t *body = json_loadb(r->body, r->body_len, JSON_DECODE_ANY, &je);
+    json_t *body = json_loadb(r->body, r->body_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (!body) {
         char msg[300];
         snprintf(msg, sizeof msg, "invalid JSON in the request body: %s (line %d, column %d)", je.text, je.line, je.column);

@@ -3,8 +3,9 @@
 // For each request the test knows the minimum work: the prompt tokens after the longest prefix
 // shared with anything the server evaluated before (a previous prompt + its generated tokens);
 // an identical resend has minimum 0 (its last token's logits are cached). It asserts that a
-// resend or regenerate evaluates nothing, that an appended turn evaluates at most 2 tokens
-// beyond the minimum (the issue asks for 1: see its note), that edits reuse a prefix, that
+// resend or regenerate evaluates nothing, that an appended turn evaluates at most 1 token beyond
+// the minimum when the reply round-trips through text (else it resumes after the previous
+// prompt), that an edit of the last message costs at most its header, that
 // another conversation on the same system prompt reuses it, and that the same workload with
 // caching off gives bit-identical tokens and logprobs.
 import { describe, it, before, after } from 'node:test';
@@ -47,8 +48,21 @@ class Session {
     let best = 0;
     for (const s of this.seen) best = Math.max(best, lcp(prompt, s));
     const min = best >= n ? 0 : n - best;
+    // an appended turn resumes after the last evaluated token of the previous reply when the reply
+    // re-renders to the tokens that were generated; else (a random model's bytes rarely survive
+    // the round trip through text) after the previous prompt, where a checkpoint with logits is
+    const prev = this.last;
+    let append_bound = null;
+    if (prev) {
+      const l = lcp(prompt, [...prev.prompt, ...prev.gen]);
+      // (a divergence inside the previous prompt, e.g. a re-rendered generation prompt, is at a
+      // checkpoint: every token of a short generation prompt has one)
+      const inside = l > prev.prompt.length && l < prev.prompt.length + prev.gen.length - 1;
+      append_bound = inside ? n - prev.prompt.length : min + 1;
+    }
+    this.last = { prompt, gen: r.json.tokens };
     this.seen.push([...prompt, ...r.json.tokens]);
-    return { reply: r.json.choices[0].message.content, prompt_n: r.json.timings.prompt_n, min,
+    return { reply: r.json.choices[0].message.content, prompt_n: r.json.timings.prompt_n, min, append_bound,
              cache_n: r.json.timings.cache_n, tokens: r.json.tokens, logprobs: r.json.choices[0].logprobs,
              cached: r.json.usage.prompt_tokens_details?.cached_tokens };
   }
@@ -95,7 +109,7 @@ for (const model of ['qwen35', 'qwen3next', 'mamba2', 'lfm2', 'llama', 'qwen3'])
       const ref = await workloads(new Session(off, false));
       for (const [i, r] of res.entries()) {
         const why = `${model} ${r.kind}: prompt_n ${r.prompt_n}, minimum ${r.min}\n${on.log.slice(-3000)}`;
-        if (r.kind === 'append') assert.ok(r.prompt_n <= r.min + 2, why);
+        if (r.kind === 'append') assert.ok(r.prompt_n <= r.append_bound, `${why} (bound ${r.append_bound})`);
         if (r.kind === 'identical' || r.kind === 'regenerate') assert.equal(r.prompt_n, 0, why);
         if (r.kind === 'edit-last') assert.ok(r.cache_n > 0 && r.prompt_n < r.min + 8, why);
         if (r.kind === 'agent') assert.ok(r.cache_n >= 150, why);   // the system prompt came from the cache

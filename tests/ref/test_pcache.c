@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -190,10 +191,98 @@ static void test_budget(void **state) {
     recur_model_free(m);
 }
 
+/* The tree and one path survive a file: a fresh context resumes a conversation exactly; a
+ * corrupt, truncated or foreign file is refused and changes nothing. */
+static void test_file(void **state) {
+    (void)state;
+    recur_model *m = load("pub-qwen35-F32");
+    recur_ctx *ctx = new_ctx(m);
+    const int nv = recur_model_n_vocab(m);
+    pcache_params pp = { .budget_bytes = -1, .max_ckpt_path = 32 };
+    pcache *pc;
+    char err[256];
+    assert_int_equal(pcache_new(ctx, &pp, &pc, err, sizeof err), RECUR_OK);
+    recur_token a[NA + 1];
+    for (int i = 0; i < NA; i++) a[i] = prompt_tok(i, nv, 7);
+    a[NA] = 9;
+    float *la = malloc((size_t)(NA + 1) * nv * sizeof(float)), *lb = malloc((size_t)(NA + 1) * nv * sizeof(float));
+    pcache_ckpt *ck[2] = { pcache_ckpt_new(pc, false), pcache_ckpt_new(pc, true) };
+    recur_capture caps[2] = { { 0, 99, pcache_ckpt_snap(ck[0]) }, { 0, NA - 1, pcache_ckpt_snap(ck[1]) } };
+    eval(ctx, a, 0, NA, 0, caps, 2, la, nv);
+    assert_int_equal(pcache_ckpt_commit(pc, 0, a, 99, ck[0], NULL, 0), RECUR_OK);
+    assert_int_equal(pcache_ckpt_commit(pc, 0, a, NA - 1, ck[1], la + (size_t)(NA - 1) * nv, 0), RECUR_OK);
+    eval(ctx, a, NA, NA + 1, 0, NULL, 0, la, nv);   /* the next token's logits, uninterrupted */
+
+    char path[256], path2[256];
+    snprintf(path, sizeof path, "/tmp/recur-test-pcache-%d.bin", (int)getpid());
+    snprintf(path2, sizeof path2, "/tmp/recur-test-pcache-%d-path.bin", (int)getpid());
+    size_t bytes = 0;
+    assert_int_equal(pcache_write(pc, NULL, 0, path, &bytes, err, sizeof err), RECUR_OK);
+    assert_true(bytes > (size_t)NA * recur_model_kv_bytes_per_token(m));
+    assert_int_equal(pcache_write(pc, a, 150, path2, &bytes, err, sizeof err), RECUR_OK);
+
+    /* a fresh context and cache from the file */
+    recur_ctx *ctx2 = new_ctx(m);
+    pcache *pc2;
+    assert_int_equal(pcache_new(ctx2, &pp, &pc2, err, sizeof err), RECUR_OK);
+    recur_token *deep = NULL;
+    int32_t n_deep = 0;
+    assert_int_equal(pcache_read(pc2, path, &deep, &n_deep, &bytes, err, sizeof err), RECUR_OK);
+    assert_int_equal(n_deep, NA);
+    assert_memory_equal(deep, a, (size_t)NA * sizeof a[0]);
+    free(deep);
+    pcache_hit h = pcache_lookup(pc2, a, NA);
+    assert_true(h.logits);
+    float *cached = malloc((size_t)nv * sizeof(float));
+    assert_int_equal(pcache_restore(pc2, 0, a, NA, &h, 0, cached, err, sizeof err), RECUR_OK);
+    assert_memory_equal(cached, la + (size_t)(NA - 1) * nv, (size_t)nv * sizeof(float));
+    eval(ctx2, a, NA, NA + 1, 0, NULL, 0, lb, nv);
+    assert_memory_equal(lb + (size_t)NA * nv, la + (size_t)NA * nv, (size_t)nv * sizeof(float));
+
+    /* the path file: 150 tokens with the checkpoint at 99 */
+    pcache *pc3;
+    assert_int_equal(pcache_new(ctx2, &pp, &pc3, err, sizeof err), RECUR_OK);
+    assert_int_equal(pcache_read(pc3, path2, &deep, &n_deep, NULL, err, sizeof err), RECUR_OK);
+    assert_int_equal(n_deep, 150);
+    free(deep);
+    h = pcache_lookup(pc3, a, NA);
+    assert_int_equal(h.n_restore, 100);
+
+    /* damage: one flipped byte, a truncation — refused, the cache unchanged */
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, 200, SEEK_SET);
+    fputc(0x5a ^ fgetc(f), f);
+    fclose(f);
+    pcache_stats before, after;
+    pcache_stats_get(pc3, &before);
+    assert_int_equal(pcache_read(pc3, path, NULL, NULL, NULL, err, sizeof err), RECUR_E_FORMAT);
+    assert_int_equal(truncate(path2, 1000), 0);
+    assert_int_equal(pcache_read(pc3, path2, NULL, NULL, NULL, err, sizeof err), RECUR_E_FORMAT);
+    assert_int_equal(pcache_read(pc3, "/nonexistent/x.bin", NULL, NULL, NULL, err, sizeof err), RECUR_E_IO);
+    pcache_stats_get(pc3, &after);
+    assert_int_equal(after.bytes, before.bytes);
+    /* another model's file */
+    recur_model *m2 = load("pub-mamba2-F32");
+    recur_ctx *ctx3 = new_ctx(m2);
+    pcache *pc4;
+    assert_int_equal(pcache_new(ctx3, &pp, &pc4, err, sizeof err), RECUR_OK);
+    assert_int_equal(pcache_write(pc, NULL, 0, path, NULL, err, sizeof err), RECUR_OK);
+    assert_int_equal(pcache_read(pc4, path, NULL, NULL, NULL, err, sizeof err), RECUR_E_INVALID);
+    unlink(path);
+    unlink(path2);
+    pcache_free(pc4); pcache_free(pc3); pcache_free(pc2); pcache_free(pc);
+    recur_ctx_free(ctx3); recur_ctx_free(ctx2); recur_ctx_free(ctx);
+    recur_model_free(m2);
+    recur_model_free(m);
+    free(la); free(lb); free(cached);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen35), cmocka_unit_test(test_qwen3next), cmocka_unit_test(test_mamba2),
         cmocka_unit_test(test_qwen3),  cmocka_unit_test(test_llama),     cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
