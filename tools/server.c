@@ -42,7 +42,8 @@ static void server_init(srv_server *s, const server_args *a) {
     s->o = (srv_opts){ .host = a->host, .port = a->port, .api_keys = a->api_keys, .n_api_keys = a->n_api_keys,
                        .metrics = a->metrics, .slots = a->slots, .jinja = a->jinja, .timeout_s = a->timeout_s,
                        .max_body = 32u << 20, .alias = a->alias, .model_path = a->model, .sampling = a->sampling,
-                       .seed_random = a->seed < 0, .n_predict = a->n_predict, .reasoning = (srv_reasoning)a->reasoning };
+                       .seed_random = a->seed < 0, .n_predict = a->n_predict, .reasoning = (srv_reasoning)a->reasoning,
+                       .slot_save_path = a->slot_save_path };
     if (a->seed >= 0) s->o.sampling.seed = (uint64_t)a->seed;
     atomic_init(&s->ready, false);
     atomic_init(&s->next_id, 1);
@@ -87,6 +88,7 @@ int main(int argc, char **argv) {
     sp.cache_bytes = a.cache_ram_mib < 0 ? -1 : (int64_t)a.cache_ram_mib << 20;
     sp.ctx_checkpoints = a.ctx_checkpoints;
     sp.ckpt_interval = a.ctx_checkpoints_interval;
+    sp.cache_dir = a.cache_dir;
     rc = 0;
     if (default_model && tool_default_model(argv[0], "recur-server")) {
         rc = 1;

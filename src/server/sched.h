@@ -36,6 +36,8 @@ typedef struct sched_params {
     int64_t cache_bytes;   /* --cache-ram: the prompt cache's budget (< 0 unlimited, 0: no cache) */
     int32_t ctx_checkpoints;   /* --ctx-checkpoints: checkpoints kept per conversation path */
     int32_t ckpt_interval;     /* --ctx-checkpoints-interval: every N generated tokens; ladder spacing */
+    const char *cache_dir;     /* --cache-dir: the prompt cache is loaded from DIR/prompt-cache.bin at
+                                * start and written there when idle (NULL: not kept) */
 } sched_params;
 
 typedef struct sched sched;
@@ -95,5 +97,22 @@ typedef struct sched_metrics {
 } sched_metrics;
 
 void sched_get_metrics(sched *s, sched_metrics *out);
+
+/* POST /slots/{id}?action=...: run on the scheduler thread between decode steps; the caller
+ * waits. save: the slot's tokens, attention rows, final state and every checkpoint on its path
+ * into one file (pcache_write: atomic, checksummed); restore: the file into the prompt cache
+ * and the slot, so a request that extends the conversation evaluates only its new tokens;
+ * erase: the slot's sequence. RECUR_E_INVALID: a bad id; RECUR_E_STATE: the slot is busy;
+ * file errors as pcache_read / pcache_write. */
+typedef enum sched_slot_op { SCHED_SLOT_SAVE = 1, SCHED_SLOT_RESTORE, SCHED_SLOT_ERASE } sched_slot_op;
+
+typedef struct sched_slot_result {
+    int32_t n_tokens;    /* saved / restored / erased */
+    size_t  bytes;       /* written / read */
+    double  ms;
+} sched_slot_result;
+
+recur_status sched_slot_action(sched *s, int32_t id, sched_slot_op op, const char *path, sched_slot_result *out,
+                               char *err, size_t err_len);
 
 #endif

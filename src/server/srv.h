@@ -62,6 +62,7 @@ typedef struct srv_opts {
     bool         seed_random;        /* --seed -1 (default): each request draws a seed */
     int32_t      n_predict;
     srv_reasoning reasoning;         /* --reasoning-format */
+    const char  *slot_save_path;     /* --slot-save-path DIR: POST /slots/{id}?action=...; NULL: off */
 } srv_opts;
 
 typedef struct srv_server {
@@ -235,6 +236,8 @@ int srv_h_health(srv_req *r);
 int srv_h_models(srv_req *r);
 int srv_h_props(srv_req *r);
 int srv_h_slots(srv_req *r);
+/* POST /slots/{id}?action=save|restore|erase (srv_slots.c); id_text is what follows "/slots/". */
+int srv_h_slot_action(srv_req *r, const char *id_text);
 int srv_h_metrics(srv_req *r);
 
 /* The model id shown to clients (alias, or the model file's base name). */

@@ -267,6 +267,7 @@ static int with_body(srv_req *r, route_id id) {
 }
 
 int srv_route(srv_req *r) {
+    if (!strcmp(r->method, "POST") && !strncmp(r->path, "/slots/", 7)) return srv_h_slot_action(r, r->path + 7);
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++) {
         const route *rt = &ROUTES[i];
         if (strcmp(rt->path, r->path) || strcmp(rt->method, r->method)) continue;
