@@ -152,3 +152,55 @@ describe('prompt cache budget', () => {
     }
   });
 });
+
+// Save, restart, restore, continue: the restored conversation and the --cache-dir copy of the
+// prompt cache both let the next turn evaluate (almost) only its new tokens.
+describe('prompt cache across a restart', () => {
+  for (const model of ['qwen35', 'llama']) {
+    it(`resumes a conversation after a restart (${model})`, async () => {
+      const fs = await import('node:fs');
+      const os = await import('node:os');
+      const dir = fs.mkdtempSync(`${os.tmpdir()}/recur-e2e-`);
+      const flags = ['-c', '2048', '-np', '1', '--slot-save-path', dir];
+      let srv = await startServer(model, flags);
+      let sess = new Session(srv, true);
+      const sys = { role: 'system', content: text(120, 5) };
+      let msgs = [sys, { role: 'user', content: text(20, 6) }];
+      let r = await sess.chat(msgs);
+      msgs = [...msgs, { role: 'assistant', content: r.reply }, { role: 'user', content: text(12, 7) }];
+      r = await sess.chat(msgs);
+      const save = await postJson(`${srv.url}/slots/0?action=save`, { filename: 'conv.bin' });
+      assert.equal(save.status, 200, save.text);
+      assert.equal(save.json.n_saved, sess.last.prompt.length + sess.last.gen.length - 1);
+      const bad = await postJson(`${srv.url}/slots/0?action=save`, { filename: '../x.bin' });
+      assert.equal(bad.status, 400);
+      assert.equal(await srv.stop(), 0, srv.log);
+
+      srv = await startServer(model, flags);
+      const missing = await postJson(`${srv.url}/slots/0?action=restore`, { filename: 'nope.bin' });
+      assert.equal(missing.status, 404, missing.text);
+      const rest = await postJson(`${srv.url}/slots/0?action=restore`, { filename: 'conv.bin' });
+      assert.equal(rest.status, 200, rest.text);
+      assert.equal(rest.json.n_restored, save.json.n_saved);
+      sess.srv = srv;
+      msgs = [...msgs, { role: 'assistant', content: r.reply }, { role: 'user', content: text(10, 8) }];
+      const next = await sess.chat(msgs);
+      assert.ok(next.prompt_n <= next.append_bound, `after restore: prompt_n ${next.prompt_n}, bound ${next.append_bound}\n${srv.log}`);
+      assert.equal(await srv.stop(), 0, srv.log);
+
+      // --cache-dir: written at exit, loaded at start; an identical resend evaluates nothing
+      const cflags = ['-c', '2048', '-np', '1', '--cache-dir', dir];
+      srv = await startServer(model, cflags);
+      sess = new Session(srv, true);
+      await sess.chat(msgs);
+      assert.equal(await srv.stop(), 0, srv.log);
+      assert.ok(fs.existsSync(`${dir}/prompt-cache.bin`));
+      srv = await startServer(model, cflags);
+      sess = new Session(srv, true);
+      const again = await sess.chat(msgs);
+      assert.equal(again.prompt_n, 0, srv.log);
+      assert.equal(await srv.stop(), 0, srv.log);
+      fs.rmSync(dir, { recursive: true });
+    });
+  }
+});
