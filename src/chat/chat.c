@@ -161,12 +161,13 @@ static const char *last_occurrence(const char *hay, size_t n, const char *needle
 }
 
 /* The token where message i's content starts: the last token starting at or before the last
- * occurrence of (the start of) its content text inside its span; the span's begin when absent. */
+ * occurrence of its content text (up to 4 KiB of it: a shorter prefix may recur inside the
+ * content itself) inside its span; the span's begin when absent. */
 static int32_t content_begin(const chat_prompt *cp, const size_t *starts, int32_t i, const json_t *msg) {
     const json_t *c = json_object_get(msg, "content");
     const chat_span sp = cp->msg_tokens[i];
     size_t len = json_is_string(c) ? json_string_length(c) : 0;
-    if (len > 64) len = 64;
+    if (len > 4096) len = 4096;   /* a long prefix is as good as the whole */
     const chat_text_span tx = cp->msg_text[i];
     const char *hit = len && tx.end > tx.begin
                           ? last_occurrence(cp->text + tx.begin, tx.end - tx.begin, json_string_value(c), len)

@@ -62,7 +62,10 @@ class Session {
     }
     this.last = { prompt, gen: r.json.tokens };
     this.seen.push([...prompt, ...r.json.tokens]);
-    return { reply: r.json.choices[0].message.content, prompt_n: r.json.timings.prompt_n, min, append_bound,
+    // a random model's reply may hold template control text ("</think>", "<|im_end|>") and NULs that
+    // no real client round-trips: the conversation continues with them blanked
+    const reply = (r.json.choices[0].message.content ?? '').replace(/[<>\u0000-\u0009\u000b-\u001f]/g, ' ');
+    return { reply, prompt_n: r.json.timings.prompt_n, min, append_bound,
              cache_n: r.json.timings.cache_n, tokens: r.json.tokens, logprobs: r.json.choices[0].logprobs,
              cached: r.json.usage.prompt_tokens_details?.cached_tokens };
   }
@@ -133,9 +136,13 @@ for (const model of ['qwen35', 'qwen3next', 'mamba2', 'lfm2', 'llama', 'qwen3'])
 describe('prompt cache budget', () => {
   it('stays within --cache-ram while many conversations are filed', async () => {
     const srv = await startServer('qwen35', ['-c', '1024', '-np', '1', '--metrics', '--cache-ram', '4']);
+    const fs = await import('node:fs');
+    const rss = () => Number(fs.readFileSync(`/proc/${srv.pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/)[1]) * 1024;
     try {
       const budget = 4 * 1024 * 1024;
+      let rss0 = 0;
       for (let k = 0; k < 12; k++) {
+        if (k === 1) rss0 = rss();   // after the first request: weights and buffers are resident
         const r = await postJson(`${srv.url}/completion`, { prompt: text(200, 40 + k), n_predict: 4, temperature: 0 });
         assert.equal(r.status, 200, r.text);
         const m = await (await fetch(`${srv.url}/metrics`)).text();
@@ -144,6 +151,9 @@ describe('prompt cache budget', () => {
       }
       const m = await (await fetch(`${srv.url}/metrics`)).text();
       assert.ok(Number(m.match(/^recur:checkpoints_evicted_total (\S+)$/m)[1]) > 0, 'the budget was reached');
+      // resident memory grew by at most the budget (plus 2 MiB of allocator slack)
+      const grown = rss() - rss0;
+      assert.ok(grown <= budget + 2 * 1024 * 1024, `RSS grew ${grown} bytes with a ${budget}-byte cache`);
       // the newest prompt is still restorable: a resend evaluates nothing
       const again = await postJson(`${srv.url}/completion`, { prompt: text(200, 51), n_predict: 4, temperature: 0 });
       assert.equal(again.json.timings.prompt_n, 0, srv.log.slice(-2000));

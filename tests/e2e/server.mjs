@@ -76,6 +76,7 @@ export async function startServer(model, extra = [], { apiKey } = {}) {
   return {
     url,
     port,
+    pid: proc.pid,
     get log() { return log; },
     client(key = apiKey ?? 'sk-no-key-required') {
       return new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0 });
