@@ -186,6 +186,7 @@ static void cache_bytes(rp_run *r, char *out, size_t len) {
     long st;
     char *body = NULL, err[128];
     snprintf(out, len, "-");
+    if (!r->srv.pid) return;
     if (rp_http(&r->srv, "GET", "/metrics", NULL, &st, &body, err, sizeof err) || st != 200) { free(body); return; }
     for (char *line = body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, "recur:cache_bytes", 17) || (line[17] != ' ' && line[17] != '{')) continue;

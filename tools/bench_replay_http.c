@@ -44,6 +44,7 @@ void rp_server_log_tail(const rp_server *s, char *buf, size_t len) {
     while (p > all && lines < 4) if (*--p == '\n') lines++;
     snprintf(buf, len, "%s", p + (*p == '\n'));
     for (char *q = buf; *q; q++) if (*q == '\n') *q = ' ';
+    for (size_t k = strlen(buf); k > 0 && buf[k - 1] == ' '; k--) buf[k - 1] = 0;
 }
 
 /* The port printed in the log as "listening on http://HOST:PORT", 0 until then. */
@@ -209,6 +210,10 @@ int rp_http(rp_server *s, const char *method, const char *path, const char *body
             char *err, size_t err_len) {
     *status = 0;
     *resp = NULL;
+    if (!s->curl || !s->url[0]) {
+        snprintf(err, err_len, "no server");
+        return 1;
+    }
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
     rp_buf b = {0};
     setup(s, method, path, body, hdr);
@@ -321,6 +326,7 @@ static size_t on_stream(char *data, size_t size, size_t nmemb, void *cls) {
 
 int rp_chat_stream(rp_server *s, const json_t *req, rp_reply *out, char *err, size_t err_len) {
     *out = (rp_reply){ .usage_prompt = -1, .prompt_n = -1, .cache_n = -1, .ttft_ms = -1 };
+    if (!s->curl) { snprintf(err, err_len, "no server"); return 1; }
     char *body = json_dumps(req, JSON_COMPACT);
     if (!body) { snprintf(err, err_len, "out of memory"); return 1; }
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");

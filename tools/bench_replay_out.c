@@ -93,7 +93,7 @@ void rp_report_md(const rp_workload_report *w, int n) {
         printf("%sreplay %s (%s)\n\n", i ? "\n" : "", w[i].name, w[i].setup);
         md_table(&w[i]);
         printf("\n%s: excess %ld, evaluated %ld, minimum %ld%s\n", w[i].name, ex, ev, mn,
-               w[i].failed ? " (a request failed: see its note)" : "");
+               w[i].failed ? " (failed: see the notes)" : "");
     }
     printf("\nttft: client side, from sending the request to the first streamed byte; evaluated = timings.prompt_n,\n"
            "minimum = prompt tokens after the longest prefix the server evaluated before (excess = evaluated - minimum)\n");
