@@ -59,10 +59,13 @@ static int parse_args(int argc, char **argv, rp_opts *o) {
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
-        if (!strcmp(a, "--format") && v && (!strcmp(v, "md") || !strcmp(v, "json"))) { o->json = !strcmp(v, "json"); i++; continue; }
         if (!v) { fprintf(stderr, "recur-bench replay: unknown option or missing value '%s' (see --help)\n", a); return 2; }
         i++;
-        if (!strcmp(a, "--server")) o->server = v;
+        if (!strcmp(a, "--format")) {
+            if (strcmp(v, "md") && strcmp(v, "json")) { fprintf(stderr, "recur-bench replay: --format md or json\n"); return 2; }
+            o->json = !strcmp(v, "json");
+        }
+        else if (!strcmp(a, "--server")) o->server = v;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--server-arg")) {
             if (o->n_server_args == RP_MAX_SERVER_ARGS) { fprintf(stderr, "recur-bench replay: too many --server-arg\n"); return 2; }
@@ -302,9 +305,7 @@ int rp_turn(rp_run *r, json_t *messages, const char *step, bool keep_reasoning, 
 int rp_restart(rp_run *r) {
     char err[512];
     rp_server_stop(&r->srv);
-    const rp_workload *w = NULL;
-    for (int i = 0; i < rp_n_workloads; i++) if (!strcmp(rp_workloads[i].name, r->rep->name)) w = &rp_workloads[i];
-    if (rp_server_start(&r->srv, r->o, r->n_slots, w && w->slot_save, err, sizeof err)) {
+    if (rp_server_start(&r->srv, r->o, r->n_slots, r->slot_save, err, sizeof err)) {
         rp_action(r, "restart", "the server did not come back: %s", err);
         r->rep->failed = true;
         return 1;
@@ -326,7 +327,7 @@ static void run_free(rp_run *r) {
 
 static void run_workload(const rp_opts *o, const rp_workload *w, rp_workload_report *rep, const char *dir) {
     char err[512];
-    rp_run r = { .o = o, .n_slots = w->n_slots, .rep = rep };
+    rp_run r = { .o = o, .n_slots = w->n_slots, .slot_save = w->slot_save, .rep = rep };
     snprintf(r.srv.dir, sizeof r.srv.dir, "%s", dir);
     snprintf(r.srv.name, sizeof r.srv.name, "%s", w->name);
     snprintf(rep->name, sizeof rep->name, "%s", w->name);

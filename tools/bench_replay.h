@@ -137,6 +137,7 @@ typedef struct rp_run {
     const rp_opts      *o;
     rp_server           srv;
     int                 n_slots;
+    bool                slot_save;   /* the server gets --slot-save-path (restart) */
     rp_workload_report *rep;
     rp_seq             *hist;    /* evaluated sequences (invariant 2) */
     int                 n_hist, cap_hist;
