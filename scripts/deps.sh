@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages recur builds and tests with, when any is missing.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config python3 curl libcmocka-dev libxxhash-dev libpcre2-dev libjansson-dev libmicrohttpd-dev)
+pkgs=(build-essential cmake pkg-config python3 curl libcmocka-dev libxxhash-dev libpcre2-dev libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -19,6 +19,7 @@
 static void usage(FILE *f) {
     fprintf(f,
         "usage: recur-bench [options]\n"
+        "       recur-bench replay --server PATH -m MODEL [options]   (chat workloads; replay --help)\n"
         "  -m, --model FILE          GGUF model; repeat or give a comma list\n"
         "  -t, --threads N,...       kernel threads (default 2)\n"
         "  -p, --n-prompt N,...      prompt tokens of the pp tests (default 512; 0 = none)\n"
@@ -197,6 +198,7 @@ static int bench_model_tests(recur_model *m, const bench_model *bm, const bench_
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "replay")) return bench_replay_main(argc - 1, argv + 1);
     bench_opts o;
     const int prc = parse_args(argc, argv, &o);
     if (prc) return prc == 1 ? 0 : prc;

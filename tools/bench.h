@@ -5,6 +5,7 @@
  *   bench_hw.c    the machine: read bandwidth, FMA peak, RSS, CPU name (in a child process)
  *   bench_out.c   md / json / jsonl / csv output and the efficiency table
  *   bench_ckpt.c  --checkpoints: prefill with checkpoint capture on vs off, take / restore
+ *   bench_replay*.c  `recur-bench replay`: chat workloads against a recur-server (bench_replay.h)
  */
 #ifndef RECUR_TOOLS_BENCH_H
 #define RECUR_TOOLS_BENCH_H
@@ -129,5 +130,9 @@ void bench_emit(bench_fmt fmt, const bench_field *f, int n, bool first);
 int bench_ckpt_model(recur_model *m, const bench_model *bm, const bench_opts *o, int n_threads, int n_prompt,
                      int n_batch, int n_ubatch, bool first, char *err, size_t err_len);
 void bench_ckpt_end(const bench_opts *o, bool any);
+
+/* ---- bench_replay.c ---- */
+/* `recur-bench replay ...` (argv[0] is "replay"): the exit status. */
+int bench_replay_main(int argc, char **argv);
 
 #endif
