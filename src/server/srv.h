@@ -62,6 +62,9 @@ typedef struct srv_opts {
     bool         seed_random;        /* --seed -1 (default): each request draws a seed */
     int32_t      n_predict;
     srv_reasoning reasoning;         /* --reasoning-format */
+    char       **ban_strings;        /* --banned-string-file: banned in every request without its own */
+    int          n_ban_strings;
+    int32_t      banned_n;           /* --banned-n (1) */
 } srv_opts;
 
 typedef struct srv_server {

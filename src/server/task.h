@@ -47,6 +47,7 @@ typedef struct srv_task_params {
     bool     ignore_eos;             /* EOG tokens are banned (never sampled) */
     char   **stop;                   /* [n_stop] NUL-terminated stop strings */
     int32_t  n_stop;
+    struct srv_ban_cfg *ban;         /* banned strings / regexes (srv_ban.h), NULL: none */
 } srv_task_params;
 
 /* Log-probabilities of one generated token (before sampling: log-softmax of the raw logits). */
