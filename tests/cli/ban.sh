@@ -179,6 +179,27 @@ top = [t["id"] for t in r5["completion_probabilities"][k]["top_logprobs"]]
 want = [t for t in top if t not in (T[k], T[k + 1], T[k + 2])][0]
 assert r5["tokens"][:k] == T[:k] and r5["tokens"][k] == want, (r5["tokens"][k], want, top)
 
+# a stop string in the text after the ban: the output ends there, as without the window
+c = r["content"]
+for i in range(len(c) - 8, len(c) // 2, -1):
+    w = c[i:i + 3]
+    if w.isascii() and w.strip() and c.find(w) == i:
+        rs = run({"banned_strings": [Bs], "stop": [w]})
+        assert rs["content"] == c[:i] and rs["stop_type"] == "word", (w, rs["content"], c[:i])
+        break
+else:
+    raise AssertionError("no stop string candidate in %r" % c)
+
+# two slots at once, one with bans and one without: each gets what it gets alone
+import threading
+res = {}
+def go(name, extra):
+    res[name] = run(extra)
+th = [threading.Thread(target=go, args=("ban", {"banned_strings": [Bs]})), threading.Thread(target=go, args=("plain", {"banned_strings": []}))]
+for t in th: t.start()
+for t in th: t.join()
+assert res["ban"]["tokens"] == toks and res["plain"]["tokens"] == T, "concurrent slots"
+
 # bad regexes and fields: 400 with the pattern named
 for field in ("banned_regex", "banned_regex_case_insensitive"):
     raw = post("/completion", {"prompt": PROMPT, "n_predict": 4, field: ["ok", "a(b"]}, status=400)
@@ -195,7 +216,7 @@ assert "Invalid regex in banned_regex: (x" in json.loads(raw)["error"]["message"
 print("ok rewind")
 PY
 
-for model in pub-qwen35-Q8_0.gguf pub-mamba-Q8_0.gguf pub-qwen3-Q8_0.gguf; do
+for model in ${BAN_MODELS:-pub-qwen35-Q8_0.gguf pub-mamba-Q8_0.gguf pub-qwen3-Q8_0.gguf}; do
   echo "ban.sh: $model"
   start "$model"
   python3 "$WORK/check.py" "$URL" rewind "$WORK/state.json" || fail "$model: rewind checks"
