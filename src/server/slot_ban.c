@@ -70,7 +70,8 @@ void slot_ban_stop(slot *s) {
 
 /* Grows the ring to n entries (snapshots for recurrent models). */
 static recur_status ban_grow_ring(slot_ban *b, const slot_env *env, int32_t n) {
-    if (n > b->ring_cap) {
+    const bool grows = n > b->ring_cap;
+    if (grows) {
         recur_snapshot **sn = realloc(b->snap, (size_t)n * sizeof *sn);
         if (!sn) return RECUR_E_NOMEM;
         b->snap = sn;
@@ -85,6 +86,10 @@ static recur_status ban_grow_ring(slot_ban *b, const slot_env *env, int32_t n) {
     }
     for (int32_t i = 0; env->recurrent && i < n; i++)
         if (!b->snap[i] && !(b->snap[i] = recur_snapshot_new(env->ctx, RECUR_SNAP_CHECKPOINT, -1))) return RECUR_E_NOMEM;
+    if (grows)   /* worth a line: the ring is most of what bans cost */
+        fprintf(stderr, "slot_ban: ring of %d positions: %zu KiB of state + %zu KiB of logits each\n", n,
+                env->recurrent ? recur_snapshot_size(env->ctx, RECUR_SNAP_CHECKPOINT, 0) >> 10 : 0,
+                ((size_t)env->n_vocab * sizeof(float)) >> 10);
     b->ring_n = n;
     for (int32_t i = 0; i < n; i++) b->rpos[i] = -1;
     return RECUR_OK;

@@ -27,7 +27,8 @@
 #include "recur.h"
 #include "sample/ban.h"
 
-#define SRV_BAN_WINDOW_MAX 4096   /* banbuffer_size limit: the ring holds that many states */
+/* banbuffer_size limit: a slot keeps the state and logits of that many positions (slot_ban.h) */
+#define SRV_BAN_WINDOW_MAX 256
 
 typedef struct srv_ban_cfg {
     sample_ban *set;               /* owned */
