@@ -64,6 +64,9 @@ static recur_status parse_patterns(const json_t *body, char *const *file_strings
 recur_status srv_ban_parse(const json_t *body, char *const *file_strings, int n_file, int32_t banned_n_default,
                            srv_ban_cfg **out, char *err, size_t err_len) {
     *out = NULL;
+    if (!present(body, "banned_strings") && n_file == 0 && !present(body, "banned_regex") &&
+        !present(body, "banned_regex_case_insensitive"))
+        return RECUR_OK;   /* the common request: nothing to compile */
     srv_ban_cfg *c = calloc(1, sizeof *c);
     if (!c || !(c->set = sample_ban_new())) {
         free(c);

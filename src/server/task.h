@@ -17,7 +17,8 @@
  *     afterwards; the task owns (frees) every pointer in it.
  *  4. The text of the events, concatenated, is the generated text with stop strings removed and
  *     never ends inside a UTF-8 character or inside a possible stop string (text is held back
- *     until it is known not to start one).
+ *     until it is known not to start one). With banned strings (srv_ban.h) the tokens a rewind
+ *     took back never appear in any event, and neither does their text.
  */
 #ifndef RECUR_SERVER_TASK_H
 #define RECUR_SERVER_TASK_H
