@@ -9,7 +9,8 @@
 #    one (n_probs), and what follows equals a cache-off run whose prompt is the original prompt
 #    plus the new tokens so far (the restored state is exact);
 #  - the same through a regex, a caseless regex, an upper-case string and --banned-string-file;
-#  - rewind_count_max with banned_n 0 (the text is let through after N rewinds), saturate_predict;
+#  - rewind_count_max with banned_n 0 (the text is let through after N rewinds), saturate_predict,
+#    banbuffer_size, banned_n -1, a stop string after the ban, two slots at once;
 #  - a bad regex is a 400 that names it.
 #   bash tests/cli/ban.sh BUILD_DIR TESTDATA_DIR
 set -euo pipefail
@@ -172,6 +173,11 @@ for n in (1, 2):
     r4 = run({"banned_strings": [Bs], "banned_n": 0, "rewind_count_max": n})
     assert r4["tokens"] == T[:40 - 3 * n], (n, r4["tokens"])
     assert ci_find(r4["content"].encode(), B) >= 0
+
+# banbuffer_size: the window holds at most that many tokens (ik_llama's buffer), so a 3-token
+# banned text is only seen with 3 or more
+assert run({"banned_strings": [Bs], "banbuffer_size": 2})["tokens"] == T
+assert run({"banned_strings": [Bs], "banbuffer_size": 3})["tokens"] == toks
 
 # banned_n -1: every token of the match is banned at its start
 r5 = run({"banned_strings": [Bs], "banned_n": -1, "n_probs": 8})
