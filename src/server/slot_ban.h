@@ -19,6 +19,15 @@
  *           text goes out, as ik_llama.cpp lets it through) -> slot_emit each (detokenizer,
  *           stop strings, events); bans at released positions are dropped; the rewind count
  *           restarts when a token is released (as ik_llama.cpp).
+ * A rewind cannot miss the ring (invariant 2); should taking or restoring a checkpoint fail
+ * all the same, that match is let through like one over rewind_count_max, with one log line
+ * per task (ik_llama.cpp, which cannot rewind a recurrent model, turns bans off there).
+ *
+ * Why the ring keeps logits: resampling position P needs the logits after P-1. With them a
+ * rewind is one restore and no decode, and the ring needs no state before the last prompt
+ * token, so it is filled with recur_snapshot_take after each step (generation evaluates one
+ * token per slot per step, so the sequence's state is exactly the one after it) instead of
+ * entries in the scheduler's capture list, which refuses a (seq, pos) listed twice.
  *
  * Invariants:
  *  1. Window tokens occupy positions pos0 .. pos0+n_win-1; all but the last are evaluated
