@@ -179,6 +179,9 @@ recur_token    recur_sampler_sample(recur_sampler *s, const float *logits);
 void           recur_sampler_accept(recur_sampler *s, recur_token t);
 /* Empties the history and restarts the PRNG from the seed. */
 void           recur_sampler_reset(recur_sampler *s);
+/* Replaces the history with toks[0 .. n) (as if reset, then each accepted) but keeps the PRNG
+ * where it is: for a rewind, whose resampled token must not replay the discarded draw. */
+void           recur_sampler_set_history(recur_sampler *s, const recur_token *toks, int32_t n);
 
 /* The n most likely tokens of logits[0 .. n_vocab) with their log-probabilities (log-softmax of
  * the raw logits), most likely first, the lower id first on ties. Returns how many were

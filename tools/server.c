@@ -43,7 +43,8 @@ static void server_init(srv_server *s, const server_args *a) {
                        .metrics = a->metrics, .slots = a->slots, .jinja = a->jinja, .timeout_s = a->timeout_s,
                        .max_body = 32u << 20, .alias = a->alias, .model_path = a->model, .sampling = a->sampling,
                        .seed_random = a->seed < 0, .n_predict = a->n_predict, .reasoning = (srv_reasoning)a->reasoning,
-                       .slot_save_path = a->slot_save_path };
+                       .slot_save_path = a->slot_save_path,
+                       .ban_strings = a->ban_strings, .n_ban_strings = a->n_ban_strings, .banned_n = a->banned_n };
     if (a->seed >= 0) s->o.sampling.seed = (uint64_t)a->seed;
     atomic_init(&s->ready, false);
     atomic_init(&s->next_id, 1);
@@ -108,5 +109,7 @@ int main(int argc, char **argv) {
     pthread_rwlock_destroy(&s.life);
     for (int i = 0; i < a.n_api_keys; i++) free(a.api_keys[i]);
     free(a.api_keys);
+    for (int i = 0; i < a.n_ban_strings; i++) free(a.ban_strings[i]);
+    free(a.ban_strings);
     return rc;
 }

@@ -15,6 +15,8 @@ typedef struct server_args {
     int         port, n_ctx, n_slots, n_threads, n_batch, n_ubatch, timeout_s;
     char      **api_keys;
     int         n_api_keys;
+    char      **ban_strings;       /* --banned-string-file */
+    int         n_ban_strings, banned_n;
     bool        jinja, metrics, slots, cache_prompt;
     /* stored for the checkpoint / prompt cache issues */
     int         ctx_checkpoints, ctx_checkpoints_interval, cache_ram_mib;

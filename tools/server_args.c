@@ -53,6 +53,10 @@ void server_usage(FILE *f) {
         "       --min-p P                 min-p (default 0.05; 0 = off)\n"
         "  -s,  --seed N                  sampler seed (default -1 = random per request)\n"
         "  -n,  --n-predict N             tokens to generate (default -1 = until EOS or the slot is full)\n"
+        "       --banned-string-file FILE banned strings, one a line ('\"' removed, empty lines skipped): generation\n"
+        "                                 rewinds and resamples where one would appear (requests with their own\n"
+        "                                 banned_strings replace the list)\n"
+        "       --banned-n N              tokens banned where a banned string starts (default 1; -1 = all of it)\n"
         "\n"
         "  -h,  --help                    this text\n");
 }
@@ -106,11 +110,31 @@ static bool keys_file(server_args *a, const char *path) {
     return ok;
 }
 
+/* ik_llama.cpp's --banned-string-file: one string a line, every '"' removed, empty lines skipped */
+static bool ban_file(server_args *a, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char line[4096];
+    bool ok = true;
+    while (ok && fgets(line, sizeof line, f)) {
+        size_t n = 0;
+        for (const char *c = line; *c; c++)
+            if (*c != '"' && *c != '\n' && *c != '\r') line[n++] = *c;
+        if (!n) continue;
+        char **nb = realloc(a->ban_strings, (size_t)(a->n_ban_strings + 1) * sizeof *nb);
+        if (!nb) ok = false;
+        else if (!(nb[a->n_ban_strings] = strndup(line, n))) { a->ban_strings = nb; ok = false; }
+        else { a->ban_strings = nb; a->n_ban_strings++; }
+    }
+    fclose(f);
+    return ok;
+}
+
 void server_args_default(server_args *a) {
     *a = (server_args){ .host = "127.0.0.1", .port = 8080, .n_slots = 4, .n_batch = 2048, .n_ubatch = 512,
                         .timeout_s = 3600, .jinja = true, .slots = true, .cache_prompt = true,
                         .ctx_checkpoints = 32, .ctx_checkpoints_interval = 512, .cache_ram_mib = 8192, .seed = -1,
-                        .n_predict = -1,
+                        .n_predict = -1, .banned_n = 1,
                         .sampling = recur_sampler_default_params() };
 }
 
@@ -145,6 +169,8 @@ static int value_flag(server_args *a, const char *f, const char *v) {
     if (IS("--min-p", "--min-p")) return FLT(a->sampling.min_p);
     if (IS("-s", "--seed")) return parse_long(v, -1, 0xffffffffll, &x) ? (a->seed = x, 0) : 2;
     if (IS("-n", "--n-predict")) return INT(a->n_predict, -1, 1 << 30);
+    if (IS("--banned-string-file", "--banned-string-file")) return ban_file(a, v) ? 0 : 2;
+    if (IS("--banned-n", "--banned-n")) return INT(a->banned_n, -1, 1 << 30);
     if (IS("--predict", "--predict")) return INT(a->n_predict, -1, 1 << 30);
 #undef IS
 #undef INT

@@ -118,6 +118,16 @@ void recur_sampler_reset(recur_sampler *s) {
     s->rng = s->p.seed ^ 0x9E3779B97F4A7C15ull;
 }
 
+void recur_sampler_set_history(recur_sampler *s, const recur_token *toks, int32_t n) {
+    memset(s->count, 0, (size_t)s->n_vocab * sizeof *s->count);
+    s->hist_head = s->hist_len = 0;
+    const int32_t last_n = s->p.penalty_last_n;
+    if (last_n == 0) return;
+    /* only the window's tail can matter: older tokens would leave the ring again */
+    const int32_t from = last_n > 0 && n > last_n ? n - last_n : 0;
+    for (int32_t i = from; i < n; i++) recur_sampler_accept(s, toks[i]);
+}
+
 /* splitmix64: a uniform double in [0, 1) from the top 53 bits */
 static double rng_uniform(uint64_t *state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "sample/stop.h"
+#include "server/slot_ban.h"
 
 double slot_now_ms(void) {
     struct timespec ts;
@@ -31,6 +32,7 @@ recur_status slot_init(slot *s, int32_t id, const slot_env *env) {
 
 /* Ends the task on this slot with its terminal event ev (delivered by slot_deliver). */
 static void slot_release(slot *s, srv_event *ev) {
+    slot_ban_stop(s);
     recur_sampler_free(s->smp);
     recur_detok_free(s->detok);
     s->smp = NULL;
@@ -62,6 +64,7 @@ void slot_free(slot *s) {
     free(s->logits);
     free(s->plan);
     free(s->plan_flags);
+    slot_ban_free(s->ban);
     memset(s, 0, sizeof *s);
 }
 
@@ -242,6 +245,10 @@ recur_status slot_start(slot *s, const slot_env *env, srv_task *t, double now_ms
         return RECUR_E_NOMEM;
     }
     for (int32_t i = 0; i < t->n_prompt; i++) recur_sampler_accept(s->smp, t->prompt[i]);
+    if (t->params.ban && slot_ban_start(s, env, t->params.ban) != RECUR_OK) {
+        slot_fail(s, env, RECUR_E_NOMEM, "out of memory (banned strings)");
+        return RECUR_E_NOMEM;
+    }
     s->state = SLOT_PREFILL;
     return RECUR_OK;
 }
@@ -315,7 +322,7 @@ void slot_finish(slot *s, const slot_env *env, srv_stop_type stop, double now_ms
 }
 
 /* The log-probabilities of the sampled token and the n_probs most likely ones (raw logits). */
-static srv_token_probs *slot_probs(const slot_env *env, int32_t n_probs, const float *logits, recur_token tok) {
+srv_token_probs *slot_probs(const slot_env *env, int32_t n_probs, const float *logits, recur_token tok) {
     if (n_probs <= 0) return NULL;
     if (n_probs > env->n_vocab) n_probs = env->n_vocab;
     srv_token_probs *p = srv_token_probs_new(n_probs);
@@ -326,6 +333,25 @@ static srv_token_probs *slot_probs(const slot_env *env, int32_t n_probs, const f
     return p;
 }
 
+bool slot_emit(slot *s, const slot_env *env, recur_token tok, srv_token_probs *probs, double now_ms) {
+    const int k = recur_detok_push(s->detok, tok, s->held + s->n_held, (int)(s->held_cap - s->n_held));
+    if (k > 0) s->n_held += (size_t)k;
+    const size_t show = slot_check_stop(s);
+    srv_event *ev = srv_event_new(SRV_EV_TOKEN, s->held, show);
+    if (!ev) {
+        srv_token_probs_free(probs);
+        slot_fail(s, env, RECUR_E_NOMEM, "out of memory (token event)");
+        return false;
+    }
+    ev->token = tok;
+    ev->probs = probs;
+    slot_consume(s, show);
+    srv_task_push(s->task, ev);
+    if (s->stop != SRV_STOP_WORD) return true;
+    slot_finish(s, env, SRV_STOP_WORD, now_ms);
+    return false;
+}
+
 void slot_on_logits(slot *s, const slot_env *env, const float *logits, double now_ms) {
     srv_task *t = s->task;
     if (s->state == SLOT_PREFILL) {
@@ -334,6 +360,8 @@ void slot_on_logits(slot *s, const slot_env *env, const float *logits, double no
     }
     if (t->params.n_predict == 0) { slot_finish(s, env, SRV_STOP_NONE, now_ms); return; }
 
+    if (slot_ban_active(s)) { slot_ban_on_logits(s, env, logits, now_ms); return; }
+
     const recur_token tok = recur_sampler_sample(s->smp, logits);
     recur_sampler_accept(s->smp, tok);
     s->n_decoded++;
@@ -341,18 +369,8 @@ void slot_on_logits(slot *s, const slot_env *env, const float *logits, double no
         slot_finish(s, env, SRV_STOP_EOS, now_ms);
         return;
     }
-    const int k = recur_detok_push(s->detok, tok, s->held + s->n_held, (int)(s->held_cap - s->n_held));
-    if (k > 0) s->n_held += (size_t)k;
-    const size_t show = slot_check_stop(s);
-    srv_event *ev = srv_event_new(SRV_EV_TOKEN, s->held, show);
-    if (!ev) { slot_fail(s, env, RECUR_E_NOMEM, "out of memory (token event)"); return; }
-    ev->token = tok;
-    ev->probs = slot_probs(env, t->params.n_probs, logits, tok);
-    slot_consume(s, show);
-    srv_task_push(t, ev);
-
-    if (s->stop == SRV_STOP_WORD) slot_finish(s, env, SRV_STOP_WORD, now_ms);
-    else if (t->params.n_predict > 0 && s->n_decoded >= t->params.n_predict) slot_finish(s, env, SRV_STOP_LIMIT, now_ms);
+    if (!slot_emit(s, env, tok, slot_probs(env, t->params.n_probs, logits, tok), now_ms)) return;
+    if (t->params.n_predict > 0 && s->n_decoded >= t->params.n_predict) slot_finish(s, env, SRV_STOP_LIMIT, now_ms);
     else if (s->n_cache + 1 >= env->n_ctx_slot) slot_finish(s, env, SRV_STOP_LIMIT, now_ms);
     else s->pending = tok;
 }

@@ -73,6 +73,7 @@ typedef struct slot {
     recur_detok    *detok;
     char           *piece;             /* [env->piece_max] detokenizer output */
     char           *held;              /* text not shown yet (a possible stop-string start) */
+    struct slot_ban *ban;              /* banned strings (slot_ban.h): kept across tasks, NULL until needed */
     size_t          n_held, held_cap;
     srv_stop_type   stop;
     int             stop_word;         /* index of the matched stop string, else -1 */
@@ -108,6 +109,14 @@ void slot_finish(slot *s, const slot_env *env, srv_stop_type stop, double now_ms
 void slot_fail(slot *s, const slot_env *env, recur_status st, const char *msg);
 /* Pushes the terminal event slot_finish / slot_fail made and drops the task. No-op when none. */
 void slot_deliver(slot *s);
+
+/* Shows one generated token: its text through the detokenizer and the stop strings, and its
+ * TOKEN event (probs is taken, may be NULL). Finishes the task on a stop string (or fails it
+ * when out of memory): returns false when the task ended. */
+bool slot_emit(slot *s, const slot_env *env, recur_token tok, srv_token_probs *probs, double now_ms);
+/* The log-probabilities of tok and the n_probs most likely tokens of raw logits (NULL when
+ * n_probs <= 0 or out of memory). */
+srv_token_probs *slot_probs(const slot_env *env, int32_t n_probs, const float *logits, recur_token tok);
 
 double slot_now_ms(void);
 

@@ -63,6 +63,9 @@ typedef struct srv_opts {
     int32_t      n_predict;
     srv_reasoning reasoning;         /* --reasoning-format */
     const char  *slot_save_path;     /* --slot-save-path DIR: POST /slots/{id}?action=...; NULL: off */
+    char       **ban_strings;        /* --banned-string-file: banned in every request without its own */
+    int          n_ban_strings;
+    int32_t      banned_n;           /* --banned-n (1) */
 } srv_opts;
 
 typedef struct srv_server {

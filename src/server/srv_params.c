@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "core/timing.h"
 #include "server/srv.h"
+#include "server/srv_ban.h"
 
 int srv_reasoning_parse(const char *s) {
     if (!strcmp(s, "auto")) return SRV_REASONING_AUTO;
@@ -329,7 +330,8 @@ recur_status srv_params_parse(srv_server *s, const json_t *b, srv_task *t, srv_g
         (st = parse_n_predict(b, &p->n_predict, err, err_len)) ||
         (st = parse_probs(b, g, err, err_len)) ||
         (st = parse_stop(b, p, err, err_len)) ||
-        (st = parse_logit_bias(s, b, p, err, err_len)))
+        (st = parse_logit_bias(s, b, p, err, err_len)) ||
+        (st = srv_ban_parse(b, s->o.ban_strings, s->o.n_ban_strings, s->o.banned_n, &p->ban, err, err_len)))
         return st;
     int64_t n_cmpl = 1;
     if ((st = srv_get_int(b, "n_cmpl", &n_cmpl, err, err_len)) ||

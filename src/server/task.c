@@ -1,5 +1,7 @@
 #include "server/task.h"
 
+#include "server/srv_ban.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,7 @@ void srv_task_unref(srv_task *t) {
     }
     for (int32_t i = 0; i < t->params.n_stop; i++) free(t->params.stop[i]);
     free(t->params.stop);
+    srv_ban_cfg_free(t->params.ban);
     free((void *)t->params.sampling.logit_bias);
     free(t->prompt);
     free(t->ckpt_at);

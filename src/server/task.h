@@ -17,7 +17,8 @@
  *     afterwards; the task owns (frees) every pointer in it.
  *  4. The text of the events, concatenated, is the generated text with stop strings removed and
  *     never ends inside a UTF-8 character or inside a possible stop string (text is held back
- *     until it is known not to start one).
+ *     until it is known not to start one). With banned strings (srv_ban.h) the tokens a rewind
+ *     took back never appear in any event, and neither does their text.
  */
 #ifndef RECUR_SERVER_TASK_H
 #define RECUR_SERVER_TASK_H
@@ -49,6 +50,7 @@ typedef struct srv_task_params {
     bool     ignore_eos;             /* EOG tokens are banned (never sampled) */
     char   **stop;                   /* [n_stop] NUL-terminated stop strings */
     int32_t  n_stop;
+    struct srv_ban_cfg *ban;         /* banned strings / regexes (srv_ban.h), NULL: none */
 } srv_task_params;
 
 /* Log-probabilities of one generated token (before sampling: log-softmax of the raw logits). */

@@ -272,6 +272,41 @@ static void test_history_counts(void **state) {
     recur_sampler_free(s);
 }
 
+/* set_history (a rewind): the penalties see exactly the given tokens, for a ring window, -1 and
+ * 0, and the PRNG continues where it was (the next draw is the one a never-rewound sampler that
+ * drew as often would make). */
+static void test_set_history(void **state) {
+    (void)state;
+    float l[NV];
+    fill(l);
+    const recur_token kept[7] = { 3, 5, 5, 9, 3, 11, 5 }, gone[4] = { 7, 7, 13, 2 };
+    const int32_t windows[3] = { 4, -1, 0 };
+    for (int w = 0; w < 3; w++) {
+        recur_sampler_params p = plain();
+        p.penalty_last_n = windows[w];
+        p.penalty_freq = 0.5f;
+        p.penalty_present = 0.25f;
+        p.penalty_repeat = 1.3f;
+        recur_sampler *a = recur_sampler_new(&p, NV), *b = recur_sampler_new(&p, NV);
+        for (int i = 0; i < 7; i++) { recur_sampler_accept(a, kept[i]); recur_sampler_accept(b, kept[i]); }
+        for (int i = 0; i < 4; i++) recur_sampler_accept(a, gone[i]);   /* the discarded branch */
+        recur_sampler_sample(a, l);                                       /* one draw each */
+        recur_sampler_sample(b, l);
+        recur_sampler_set_history(a, kept, 7);
+        recur_token ia[NV], ib[NV];
+        float pa[NV], pb[NV];
+        const int32_t na = sample_chain(a, l, ia, pa, NV), nb = sample_chain(b, l, ib, pb, NV);
+        assert_int_equal(na, nb);
+        for (int32_t i = 0; i < na; i++) {
+            assert_int_equal(ia[i], ib[i]);
+            assert_float_equal(pa[i], pb[i], 1e-7);
+        }
+        for (int i = 0; i < 5; i++) assert_int_equal(recur_sampler_sample(a, l), recur_sampler_sample(b, l));
+        recur_sampler_free(a);
+        recur_sampler_free(b);
+    }
+}
+
 /* ---- top_k, typical_p, top_p, min_p, temperature ------------------------------------------ */
 
 static void test_top_k(void **state) {
@@ -607,6 +642,7 @@ int main(void) {
         cmocka_unit_test(test_logit_bias),       cmocka_unit_test(test_logit_bias_invalid),
         cmocka_unit_test(test_all_banned),       cmocka_unit_test(test_penalty_formulas),
         cmocka_unit_test(test_history_ring),     cmocka_unit_test(test_history_counts),
+        cmocka_unit_test(test_set_history),
         cmocka_unit_test(test_top_k),            cmocka_unit_test(test_typical),
         cmocka_unit_test(test_top_p),            cmocka_unit_test(test_top_p_long),
         cmocka_unit_test(test_min_p),            cmocka_unit_test(test_temperature),
