@@ -6,6 +6,7 @@
  * template and the scheduler are ready); SIGINT / SIGTERM stop it cleanly: the scheduler ends
  * every task, connections close, the model is freed, exit status 0. With no -m it serves the
  * default model (models/default.gguf, random weights), writing it with recur-gguf synth first. */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,10 @@ int main(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* prompt-cache entries (checkpoints, logits, rows) come and go within --cache-ram: a fixed
+     * mmap threshold gives the freed ones back to the system instead of leaving holes in the heap
+     * (glibc would raise the threshold after the first free and keep them) */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     recur_init();
     json_object_seed(0);
 

@@ -5,7 +5,8 @@
 // an identical resend has minimum 0 (its last token's logits are cached). It asserts that a
 // resend or regenerate evaluates nothing, that an appended turn evaluates at most 1 token beyond
 // the minimum when the reply round-trips through text (else it resumes after the previous
-// prompt), that an edit of the last message costs at most its header, that
+// prompt), that replacing an earlier message evaluates at most one token beyond the minimum,
+// that replacing the last one costs at most a few tokens (its header: see the issue note), that
 // another conversation on the same system prompt reuses it, and that the same workload with
 // caching off gives bit-identical tokens and logprobs.
 import { describe, it, before, after } from 'node:test';
@@ -115,6 +116,7 @@ for (const model of ['qwen35', 'qwen3next', 'mamba2', 'lfm2', 'llama', 'qwen3'])
         if (r.kind === 'append') assert.ok(r.prompt_n <= r.append_bound, `${why} (bound ${r.append_bound})`);
         if (r.kind === 'identical' || r.kind === 'regenerate') assert.equal(r.prompt_n, 0, why);
         if (r.kind === 'edit-last') assert.ok(r.cache_n > 0 && r.prompt_n < r.min + 8, why);
+        if (r.kind === 'edit-earlier') assert.ok(r.prompt_n <= r.min + 1, why);
         if (r.kind === 'agent') assert.ok(r.cache_n >= 150, why);   // the system prompt came from the cache
         assert.equal(r.cached, r.cache_n);
         assert.equal(ref[i].cache_n, 0);
@@ -135,13 +137,13 @@ for (const model of ['qwen35', 'qwen3next', 'mamba2', 'lfm2', 'llama', 'qwen3'])
 
 describe('prompt cache budget', () => {
   it('stays within --cache-ram while many conversations are filed', async () => {
-    const srv = await startServer('qwen35', ['-c', '1024', '-np', '1', '--metrics', '--cache-ram', '4']);
+    const srv = await startServer('qwen35', ['-c', '1024', '-np', '1', '--metrics', '--cache-ram', '8']);
     const fs = await import('node:fs');
     const rss = () => Number(fs.readFileSync(`/proc/${srv.pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/)[1]) * 1024;
     try {
-      const budget = 4 * 1024 * 1024;
+      const budget = 8 * 1024 * 1024;
       let rss0 = 0;
-      for (let k = 0; k < 12; k++) {
+      for (let k = 0; k < 16; k++) {
         if (k === 1) rss0 = rss();   // after the first request: weights and buffers are resident
         const r = await postJson(`${srv.url}/completion`, { prompt: text(200, 40 + k), n_predict: 4, temperature: 0 });
         assert.equal(r.status, 200, r.text);
@@ -151,11 +153,12 @@ describe('prompt cache budget', () => {
       }
       const m = await (await fetch(`${srv.url}/metrics`)).text();
       assert.ok(Number(m.match(/^recur:checkpoints_evicted_total (\S+)$/m)[1]) > 0, 'the budget was reached');
-      // resident memory grew by at most the budget (plus 2 MiB of allocator slack)
+      // resident memory grew by at most the budget, plus 4 MiB for the allocator and the HTTP side
+      // (an unbounded cache would have grown by ~35 MB here)
       const grown = rss() - rss0;
-      assert.ok(grown <= budget + 2 * 1024 * 1024, `RSS grew ${grown} bytes with a ${budget}-byte cache`);
+      assert.ok(grown <= budget + 4 * 1024 * 1024, `RSS grew ${grown} bytes with a ${budget}-byte cache`);
       // the newest prompt is still restorable: a resend evaluates nothing
-      const again = await postJson(`${srv.url}/completion`, { prompt: text(200, 51), n_predict: 4, temperature: 0 });
+      const again = await postJson(`${srv.url}/completion`, { prompt: text(200, 55), n_predict: 4, temperature: 0 });
       assert.equal(again.json.timings.prompt_n, 0, srv.log.slice(-2000));
     } finally {
       assert.equal(await srv.stop(), 0, srv.log);
