@@ -79,7 +79,9 @@ recur_status srv_chat_prompt(srv_server *s, const json_t *body, bool add_gen, ch
     st = chat_apply(s->tmpl, s->vocab, &p, &cp, err, err_len);
     json_decref(msgs);
     if (st) {
-        *status = 500;   /* a template error (raise_exception, ...): llama-server's server_error */
+        /* a template error (raise_exception, ...): llama-server's server_error; but a render
+         * limit (RECUR_E_FULL: nesting, output size, work budget) is the request's doing */
+        *status = st == RECUR_E_FULL ? 400 : 500;
         return st;
     }
     *text = cp.text;
