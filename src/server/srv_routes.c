@@ -33,6 +33,7 @@ typedef struct tok_buf {
 } tok_buf;
 
 static bool tok_add(tok_buf *b, const recur_token *t, int n) {
+    if (n <= 0) return true;   /* an empty piece ("prompt": ""): b->v may still be NULL */
     if (b->n + n > b->cap) {
         int32_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n) cap *= 2;

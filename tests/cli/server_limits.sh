@@ -54,6 +54,12 @@ err_is 413 "too large"
 rm -f "$WORK/big"
 alive "an oversize body"
 
+step "an empty prompt: 400 (fuzz_request found NULL + 0 there: seeds/request/regress-empty-prompt*)"
+for body in '{"prompt":""}' '{"prompt":[""]}' '{"prompt":[]}'; do
+  [ "$(post /completion "$body")" = 400 ] || fail "empty prompt $body"
+  err_is 400 "empty"
+done
+
 step "a huge n_predict stops cleanly at the context; an impossible one is refused"
 gen "$WORK/req" "{'prompt': [5] * ($NCTX - 8), 'n_predict': 2147483647, 'ignore_eos': True, 'temperature': 0}"
 [ "$(postf /completion "$WORK/req")" = 200 ] || fail "n_predict INT32_MAX"
@@ -127,6 +133,26 @@ for _ in $(seq 600); do
 done
 py "s=j[0]; assert not s['is_processing'], s"
 alive "a client that left"
+
+step "a session of 50 more requests (completion, chat, streamed, cancelled by a short timeout)"
+for i in $(seq 50); do
+  max=60
+  case $((i % 5)) in
+    0) body='{"prompt":"Once upon a time","n_predict":4}'; path=/completion ;;
+    1) body='{"prompt":"Once upon","n_predict":4,"stream":true,"n_probs":2}'; path=/completion ;;
+    2) body='{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"stop":["a"]}'; path=/v1/chat/completions ;;
+    3) body='{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"stream":true,"logprobs":true}'; path=/v1/chat/completions ;;
+    4) body='{"prompt":"Hi","n_predict":100000,"ignore_eos":true,"stream":true}'; path=/completion; max=0.3 ;;
+  esac
+  code=$(curl -s -m "$max" -o /dev/null -w '%{http_code}' "$URL$path" -d "$body" || true)
+  [ "$code" = 200 ] || { [ $((i % 5)) = 4 ] && [ "$code" = 000 ]; } || fail "request $i ($path): $code"
+done
+for _ in $(seq 600); do
+  curl -s -o "$WORK/out" "$URL/slots"
+  grep -q '"is_processing":false' "$WORK/out" && break
+  sleep 0.05
+done
+alive "50 requests"
 
 step "SIGTERM: exit status 0"
 kill -TERM "$PID"
