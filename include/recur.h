@@ -348,7 +348,8 @@ size_t recur_snapshot_save(const recur_snapshot *s, void *buf, size_t cap);
 
 /* A snapshot from bytes written by recur_snapshot_save, for ctx's model. RECUR_E_FORMAT for
  * corrupt data (bad magic, version, sizes, truncation, checksum); RECUR_E_INVALID when it is
- * another model's; RECUR_E_NOMEM. *out is NULL on failure. */
+ * another model's; RECUR_E_FULL when its position is beyond ctx's size (no decode could follow
+ * it); RECUR_E_NOMEM. *out is NULL on failure. */
 recur_status recur_snapshot_load(const recur_ctx *ctx, const void *buf, size_t len, recur_snapshot **out,
                                  char *err, size_t err_len);
 

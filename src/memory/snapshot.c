@@ -18,7 +18,9 @@ static int64_t kv_row_vals(const snap_layout *l) { return (int64_t)l->n_layer_kv
 /* Payload bytes of a snapshot at pos. */
 static size_t payload_bytes(const snap_layout *l, recur_snapshot_kind kind, recur_pos pos) {
     size_t n = (size_t)l->rs_floats * sizeof(float);
-    if (kind == RECUR_SNAP_SEQUENCE) n += (size_t)(pos + 1) * (size_t)kv_row_vals(l) * sizeof(uint16_t);
+    /* widened before + 1: a file's pos may be INT32_MAX (snap_load compares before it checks
+     * pos against the context) */
+    if (kind == RECUR_SNAP_SEQUENCE) n += ((size_t)pos + 1) * (size_t)kv_row_vals(l) * sizeof(uint16_t);
     return n;
 }
 
@@ -207,7 +209,9 @@ recur_status snap_load(const snap_layout *l, const void *buf, size_t len, recur_
     const recur_pos pos = (recur_pos)get_u32(p + 24);
     if (!layout_eq(&got, l) || get_u64(p + 56) != 0 || get_u64(p + 48) != payload_bytes(l, kind, pos))
         return rc_fail(err, err_len, RECUR_E_FORMAT, "snapshot: sizes (offsets 28..56) disagree with the model");
-    if (kind == RECUR_SNAP_SEQUENCE && (uint32_t)pos >= l->n_ctx)
+    /* checkpoints too: no context decodes at a position >= its n_ctx, and a restored position
+     * of INT32_MAX would overflow the next position (pos_max + 1) */
+    if ((uint32_t)pos >= l->n_ctx)
         return rc_fail(err, err_len, RECUR_E_FULL, "snapshot: position %d beyond the context (%u)", pos, l->n_ctx);
     recur_snapshot *s = snap_new(l, kind, pos);
     if (!s) return rc_fail(err, err_len, RECUR_E_NOMEM, "snapshot: out of memory");

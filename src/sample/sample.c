@@ -161,7 +161,8 @@ static float penalize(const recur_sampler_params *p, float l, int32_t count) {
 /* One pass over the vocabulary: bias, penalties, bans. With top_k in (0, n_vocab) only the k
  * first candidates are kept, in a heap, so the full array is never written. */
 static void gather(recur_sampler *s, const float *logits, int32_t top_k, chain *ch) {
-    const recur_logit_bias *b = s->bias, *b_end = s->bias + s->n_bias;
+    /* no biases: bias is NULL, and NULL + 0 is undefined in C (clang's UBSan reports it) */
+    const recur_logit_bias *b = s->bias, *b_end = s->bias ? s->bias + s->n_bias : NULL;
     const bool pen = penalties_on(&s->p);
     sample_cand *c = s->c;
     int32_t n = 0;

@@ -230,6 +230,12 @@ void srv_chat_split_deltas(const srv_gen_opts *g, srv_split_state *st, const cha
 
 int srv_route(srv_req *r);
 
+/* body.prompt of /completion and /v1/completions into t->prompt / t->n_prompt, and *text (the
+ * prompt as text, malloc'd; NULL when out of memory). *status is the HTTP status on failure
+ * (400, or 501 for several prompts / multimodal data). */
+recur_status srv_prompt_parse(srv_server *s, const json_t *body, srv_task *t, char **text, unsigned *status,
+                              char *err, size_t err_len);
+
 int srv_h_completion(srv_req *r, json_t *body, srv_fmt fmt);
 int srv_h_chat(srv_req *r, json_t *body);
 int srv_h_tokenize(srv_req *r, json_t *body);

@@ -116,7 +116,9 @@ recur_status srv_chat_prompt(srv_server *s, const json_t *body, bool add_gen, ch
     if (!st && hints) chat_hints(&cp, msgs, p.tools && json_array_size(p.tools), hints);
     json_decref(msgs);
     if (st) {
-        *status = 500;   /* a template error (raise_exception, ...): llama-server's server_error */
+        /* a template error (raise_exception, ...): llama-server's server_error; but a render
+         * limit (RECUR_E_FULL: nesting, output size, work budget) is the request's doing */
+        *status = st == RECUR_E_FULL ? 400 : 500;
         return st;
     }
     *text = cp.text;

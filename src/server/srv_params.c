@@ -149,16 +149,28 @@ char *srv_piece(const srv_server *s, recur_token t, size_t *len) {
 
 /* ---- stop strings and logit bias ------------------------------------------------------------ */
 
+/* Limits on what one request may ask of the scheduler thread, which serves every slot: each
+ * decoded token is checked against every stop string (time ~ count x length, and the held-back
+ * search ~ length^2 at worst); every probability is a JSON object per token. 400 beyond them. */
+#define SRV_MAX_STOP     256          /* stop strings per request (OpenAI allows 4) */
+#define SRV_MAX_STOP_LEN 256          /* bytes per stop string */
+#define SRV_MAX_N_PROBS  100          /* n_probs / logprobs / top_logprobs (OpenAI: 20) */
+
 static recur_status parse_stop(const json_t *body, srv_task_params *p, char *err, size_t err_len) {
     const json_t *j = present(body, "stop");
     if (!j) return RECUR_OK;
     if (!json_is_string(j) && !json_is_array(j)) return type_err("stop", "a string or an array of strings", err, err_len);
     size_t n = json_is_string(j) ? 1 : json_array_size(j);
+    if (n > SRV_MAX_STOP)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "Field 'stop': at most %d stop strings, got %zu", SRV_MAX_STOP, n);
     p->stop = calloc(n ? n : 1, sizeof *p->stop);
     if (!p->stop) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const json_t *w = json_is_string(j) ? j : json_array_get(j, i);
         if (!json_is_string(w)) return type_err("stop", "a string or an array of strings", err, err_len);
+        if (json_string_length(w) > SRV_MAX_STOP_LEN)
+            return rc_fail(err, err_len, RECUR_E_INVALID, "Field 'stop': a stop string is at most %d bytes, got %zu",
+                           SRV_MAX_STOP_LEN, json_string_length(w));
         if (!json_string_length(w)) continue;   /* empty words are dropped, as llama-server does */
         if (!(p->stop[p->n_stop] = strdup(json_string_value(w)))) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
         p->n_stop++;
@@ -231,6 +243,13 @@ static recur_status parse_logit_bias(srv_server *s, const json_t *body, srv_task
         }
     }
     if (!ok) { free(l.v); return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory"); }
+    /* more entries than tokens is never needed (one entry per token says it all) and would
+     * make every sampling step of the scheduler walk them */
+    if (l.n > vocab_n_tokens(s->vocab)) {
+        free(l.v);
+        return rc_fail(err, err_len, RECUR_E_INVALID, "Field 'logit_bias': %d entries, more than the %d tokens of the vocabulary",
+                       (int)l.n, (int)vocab_n_tokens(s->vocab));
+    }
     p->sampling.logit_bias = l.v;
     p->sampling.n_logit_bias = l.n;
     return RECUR_OK;
@@ -279,13 +298,13 @@ static recur_status parse_probs(const json_t *b, srv_gen_opts *g, char *err, siz
         if ((st = srv_get_bool(b, "logprobs", &on, err, err_len))) return st;
         if (on) {
             g->n_probs = 20;
-            return get_i32(b, "top_logprobs", &g->n_probs, 0, INT32_MAX, true, err, err_len);
+            return get_i32(b, "top_logprobs", &g->n_probs, 0, SRV_MAX_N_PROBS, true, err, err_len);
         }
         if (present(b, "top_logprobs"))
             return rc_fail(err, err_len, RECUR_E_INVALID, "top_logprobs requires logprobs to be set to true");
     }
-    if (present(b, "n_probs")) return get_i32(b, "n_probs", &g->n_probs, 0, INT32_MAX, false, err, err_len);
-    if (lp && g->fmt != SRV_FMT_OAI_CHAT) return get_i32(b, "logprobs", &g->n_probs, 0, INT32_MAX, false, err, err_len);
+    if (present(b, "n_probs")) return get_i32(b, "n_probs", &g->n_probs, 0, SRV_MAX_N_PROBS, true, err, err_len);
+    if (lp && g->fmt != SRV_FMT_OAI_CHAT) return get_i32(b, "logprobs", &g->n_probs, 0, SRV_MAX_N_PROBS, true, err, err_len);
     return RECUR_OK;
 }
 

@@ -33,6 +33,7 @@ typedef struct tok_buf {
 } tok_buf;
 
 static bool tok_add(tok_buf *b, const recur_token *t, int n) {
+    if (n <= 0) return true;   /* an empty piece ("prompt": ""): b->v may still be NULL */
     if (b->n + n > b->cap) {
         int32_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n) cap *= 2;
@@ -66,8 +67,8 @@ static recur_status prompt_piece(srv_server *s, const json_t *el, tok_buf *b, ch
 
 /* body.prompt: a string, token ids, a mix [12, "text", 34], {prompt_string}, or a one-element
  * array of those. Several prompts in one request are refused (501). */
-static recur_status parse_prompt(srv_server *s, const json_t *body, srv_task *t, char **text, unsigned *status,
-                                 char *err, size_t err_len) {
+recur_status srv_prompt_parse(srv_server *s, const json_t *body, srv_task *t, char **text, unsigned *status,
+                              char *err, size_t err_len) {
     const json_t *p = json_object_get(body, "prompt");
     *status = 400;
     if (p && json_is_object(p)) {
@@ -107,7 +108,7 @@ int srv_h_completion(srv_req *r, json_t *body, srv_fmt fmt) {
     srv_gen_opts g = { .fmt = fmt };
     if (!t) return srv_reply_error(r, 500, "out of memory");
     random_id(g.id, sizeof g.id, "cmpl-");
-    recur_status st = parse_prompt(s, body, t, &g.prompt_text, &status, err, sizeof err);
+    recur_status st = srv_prompt_parse(s, body, t, &g.prompt_text, &status, err, sizeof err);
     if (!st) st = srv_params_parse(s, body, t, &g, err, sizeof err);
     if (st) {
         srv_task_unref(t);

@@ -148,6 +148,58 @@ static void test_params_stop_and_probs(void **state) {
     done(t, &g);
 }
 
+/* the limits of one request (400 beyond them, the boundary accepted): stop strings (count and
+ * length), n_probs in its three spellings, logit_bias entries (at most one per token) */
+static char *repeat_body(const char *head, const char *item, int n, const char *tail) {
+    size_t len = strlen(head) + (size_t)n * (strlen(item) + 1) + strlen(tail) + 1;
+    char *b = malloc(len), *p = b;
+    p += sprintf(p, "%s", head);
+    for (int i = 0; i < n; i++) p += sprintf(p, "%s%s", i ? "," : "", item);
+    sprintf(p, "%s", tail);
+    return b;
+}
+
+static void expect(fixture *f, const char *body, srv_fmt fmt, recur_status want) {
+    srv_task *t;
+    srv_gen_opts g;
+    char err[256] = "";
+    recur_status st = parse(f, body, fmt, &t, &g, err);
+    if (st != want) fprintf(stderr, "%.80s...: status %d (%s)\n", body, st, err);
+    assert_int_equal(st, want);
+    if (st) assert_true(strlen(err) > 0);
+    done(t, &g);
+}
+
+static void test_params_limits(void **state) {
+    fixture *f = *state;
+    const int n_vocab = vocab_n_tokens(f->s.vocab);
+    char *b = repeat_body("{\"stop\":[", "\"ab\"", 256, "]}");
+    expect(f, b, SRV_FMT_NATIVE, RECUR_OK);
+    free(b);
+    b = repeat_body("{\"stop\":[", "\"ab\"", 257, "]}");
+    expect(f, b, SRV_FMT_NATIVE, RECUR_E_INVALID);
+    free(b);
+    char word[300];
+    memset(word, 'w', sizeof word);
+    word[256] = 0;
+    char body[400];
+    snprintf(body, sizeof body, "{\"stop\":[\"%s\"]}", word);
+    expect(f, body, SRV_FMT_NATIVE, RECUR_OK);
+    snprintf(body, sizeof body, "{\"stop\":\"w%s\"}", word);
+    expect(f, body, SRV_FMT_NATIVE, RECUR_E_INVALID);
+    expect(f, "{\"n_probs\":100}", SRV_FMT_NATIVE, RECUR_OK);
+    expect(f, "{\"n_probs\":101}", SRV_FMT_NATIVE, RECUR_E_INVALID);
+    expect(f, "{\"n_probs\":2147483647}", SRV_FMT_NATIVE, RECUR_E_INVALID);
+    expect(f, "{\"logprobs\":1000}", SRV_FMT_OAI_CMPL, RECUR_E_INVALID);
+    expect(f, "{\"logprobs\":true,\"top_logprobs\":101}", SRV_FMT_OAI_CHAT, RECUR_E_INVALID);
+    b = repeat_body("{\"logit_bias\":[", "[3,-1]", n_vocab, "]}");
+    expect(f, b, SRV_FMT_NATIVE, RECUR_OK);
+    free(b);
+    b = repeat_body("{\"logit_bias\":[", "[3,-1]", n_vocab + 1, "]}");
+    expect(f, b, SRV_FMT_NATIVE, RECUR_E_INVALID);
+    free(b);
+}
+
 static void test_params_logit_bias(void **state) {
     fixture *f = *state;
     srv_task *t;
@@ -239,6 +291,7 @@ int main(void) {
         cmocka_unit_test(test_params_defaults_and_aliases),
         cmocka_unit_test(test_params_type_errors),
         cmocka_unit_test(test_params_stop_and_probs),
+        cmocka_unit_test(test_params_limits),
         cmocka_unit_test(test_params_logit_bias),
         cmocka_unit_test(test_split_deltas),
         cmocka_unit_test(test_json_str),
