@@ -89,6 +89,27 @@ static size_t resync(const char *pre, size_t pre_len, const char *full, size_t f
     return (size_t)(q - full) + lo;
 }
 
+/* Where a reply to this prompt, rendered later as history (the messages + that reply + a next
+ * user message), stops agreeing with the prompt's text: a byte inside the generation prompt,
+ * or SIZE_MAX when unknown (a render failed, or no generation prompt). Templates that open a
+ * reasoning block in the generation prompt but drop it from past replies diverge there. */
+static size_t reply_split(const jinja_template *t, const vocab *v, const chat_params *p, const chat_prompt *out) {
+    if (!p->add_generation_prompt) return SIZE_MAX;
+    json_t *m = json_copy((json_t *)p->messages);
+    if (!m) return SIZE_MAX;
+    json_array_append_new(m, json_pack("{s:s, s:s}", "role", "assistant", "content", "\x01"));
+    json_array_append_new(m, json_pack("{s:s, s:s}", "role", "user", "content", "\x02"));
+    chat_params q = *p;
+    q.messages = m;
+    char *txt = NULL, e[8];
+    size_t len = 0, b = SIZE_MAX;
+    if (render_n(t, v, &q, json_array_size(m), false, &txt, &len, e, sizeof e) == RECUR_OK)
+        b = common_prefix(txt, len, out->text, out->text_len);
+    free(txt);
+    json_decref(m);
+    return b;
+}
+
 /* msg_text of every message from prefix renderings of the full text */
 static recur_status text_spans(const jinja_template *t, const vocab *v, const chat_params *p, chat_prompt *out) {
     size_t prev = 0;
@@ -198,6 +219,12 @@ static recur_status token_spans(const vocab *v, chat_prompt *cp, const tok_layou
         cp->msg_content[i] = content_begin(cp, starts, i, json_array_get(messages, (size_t)i));
     cp->gen_prompt.begin = prev;
     cp->gen_prompt.end = cp->n_tokens;
+    cp->gen_reply = -1;
+    if (cp->spans_exact && cp->reply_split_byte != SIZE_MAX) {   /* the token holding that byte */
+        int32_t k = prev;
+        while (k + 1 < cp->n_tokens && starts[k + 1] <= cp->reply_split_byte) k++;
+        cp->gen_reply = cp->reply_split_byte >= cp->text_len ? cp->n_tokens : k;
+    }
     free(starts);
     return RECUR_OK;
 }
@@ -249,6 +276,7 @@ recur_status chat_apply(const jinja_template *t, const vocab *v, const chat_para
     out->think_open = ends_in_open_think(out->text, out->text_len);
     if (!out->msg_tokens || !out->msg_text || !out->msg_content) st = rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
     if (!st && (st = text_spans(t, v, p, out))) rc_fail(err, err_len, st, "out of memory");
+    if (!st) out->reply_split_byte = reply_split(t, v, p, out);
     if (!st) st = tokenize(v, out, p->add_generation_prompt, p->messages, err, err_len);
     if (st) chat_prompt_free(out);
     return st;

@@ -68,6 +68,11 @@ typedef struct chat_prompt {
                                       * token holding its first byte; msg_tokens[i].begin when the
                                       * content is not found verbatim in the span) */
     chat_span       gen_prompt;      /* the tokens after the last message */
+    int32_t         gen_reply;       /* the first token of gen_prompt that a reply, rendered later
+                                      * as history, may not reproduce: a template that opens
+                                      * <think> here but drops it from past replies diverges
+                                      * there (n_tokens: never; -1: unknown) */
+    size_t          reply_split_byte;   /* (the byte of it; internal) */
     bool            spans_exact;
     bool            think_open;      /* the prompt ends inside an open <think> block */
 } chat_prompt;

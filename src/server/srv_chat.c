@@ -68,7 +68,9 @@ static int cmp_i32(const void *a, const void *b) {
  * past reply differently from how it was generated — reasoning stripped — diverges inside
  * it). The last prompt token is the scheduler's business. */
 static void chat_hints(const chat_prompt *cp, const json_t *msgs, bool tools, srv_task *t) {
-    const int32_t gen = cp->gen_prompt.end - cp->gen_prompt.begin;
+    /* the generation prompt: where a past reply renders differently (known), else every token of
+     * a short one */
+    const int32_t gen = cp->gen_reply >= 0 ? 1 : cp->gen_prompt.end - cp->gen_prompt.begin;
     const int32_t cap = 3 * cp->n_messages + 1 + (gen <= 16 ? gen : 0);
     int32_t *at = malloc((size_t)cap * sizeof *at), n = 0, sys = -1;
     uint8_t *fl = malloc((size_t)cap);
@@ -80,7 +82,9 @@ static void chat_hints(const chat_prompt *cp, const json_t *msgs, bool tools, sr
         if (role && !strcmp(role, "user")) { at[n++] = sp.begin - 1; at[n++] = cp->msg_content[i] - 1; }
         if (role && !strcmp(role, "assistant")) at[n++] = sp.end - 1;
     }
-    for (int32_t p = cp->gen_prompt.begin - 1; gen <= 16 && p < cp->gen_prompt.end - 1; p++) at[n++] = p;
+    if (cp->gen_reply >= 0) at[n++] = cp->gen_reply - 1;
+    else
+        for (int32_t p = cp->gen_prompt.begin - 1; gen <= 16 && p < cp->gen_prompt.end - 1; p++) at[n++] = p;
     qsort(at, (size_t)n, sizeof *at, cmp_i32);
     int32_t k = 0;
     for (int32_t i = 0; i < n; i++) {
