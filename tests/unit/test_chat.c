@@ -472,6 +472,20 @@ static void test_chat_spans_qwen3(void **state) {
             assert_true(!strncmp(part, "<|im_start|>", 12) || !strncmp(part, "\n<tool_response>", 16));
         }
         assert_non_null(memmem(cp.text + cp.msg_text[2].begin, cp.msg_text[2].end - cp.msg_text[2].begin, "Hello.", 6));
+        /* where a message's content starts, and where a past reply stops agreeing with the
+         * generation prompt (Qwen3 drops the empty <think> block from past replies) */
+        char *c1 = detok(L.v, cp.tokens, cp.msg_content[1], cp.msg_tokens[1].end);
+        assert_int_equal(strncmp(c1, "Hi ", 3), 0);
+        free(c1);
+        char *c3 = detok(L.v, cp.tokens, cp.msg_content[3], cp.msg_tokens[3].end);
+        assert_int_equal(strncmp(c3, "What's", 6), 0);
+        free(c3);
+        if (variant & 1) {
+            assert_true(cp.gen_reply > cp.gen_prompt.begin && cp.gen_reply < cp.gen_prompt.end);
+            char *head = detok(L.v, cp.tokens, cp.gen_prompt.begin, cp.gen_reply);
+            assert_string_equal(head, "<|im_start|>assistant\n");
+            free(head);
+        }
         chat_prompt_free(&cp);
     }
     /* a conversation of one message, and a template error */
