@@ -72,6 +72,22 @@ typedef struct tensor_kernels {
     void  (*silu_f32)(int64_t n, const float *x, float *y);
     /* y[i] = silu_f32(x[i]) * g[i]         (ggml_vec_swiglu_f32's vector body) */
     void  (*swiglu_f32)(int64_t n, const float *x, const float *g, float *y);
+
+    /* Recurrent scans, one token of one head. Every table gives identical bits: each sum over
+     * the state dimension is ggml's AVX-512 order (scan_ref.c): 64 lanes over the whole
+     * blocks of 64 with fused multiply-adds, reduced in a fixed tree, then the tail in order.
+     * Any d, ds, n >= 0; no alignment; no operand may overlap another. */
+    /* Gated delta rule (model/blocks/deltanet.c). S: d rows of d floats, row j = value index j
+     * over key index i. For each row j: S_j *= decay; delta = (v[j] - sum_i S_j[i] k[i]) * beta
+     * (tail: products added); S_j[i] = fmaf(k[i], delta, S_j[i]); o[j] = (sum_i S_j[i] q[i])
+     * * scale. */
+    void  (*gdn_step)(int64_t d, float *S, const float *q, const float *k, const float *v, float decay,
+                      float beta, float scale, float *o);
+    /* Mamba-2 scan of n rows of ds floats at s (model/blocks/mamba.c): for row p, x_dt =
+     * x[p] * dt; s_p[i] = fmaf(s_p[i], dA, B[i] * x_dt); y[p] = sum_i s_p[i] C[i] (fmaf, the
+     * tail too). */
+    void  (*ssm2_rows)(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
+                       const float *x, float *y);
 } tensor_kernels;
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */
