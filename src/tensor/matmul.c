@@ -5,8 +5,10 @@
  *     weight type's vec_dot_type (rows split among threads; a row's bytes never depend on
  *     who quantizes it);
  *  2. output rows are split among threads (tp_split); each Y element is exactly one vec_dot
- *     call, or one lane of a vec_dot4 call, which gives the same bits (tensor.h invariant 2;
- *     the dot is tensor_matmul_dot's, a property of the weight). Rows are walked in tiles of
+ *     call, one lane of a vec_dot4 call or one element of a gemm call, which give the same bits
+ *     (tensor.h invariant 2; the dot is tensor_matmul_dot's, a property of the weight). A table
+ *     with a gemm for the type gets each thread's whole row range (it tiles rows x tokens
+ *     itself). Otherwise rows are walked in tiles of
  *     MM_TILE weight rows, and each tile is dotted with every token before the next, so a
  *     batch reads W from memory once.
  *
@@ -63,7 +65,14 @@ static void mm_dot(void *arg, int ith, int nth) {
     long lo, hi;
     tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
     const tensor_vec_dot_fn dot = tensor_matmul_dot(j->k, j->wtype, j->n_out);
-    const tensor_vec_dot4_fn dot4 = dot == j->k->vec_dot[j->wtype] ? j->k->vec_dot4[j->wtype] : NULL;
+    const bool plain = dot == j->k->vec_dot[j->wtype];
+    const tensor_gemm_fn gemm = plain ? j->k->gemm[j->wtype] : NULL;
+    if (gemm && j->n_tok > 1) {   /* tiles rows x tokens itself; each element is vec_dot's */
+        gemm(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok, j->Y + lo,
+             j->ldy);
+        return;
+    }
+    const tensor_vec_dot4_fn dot4 = plain ? j->k->vec_dot4[j->wtype] : NULL;
     for (long r0 = lo; r0 < hi; r0 += MM_TILE) {
         const long r1 = r0 + MM_TILE < hi ? r0 + MM_TILE : hi;
         int64_t t = 0;

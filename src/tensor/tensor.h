@@ -40,12 +40,19 @@ typedef float (*tensor_vec_dot_fn)(int64_t n, const void *w, const void *x);
  * same operations in the same order; it only interleaves the four chains). */
 typedef void (*tensor_vec_dot4_fn)(int64_t n, const void *w, const void *x, size_t x_stride, float out[4]);
 
+/* y[t*ldy + r] = vec_dot(n, w + r*w_stride, x + t*x_stride) for r < n_rows, t < n_tok, each
+ * element bit-identical to vec_dot (the same operations in the same order; only the tiling of
+ * rows and tokens differs, so weight and activation loads are shared). y must not alias w or x. */
+typedef void (*tensor_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *x,
+                               size_t x_stride, int64_t n_tok, float *y, int64_t ldy);
+
 typedef struct tensor_kernels {
     const char          *isa;                       /* "scalar", "avx2", "avx512" */
     tensor_to_float_fn   to_float[GGUF_T_COUNT];    /* NULL where the type is not supported */
     tensor_from_float_fn from_float[GGUF_T_COUNT];  /* quantizers, for activations and weights */
     tensor_vec_dot_fn    vec_dot[GGUF_T_COUNT];     /* indexed by the weight type */
     tensor_vec_dot4_fn   vec_dot4[GGUF_T_COUNT];    /* optional (NULL: matmul uses vec_dot) */
+    tensor_gemm_fn       gemm[GGUF_T_COUNT];        /* optional (NULL: vec_dot4 / vec_dot) */
     /* Q4_K weights with a row count that is a multiple of 8 (what ggml repacks): ggml's
      * gemm order, bit-identical in every table (tensor_impl.h rt_dot_q4_K_rp). */
     tensor_vec_dot_fn    dot_q4_K_rp;
