@@ -89,6 +89,7 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->swiglu_f32 = rt_swiglu_f32;
     k->gdn_step = rt_gdn_step;
     k->ssm2_rows = rt_ssm2_rows;
+    k->conv_step = rt_conv_step;
 }
 
 static void init_once(void) {

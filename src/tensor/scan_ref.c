@@ -1,5 +1,5 @@
 /* scan_ref.c — the per-token steps of the recurrent scans, one float at a time: the oracle
- * of x86/scan_avx2.c and x86/scan_avx512.c (tensor.h, gdn_step and ssm2_rows).
+ * of x86/scan_avx2.c and x86/scan_avx512.c (tensor.h: gdn_step, ssm2_rows, conv_step).
  *
  * Their sums over the state dimension follow ggml's CPU kernels built for AVX-512 (the fused
  * GATED_DELTA_NET op's ggml_vec_dot_f32 and ssm_scan's Mamba-2 loop): 64 lanes, element i of
@@ -57,5 +57,19 @@ void rt_ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *
             s[i] = st;
         }
         y[p] = sum;
+    }
+}
+
+void rt_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
+                  float *out) {
+    for (int64_t ch = lo; ch < hi; ch++) {
+        const float *wc = w + ch * K;
+        const float v = in[ch];
+        float sum = 0.0f;
+        for (int k = 0; k < K - 1; k++) sum = fmaf(state[k * C + ch], wc[k], sum);
+        sum = fmaf(v, wc[K - 1], sum);
+        for (int k = 0; k < K - 2; k++) state[k * C + ch] = state[(k + 1) * C + ch];
+        if (K > 1) state[(int64_t)(K - 2) * C + ch] = v;
+        out[ch] = sum;
     }
 }

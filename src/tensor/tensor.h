@@ -95,6 +95,12 @@ typedef struct tensor_kernels {
      * tail too). */
     void  (*ssm2_rows)(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
                        const float *x, float *y);
+    /* One causal depthwise conv step of channels [lo, hi) of C (ggml_ssm_conv's order): for
+     * each channel, out = fmaf chain over k < K-1 of state[k*C + ch] * w[ch*K + k] from 0, then
+     * fmaf(in[ch], w[ch*K + K-1], ·); the K-1 state rows shift up and in becomes the last.
+     * in may be out; nothing else overlaps. */
+    void  (*conv_step)(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
+                       float *out);
 } tensor_kernels;
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */

@@ -186,6 +186,8 @@ void  rt_gdn_step(int64_t d, float *S, const float *q, const float *k, const flo
                   float scale, float *o);
 void  rt_ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
                    const float *x, float *y);
+void  rt_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
+                   float *out);
 
 /* Fills a table with the scalar kernels (cpu.c builds the SIMD tables on top of a copy). */
 void tensor_fill_scalar(tensor_kernels *k);

@@ -1,4 +1,4 @@
-/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows): every SIMD table
+/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, conv_step): every SIMD table
  * gives the scalar reference's bits (state, outputs), for sizes with and without tails and
  * unaligned rows; the reference itself against a direct double-precision computation of the
  * same recurrence (named tolerance SCAN_REL, relative to the sum of absolute terms). */
@@ -122,11 +122,57 @@ static void test_ssm2_rows(void **state) {
     }
 }
 
+/* conv_step: every table gives the reference's bits (state and output, in == out too), for
+ * channel ranges with vector tails; the reference against a double sum. */
+static void test_conv_step(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    rng r = { 5 };
+    const int Ks[] = { 1, 2, 4 };
+    const int64_t C = 75, ranges[][2] = { { 0, 75 }, { 16, 48 }, { 3, 70 }, { 74, 75 } };
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+        for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
+            const int K = Ks[ki];
+            const int64_t lo = ranges[ri][0], hi = ranges[ri][1], ns = (K - 1) * C;
+            float *st0 = randv(&r, ns, 1.0f), *w = randv(&r, C * K, 1.0f), *in = randv(&r, C, 1.0f);
+            float *sref = malloc((size_t)(ns + 1) * 4), *sgot = malloc((size_t)(ns + 1) * 4), oref[75], ogot[75];
+            memcpy(sref, st0, (size_t)ns * 4);
+            for (int64_t c = 0; c < C; c++) oref[c] = ogot[c] = -7.0f;
+            tab[0]->conv_step(sref, w, K, C, lo, hi, in, oref);
+            for (int64_t c = 0; c < C; c++) {
+                const bool in_r = c >= lo && c < hi;
+                double e = in[c] * (double)w[c * K + K - 1], m = fabs(e);
+                for (int k = 0; k < K - 1; k++) {
+                    e += (double)st0[k * C + c] * w[c * K + k];
+                    m += fabs((double)st0[k * C + c] * w[c * K + k]);
+                }
+                if (!in_r) assert_true(oref[c] == -7.0f);
+                else if (fabs(e - oref[c]) > SCAN_REL * (m + 1e-30)) fail_msg("conv K %d ch %lld", K, (long long)c);
+                if (K > 1) assert_true(sref[(K - 2) * C + c] == (in_r ? in[c] : st0[(K - 2) * C + c]));
+            }
+            for (int t = 1; t < nt; t++) {
+                memcpy(sgot, st0, (size_t)ns * 4);
+                for (int64_t c = 0; c < C; c++) ogot[c] = -7.0f;
+                tab[t]->conv_step(sgot, w, K, C, lo, hi, in, ogot);
+                if (memcmp(sgot, sref, (size_t)ns * 4) != 0 || memcmp(ogot, oref, sizeof oref) != 0)
+                    fail_msg("%s: conv_step K %d [%lld, %lld)", tab[t]->isa, K, (long long)lo, (long long)hi);
+                memcpy(sgot, st0, (size_t)ns * 4);   /* in place: out = in */
+                memcpy(ogot, in, sizeof ogot);
+                tab[t]->conv_step(sgot, w, K, C, lo, hi, ogot, ogot);
+                for (int64_t c = lo; c < hi; c++)
+                    if (memcmp(&ogot[c], &oref[c], 4) != 0) fail_msg("%s: conv_step in place K %d", tab[t]->isa, K);
+            }
+            free(st0); free(w); free(in); free(sref); free(sgot);
+        }
+}
+
 int main(void) {
     tensor_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gdn_step),
         cmocka_unit_test(test_ssm2_rows),
+        cmocka_unit_test(test_conv_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

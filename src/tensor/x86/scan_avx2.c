@@ -76,7 +76,40 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
     }
 }
 
+/* rt_conv_step, 8 channels per vector (the weights of a channel are K apart: gathered); the
+ * channels past the last whole vector as there. */
+static void conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
+                      float *out) {
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(K));
+    int64_t ch = lo;
+    for (; ch + 8 <= hi; ch += 8) {
+        const float *wc = w + ch * K;
+        __m256 sum = _mm256_setzero_ps();
+        for (int k = 0; k < K - 1; k++) {
+            const float *p = wc + k;
+            sum = _mm256_fmadd_ps(_mm256_loadu_ps(state + k * C + ch), _mm256_i32gather_ps(p, idx, 4), sum);
+        }
+        const float *p = wc + K - 1;
+        const __m256 v = _mm256_loadu_ps(in + ch);
+        sum = _mm256_fmadd_ps(v, _mm256_i32gather_ps(p, idx, 4), sum);
+        for (int k = 0; k < K - 2; k++) _mm256_storeu_ps(state + k * C + ch, _mm256_loadu_ps(state + (k + 1) * C + ch));
+        if (K > 1) _mm256_storeu_ps(state + (int64_t)(K - 2) * C + ch, v);
+        _mm256_storeu_ps(out + ch, sum);
+    }
+    for (; ch < hi; ch++) {
+        const float *wc = w + ch * K;
+        const float v = in[ch];
+        float sum = 0.0f;
+        for (int k = 0; k < K - 1; k++) sum = fmaf(state[k * C + ch], wc[k], sum);
+        sum = fmaf(v, wc[K - 1], sum);
+        for (int k = 0; k < K - 2; k++) state[k * C + ch] = state[(k + 1) * C + ch];
+        if (K > 1) state[(int64_t)(K - 2) * C + ch] = v;
+        out[ch] = sum;
+    }
+}
+
 void rt_fill_scan_avx2(tensor_kernels *k) {
     k->gdn_step = gdn_step;
     k->ssm2_rows = ssm2_rows;
+    k->conv_step = conv_step;
 }

@@ -74,7 +74,40 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
     }
 }
 
+/* rt_conv_step, 16 channels per vector (the weights of a channel are K apart: gathered); the
+ * channels past the last whole vector as there. */
+static void conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
+                      float *out) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(K));
+    int64_t ch = lo;
+    for (; ch + 16 <= hi; ch += 16) {
+        const float *wc = w + ch * K;
+        __m512 sum = _mm512_setzero_ps();
+        for (int k = 0; k < K - 1; k++) {
+            const float *p = wc + k;
+            sum = _mm512_fmadd_ps(_mm512_loadu_ps(state + k * C + ch), _mm512_i32gather_ps(idx, p, 4), sum);
+        }
+        const float *p = wc + K - 1;
+        const __m512 v = _mm512_loadu_ps(in + ch);
+        sum = _mm512_fmadd_ps(v, _mm512_i32gather_ps(idx, p, 4), sum);
+        for (int k = 0; k < K - 2; k++) _mm512_storeu_ps(state + k * C + ch, _mm512_loadu_ps(state + (k + 1) * C + ch));
+        if (K > 1) _mm512_storeu_ps(state + (int64_t)(K - 2) * C + ch, v);
+        _mm512_storeu_ps(out + ch, sum);
+    }
+    for (; ch < hi; ch++) {
+        const float *wc = w + ch * K;
+        const float v = in[ch];
+        float sum = 0.0f;
+        for (int k = 0; k < K - 1; k++) sum = fmaf(state[k * C + ch], wc[k], sum);
+        sum = fmaf(v, wc[K - 1], sum);
+        for (int k = 0; k < K - 2; k++) state[k * C + ch] = state[(k + 1) * C + ch];
+        if (K > 1) state[(int64_t)(K - 2) * C + ch] = v;
+        out[ch] = sum;
+    }
+}
+
 void rt_fill_scan_avx512(tensor_kernels *k) {
     k->gdn_step = gdn_step;
     k->ssm2_rows = ssm2_rows;
+    k->conv_step = conv_step;
 }
