@@ -90,11 +90,7 @@ void block_shortconv(const struct recur_model *m, model_fwd *f, const model_laye
 void block_mamba(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer);
 void block_mamba2(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer);
 
-/* One causal depthwise conv step over channels [lo, hi) of C: out[ch] = sum over k of
- * w[ch][k] * window_k[ch], window = the K-1 state rows then in (ggml_ssm_conv's order, fused
- * multiply-adds); then the state drops its oldest row and appends in. */
-void fwd_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
-                   float *out);
+/* The causal conv step of the recurrent blocks is the kernel table's conv_step (tensor.h). */
 
 /* ---- capture hooks (model/capture.c) ----
  * A recurrent block calls these right after it has stepped token t's state, for the slice the

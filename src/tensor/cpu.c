@@ -87,6 +87,9 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->exp_f32 = rt_exp_f32;
     k->silu_f32 = rt_silu_f32;
     k->swiglu_f32 = rt_swiglu_f32;
+    k->gdn_step = rt_gdn_step;
+    k->ssm2_rows = rt_ssm2_rows;
+    k->conv_step = rt_conv_step;
 }
 
 static void init_once(void) {

@@ -4,17 +4,20 @@
  *  1. every token row of X is quantized into scratch with the table's from_float of the
  *     weight type's vec_dot_type (rows split among threads; a row's bytes never depend on
  *     who quantizes it);
- *  2. output rows are split among threads (tp_split); each Y element is exactly one vec_dot
- *     call, or one lane of a vec_dot4 call, which gives the same bits (tensor.h invariant 2;
- *     the dot is tensor_matmul_dot's, a property of the weight). Rows are walked in tiles of
- *     MM_TILE weight rows, and each tile is dotted with every token before the next, so a
- *     batch reads W from memory once.
+ *  2. output rows are split into shares (tp_split, MM_SHARES per thread, so a thread the OS
+ *     holds back delays little); each Y element is exactly one vec_dot call, one lane of a
+ *     vec_dot4 call or one element of a gemm call, which give the same bits (tensor.h
+ *     invariant 2; the dot is tensor_matmul_dot's, a property of the weight). A table with a
+ *     gemm for the type gets a share's whole row range (it tiles rows x tokens itself).
+ *     Otherwise rows are walked in tiles of MM_TILE weight rows, and each tile is dotted with
+ *     every token before the next, so a batch reads W from memory once.
  *
  * Scratch layout: n_tok rows, each tensor_row_bytes(vec_dot_type, n_in) rounded up to 64
  * bytes (so every row starts 64-byte aligned when scratch is). */
 #include "tensor/tensor_impl.h"
 
 #define MM_TILE 16
+#define MM_SHARES 4   /* row shares per thread */
 /* Below this many multiply-adds a matmul runs on the calling thread alone: waking the
  * workers would cost more than it saves (the result is the same either way). */
 #define MM_MIN_PARALLEL (1 << 19)   /* weight rows per tile: 16 rows of 4096 Q8_0 = 70 KB, within L2 */
@@ -63,7 +66,14 @@ static void mm_dot(void *arg, int ith, int nth) {
     long lo, hi;
     tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
     const tensor_vec_dot_fn dot = tensor_matmul_dot(j->k, j->wtype, j->n_out);
-    const tensor_vec_dot4_fn dot4 = dot == j->k->vec_dot[j->wtype] ? j->k->vec_dot4[j->wtype] : NULL;
+    const bool plain = dot == j->k->vec_dot[j->wtype];
+    const tensor_gemm_fn gemm = plain ? j->k->gemm[j->wtype] : NULL;
+    if (gemm && j->n_tok > 1) {   /* tiles rows x tokens itself; each element is vec_dot's */
+        gemm(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok, j->Y + lo,
+             j->ldy);
+        return;
+    }
+    const tensor_vec_dot4_fn dot4 = plain ? j->k->vec_dot4[j->wtype] : NULL;
     for (long r0 = lo; r0 < hi; r0 += MM_TILE) {
         const long r1 = r0 + MM_TILE < hi ? r0 + MM_TILE : hi;
         int64_t t = 0;
@@ -95,7 +105,9 @@ void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const
     };
     const bool small = (double)n_out * (double)n_in * (double)n_tok < MM_MIN_PARALLEL;
     tp_run(n_tok > 1 && !small ? pool : NULL, mm_quantize, &j);
-    tp_run(small ? NULL : pool, mm_dot, &j);
+    /* more shares than threads: when the OS holds a thread back, the others take its rows */
+    const long tiles = (n_out + MM_TILE - 1) / MM_TILE, want = (long)MM_SHARES * tp_n_threads(pool);
+    tp_run_n(small ? NULL : pool, mm_dot, &j, (int)(tiles < want ? tiles : want));
 }
 
 void tensor_get_row(const tensor_kernels *k, uint32_t type, const void *W, int64_t n_in,

@@ -40,12 +40,19 @@ typedef float (*tensor_vec_dot_fn)(int64_t n, const void *w, const void *x);
  * same operations in the same order; it only interleaves the four chains). */
 typedef void (*tensor_vec_dot4_fn)(int64_t n, const void *w, const void *x, size_t x_stride, float out[4]);
 
+/* y[t*ldy + r] = vec_dot(n, w + r*w_stride, x + t*x_stride) for r < n_rows, t < n_tok, each
+ * element bit-identical to vec_dot (the same operations in the same order; only the tiling of
+ * rows and tokens differs, so weight and activation loads are shared). y must not alias w or x. */
+typedef void (*tensor_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *x,
+                               size_t x_stride, int64_t n_tok, float *y, int64_t ldy);
+
 typedef struct tensor_kernels {
     const char          *isa;                       /* "scalar", "avx2", "avx512" */
     tensor_to_float_fn   to_float[GGUF_T_COUNT];    /* NULL where the type is not supported */
     tensor_from_float_fn from_float[GGUF_T_COUNT];  /* quantizers, for activations and weights */
     tensor_vec_dot_fn    vec_dot[GGUF_T_COUNT];     /* indexed by the weight type */
     tensor_vec_dot4_fn   vec_dot4[GGUF_T_COUNT];    /* optional (NULL: matmul uses vec_dot) */
+    tensor_gemm_fn       gemm[GGUF_T_COUNT];        /* optional (NULL: vec_dot4 / vec_dot) */
     /* Q4_K weights with a row count that is a multiple of 8 (what ggml repacks): ggml's
      * gemm order, bit-identical in every table (tensor_impl.h rt_dot_q4_K_rp). */
     tensor_vec_dot_fn    dot_q4_K_rp;
@@ -72,6 +79,28 @@ typedef struct tensor_kernels {
     void  (*silu_f32)(int64_t n, const float *x, float *y);
     /* y[i] = silu_f32(x[i]) * g[i]         (ggml_vec_swiglu_f32's vector body) */
     void  (*swiglu_f32)(int64_t n, const float *x, const float *g, float *y);
+
+    /* Recurrent scans, one token of one head. Every table gives identical bits: each sum over
+     * the state dimension is ggml's AVX-512 order (scan_ref.c): 64 lanes over the whole
+     * blocks of 64 with fused multiply-adds, reduced in a fixed tree, then the tail in order.
+     * Any d, ds, n >= 0; no alignment; no operand may overlap another. */
+    /* Gated delta rule (model/blocks/deltanet.c). S: d rows of d floats, row j = value index j
+     * over key index i. For each row j: S_j *= decay; delta = (v[j] - sum_i S_j[i] k[i]) * beta
+     * (tail: products added); S_j[i] = fmaf(k[i], delta, S_j[i]); o[j] = (sum_i S_j[i] q[i])
+     * * scale. */
+    void  (*gdn_step)(int64_t d, float *S, const float *q, const float *k, const float *v, float decay,
+                      float beta, float scale, float *o);
+    /* Mamba-2 scan of n rows of ds floats at s (model/blocks/mamba.c): for row p, x_dt =
+     * x[p] * dt; s_p[i] = fmaf(s_p[i], dA, B[i] * x_dt); y[p] = sum_i s_p[i] C[i] (fmaf, the
+     * tail too). */
+    void  (*ssm2_rows)(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
+                       const float *x, float *y);
+    /* One causal depthwise conv step of channels [lo, hi) of C (ggml_ssm_conv's order): for
+     * each channel, out = fmaf chain over k < K-1 of state[k*C + ch] * w[ch*K + k] from 0, then
+     * fmaf(in[ch], w[ch*K + K-1], ·); the K-1 state rows shift up and in becomes the last.
+     * in may be out; nothing else overlaps. */
+    void  (*conv_step)(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
+                       float *out);
 } tensor_kernels;
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */

@@ -179,6 +179,15 @@ void  rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
 void  rt_exp_f32(int64_t n, const float *x, float *y);
 void  rt_silu_f32(int64_t n, const float *x, float *y);
 void  rt_swiglu_f32(int64_t n, const float *x, const float *g, float *y);
+/* The scans (scan_ref.c); rt_scan_reduce64 is their lane reduction:
+ * v[l] = (acc[l] + acc[32+l]) + (acc[16+l] + acc[48+l]) for l < 16, then rt_hsum16_ggml(v). */
+float rt_scan_reduce64(const float acc[64]);
+void  rt_gdn_step(int64_t d, float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                  float scale, float *o);
+void  rt_ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
+                   const float *x, float *y);
+void  rt_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
+                   float *out);
 
 /* Fills a table with the scalar kernels (cpu.c builds the SIMD tables on top of a copy). */
 void tensor_fill_scalar(tensor_kernels *k);

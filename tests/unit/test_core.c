@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include <cmocka.h>
@@ -37,6 +38,36 @@ static void test_split_covers_once(void **state) {
     tp_free(NULL);
 }
 
+/* More shares than threads, and many short jobs back to back (a late worker must never run a
+ * share of a finished job or miss one of the next): every share exactly once per job. */
+typedef struct share_job { int n; atomic_int *hits; } share_job;
+
+static void count_share(void *arg, int ith, int nth) {
+    share_job *j = arg;
+    assert_int_equal(nth, j->n);
+    atomic_fetch_add(&j->hits[ith], 1);
+}
+
+static void test_shares(void **state) {
+    (void)state;
+    for (int nth = 1; nth <= 4; nth++) {
+        tp_pool *p = tp_new(nth);
+        assert_non_null(p);
+        atomic_int hits[37];
+        for (int rep = 0; rep < 20000; rep++) {
+            const int n = 1 + rep % 37;
+            for (int i = 0; i < n; i++) atomic_init(&hits[i], 0);
+            const int runs = nth == 1 ? 1 : n;   /* a pool of one thread: fn(arg, 0, 1) */
+            share_job j = { runs, hits };
+            tp_run_n(p, count_share, &j, n);
+            for (int i = 0; i < runs; i++) assert_int_equal(atomic_load(&hits[i]), 1);
+            if (nth == 1 && n > 1) assert_int_equal(atomic_load(&hits[1]), 0);
+            if (nth == 1) rep += 997;   /* one thread: nothing to race */
+        }
+        tp_free(p);
+    }
+}
+
 static void test_split_units(void **state) {
     (void)state;
     long lo, hi, prev = 0;
@@ -64,7 +95,7 @@ static void test_alloc(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split_covers_once), cmocka_unit_test(test_split_units), cmocka_unit_test(test_alloc),
+        cmocka_unit_test(test_split_covers_once), cmocka_unit_test(test_shares), cmocka_unit_test(test_split_units), cmocka_unit_test(test_alloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

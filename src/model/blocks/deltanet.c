@@ -15,7 +15,7 @@
  * exists; threads split conv channels, then v heads: results never depend on the thread count
  * or the batch. The sums follow ggml's fused GATED_DELTA_NET CPU kernel (its AVX-512
  * ggml_vec_dot_f32: 4 x 16 lanes with FMAs over blocks of 64, reduced as GGML_F32x16_REDUCE;
- * the output is scaled after the dot, as the fused op does). */
+ * the output is scaled after the dot, as the fused op does): the kernel table's gdn_step. */
 #include <math.h>
 #include <string.h>
 
@@ -31,34 +31,6 @@ typedef struct dn_job {
 
 static float dn_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
-/* Σ a[i] b[i] in the order of ggml_vec_dot_f32 on AVX-512. */
-static float dn_dot(const float *a, const float *b, int64_t n) {
-    float acc[64] = { 0 };
-    const int64_t np = n & ~(int64_t)63;
-    for (int64_t i = 0; i < np; i += 64)
-        for (int l = 0; l < 64; l++) acc[l] = fmaf(a[i + l], b[i + l], acc[l]);
-    float v[16], h[8], q[4];
-    for (int l = 0; l < 16; l++) v[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
-    for (int l = 0; l < 8; l++) h[l] = v[l] + v[l + 8];
-    for (int l = 0; l < 4; l++) q[l] = h[l] + h[l + 4];
-    float sum = (q[0] + q[2]) + (q[1] + q[3]);
-    for (int64_t i = np; i < n; i++) sum += a[i] * b[i];
-    return sum;
-}
-
-/* One token through one head: S (d x d, [j][i]) is decayed and updated, o receives the output. */
-static void dn_head_step(float *S, const float *q, const float *k, const float *v, float g, float beta, int64_t d,
-                         float *delta, float *o) {
-    const float decay = expf(g), scale = 1.0f / sqrtf((float)d);
-    for (int64_t e = 0; e < d * d; e++) S[e] *= decay;
-    for (int64_t j = 0; j < d; j++) delta[j] = (v[j] - dn_dot(S + j * d, k, d)) * beta;
-    for (int64_t j = 0; j < d; j++) {
-        float *row = S + j * d;
-        for (int64_t i = 0; i < d; i++) row[i] = fmaf(k[i], delta[j], row[i]);
-    }
-    for (int64_t j = 0; j < d; j++) o[j] = dn_dot(S + j * d, q, d) * scale;
-}
-
 /* Causal conv (no bias) + silu of channels [lo, hi) for every token: r_in rows into r_conv. */
 static void dn_conv_job(void *arg, int ith, int nth) {
     const dn_job *j = arg;
@@ -69,7 +41,7 @@ static void dn_conv_job(void *arg, int ith, int nth) {
     tp_split(C, ith, nth, 16, &lo, &hi);
     for (int32_t t = 0; t < f->n_tok; t++) {
         float *out = f->r_conv + (int64_t)t * C;
-        fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
+        f->kern->conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
                       f->r_in + (int64_t)t * hp->rs_n_in, out);
         op_silu_part(f->kern, out, out, C, lo, hi);
         fwd_capture_conv(f, j->rs_layer, t, C, lo, hi);
@@ -92,7 +64,9 @@ static void dn_ba(const dn_job *j, int32_t t, int64_t h, float *b, float *a) {
     }
 }
 
-/* The delta rule and the gated norm of v heads [lo, hi) for every token, in order. */
+/* The delta rule and the gated norm of v heads [lo, hi) for every token, in order. Heads
+ * outermost: a head's state stays in cache while the ubatch's tokens pass (the heads are
+ * independent, so the order of (head, token) pairs across heads changes no bit). */
 static void dn_delta_job(void *arg, int ith, int nth) {
     const dn_job *j = arg;
     model_fwd *f = j->f;
@@ -100,25 +74,26 @@ static void dn_delta_job(void *arg, int ith, int nth) {
     const int64_t d = hp->ssm_d_state, nk = hp->ssm_n_group, nv = hp->ssm_dt_rank, di = hp->ssm_d_inner;
     const int64_t C = hp->rs_n_conv, r = nv / nk;
     const float *A = j->L->ssm_a.data, *dt_b = j->L->ssm_dt_b.data, *nw = j->L->ssm_norm.data;
-    float *delta = f->att_ws + (int64_t)ith * f->att_ws_floats;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *gate = f->att_ws + (int64_t)ith * f->att_ws_floats;
     long lo, hi;
     tp_split(nv, ith, nth, 1, &lo, &hi);
-    for (int32_t t = 0; t < f->n_tok; t++) {
-        float *S = rs_ssm(f->rs, j->rs_layer, f->seq[t]);
-        const float *q = f->r_conv + (int64_t)t * C, *k = q + nk * d, *v = k + nk * d;
-        for (long h = lo; h < hi; h++) {
-            const int64_t kh = hp->ssm_grouped ? h / r : h % nk;
+    for (long h = lo; h < hi; h++) {
+        const int64_t kh = hp->ssm_grouped ? h / r : h % nk;
+        for (int32_t t = 0; t < f->n_tok; t++) {
+            float *S = rs_ssm(f->rs, j->rs_layer, f->seq[t]) + h * d * d;
+            const float *q = f->r_conv + (int64_t)t * C, *k = q + nk * d, *v = k + nk * d;
             float b, a;
             dn_ba(j, t, h, &b, &a);
             const float beta = 1.0f / (1.0f + expf(-b)), g = dn_softplus(a + dt_b[h]) * A[h];
             float *o = f->r_y + (int64_t)t * di + h * d;
             const float *z = f->r_dt + (int64_t)t * di + h * d;
-            dn_head_step(S + h * d * d, q + kh * d, k + kh * d, v + h * d, g, beta, d, delta, o);
+            f->kern->gdn_step(d, S, q + kh * d, k + kh * d, v + h * d, expf(g), beta, scale, o);
             op_rmsnorm(o, o, nw, d, hp->rms_eps);
-            op_silu(f->kern, delta, z, d);   /* ggml's silu op on rows of d; delta is free now */
-            for (int64_t e = 0; e < d; e++) o[e] *= delta[e];
+            op_silu(f->kern, gate, z, d);   /* ggml's silu op on rows of d */
+            for (int64_t e = 0; e < d; e++) o[e] *= gate[e];
+            fwd_capture_ssm(f, j->rs_layer, t, h * d * d, (h + 1) * d * d);
         }
-        fwd_capture_ssm(f, j->rs_layer, t, lo * d * d, hi * d * d);   /* the heads this thread owns */
     }
 }
 

@@ -14,7 +14,8 @@
  * of the conv input (rs.h). Tokens are stepped one at a time in ubatch order, each with the
  * state of its own sequence; threads split channels (Mamba-1) or heads (Mamba-2), so results
  * never depend on the thread count or on the batch. The sums follow ggml's CPU kernels
- * (ssm_conv, ssm_scan; Mamba-2's d_state sum as its AVX-512 loop: 64 lanes, then reduced). */
+ * (ssm_conv, ssm_scan; Mamba-2's d_state sum as its AVX-512 loop: 64 lanes, then reduced: the kernel table's
+ * ssm2_rows). */
 #include <math.h>
 #include <string.h>
 
@@ -40,7 +41,7 @@ static void conv_tokens(const mb_job *j, int64_t in_stride, int64_t in_off, long
     const float *bias = j->L->ssm_conv1d_b.data;
     for (int32_t t = 0; t < f->n_tok; t++) {
         float *out = f->r_conv + (int64_t)t * C;
-        fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
+        f->kern->conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
                       f->r_in + (int64_t)t * in_stride + in_off, out);
         fwd_capture_conv(f, j->rs_layer, t, C, lo, hi);
         for (long ch = lo; ch < hi; ch++) out[ch] += bias[ch];
@@ -99,31 +100,9 @@ void block_mamba(const struct recur_model *m, model_fwd *f, const model_layer *L
     fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }
 
-/* Σ_n of one Mamba-2 state row, updating it: ggml's AVX-512 loop (4 x 16 lanes with FMAs,
- * lanes reduced as its GGML_F32x16_REDUCE), then the tail in order. */
-static float mamba2_row(float *s, const float *B, const float *C, int64_t ds, float dA, float x_dt) {
-    float acc[64] = { 0 };
-    const int64_t np = ds & ~(int64_t)63;
-    for (int64_t i = 0; i < np; i += 64)
-        for (int l = 0; l < 64; l++) {
-            const float st = fmaf(s[i + l], dA, B[i + l] * x_dt);
-            acc[l] = fmaf(st, C[i + l], acc[l]);
-            s[i + l] = st;
-        }
-    float v[16], h[8], q[4];
-    for (int l = 0; l < 16; l++) v[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
-    for (int l = 0; l < 8; l++) h[l] = v[l] + v[l + 8];
-    for (int l = 0; l < 4; l++) q[l] = h[l] + h[l + 4];
-    float sum = np ? (q[0] + q[2]) + (q[1] + q[3]) : 0.0f;
-    for (int64_t n = np; n < ds; n++) {
-        const float st = fmaf(s[n], dA, B[n] * x_dt);
-        sum = fmaf(st, C[n], sum);
-        s[n] = st;
-    }
-    return sum;
-}
-
-/* Mamba-2 scan of heads [lo, hi): y = (scan + D x) ⊙ silu(z) into r_y (normed afterwards). */
+/* Mamba-2 scan of heads [lo, hi): y = (scan + D x) ⊙ silu(z) into r_y (normed afterwards).
+ * Heads outermost: a head's state stays in cache while the ubatch's tokens pass (heads are
+ * independent: the order of (head, token) pairs across heads changes no bit). */
 static void mamba2_scan_job(void *arg, int ith, int nth) {
     const mb_job *j = arg;
     model_fwd *f = j->f;
@@ -133,22 +112,19 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
     const float *A = j->L->ssm_a.data, *D = j->L->ssm_d.data, *dt_b = j->L->ssm_dt_b.data;
     long lo, hi;
     tp_split(nh, ith, nth, 1, &lo, &hi);
-    for (int32_t t = 0; t < f->n_tok; t++) {
-        float *s = rs_ssm(f->rs, j->rs_layer, f->seq[t]);
-        const float *x = f->r_conv + t * nc, *z = f->r_in + t * nin, *dt = z + 2 * di + 2 * ng * ds;
-        for (long h = lo; h < hi; h++) {
+    for (long h = lo; h < hi; h++) {
+        const int64_t g = h / (nh / ng);
+        for (int32_t t = 0; t < f->n_tok; t++) {
+            float *s = rs_ssm(f->rs, j->rs_layer, f->seq[t]) + h * hd * ds;
+            const float *x = f->r_conv + t * nc, *z = f->r_in + t * nin, *dt = z + 2 * di + 2 * ng * ds;
             const float dsp = softplus(dt[h] + dt_b[h]), dA = expf(dsp * A[h]);
-            const int64_t g = h / (nh / ng);
-            const float *B = x + di + g * ds, *C = x + di + ng * ds + g * ds;
-            for (int64_t p = 0; p < hd; p++) {
-                const int64_t ii = h * hd + p;
-                const float y = mamba2_row(s + ii * ds, B, C, ds, dA, x[ii] * dsp);
-                f->r_y[t * di + ii] = y + x[ii] * D[h];
-            }
+            const float *B = x + di + g * ds, *C = x + di + ng * ds + g * ds, *xh = x + h * hd;
             float *yh = f->r_y + t * di + h * hd;
+            f->kern->ssm2_rows(ds, hd, s, B, C, dA, dsp, xh, yh);
+            for (int64_t p = 0; p < hd; p++) yh[p] = yh[p] + xh[p] * D[h];
             op_swiglu(f->kern, yh, z + h * hd, yh, hd);   /* ggml's swiglu rows: head_dim */
+            fwd_capture_ssm(f, j->rs_layer, t, h * hd * ds, (h + 1) * hd * ds);
         }
-        fwd_capture_ssm(f, j->rs_layer, t, lo * hd * ds, hi * hd * ds);
     }
 }
 

@@ -1,5 +1,4 @@
-/* shortconv.c — LFM2's gated short convolution and the causal conv step shared by the
- * recurrent blocks.
+/* shortconv.c — LFM2's gated short convolution (its conv step: the kernel table's conv_step).
  *
  *   B, C, x = split3(in_proj · u)         (order B | C | x)
  *   y_t     = conv_K(B ⊙ x)_t             (depthwise, causal; state = the K-1 previous B ⊙ x)
@@ -12,20 +11,6 @@
 
 #include "model/forward.h"
 #include "tensor/ops.h"
-
-void fwd_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
-                   float *out) {
-    for (int64_t ch = lo; ch < hi; ch++) {
-        const float *wc = w + ch * K;
-        const float v = in[ch];
-        float sum = 0.0f;
-        for (int k = 0; k < K - 1; k++) sum = fmaf(state[k * C + ch], wc[k], sum);
-        sum = fmaf(v, wc[K - 1], sum);
-        for (int k = 0; k < K - 2; k++) state[k * C + ch] = state[(k + 1) * C + ch];
-        if (K > 1) state[(int64_t)(K - 2) * C + ch] = v;
-        out[ch] = sum;
-    }
-}
 
 typedef struct sc_job {
     const struct recur_model *m;
@@ -45,7 +30,7 @@ static void shortconv_job(void *arg, int ith, int nth) {
         const float *bcx = f->r_in + (int64_t)t * 3 * E;
         float *bx = f->r_conv + (int64_t)t * E, *y = f->r_y + (int64_t)t * E;
         for (long ch = lo; ch < hi; ch++) bx[ch] = bcx[ch] * bcx[2 * E + ch];
-        fwd_conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, K, E, lo, hi, bx, bx);
+        f->kern->conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, K, E, lo, hi, bx, bx);
         fwd_capture_conv(f, j->rs_layer, t, E, lo, hi);
         for (long ch = lo; ch < hi; ch++) y[ch] = bcx[E + ch] * bx[ch];
     }

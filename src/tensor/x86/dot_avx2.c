@@ -244,4 +244,5 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_quant_avx2(k);
     rt_fill_exp_avx2(k);
     rt_fill_bf16_avx2(k);
+    rt_fill_scan_avx2(k);
 }

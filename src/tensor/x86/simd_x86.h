@@ -112,5 +112,8 @@ void rt_fill_float_avx512(tensor_kernels *k);
 void rt_fill_exp_avx2(tensor_kernels *k);
 void rt_fill_exp_avx512(tensor_kernels *k);
 void rt_fill_bf16_avx2(tensor_kernels *k);
+void rt_fill_scan_avx2(tensor_kernels *k);
+void rt_fill_scan_avx512(tensor_kernels *k);
+void rt_fill_gemm_avx512(tensor_kernels *k);
 
 #endif

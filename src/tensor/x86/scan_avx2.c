@@ -1,0 +1,115 @@
+/* scan_avx2.c — the recurrent scan steps of scan_ref.c on 8-lane vectors: the 64 lanes of the
+ * reference are eight accumulators (lanes 8c .. 8c+7), reduced in the reference's tree; tails
+ * go element by element as there. Same operations, same bits. Any sizes, no alignment. */
+#include <math.h>
+
+#include "tensor/x86/simd_x86.h"
+
+/* rt_scan_reduce64 of the eight accumulators: v[0..7] = (a0 + a4) + (a2 + a6),
+ * v[8..15] = (a1 + a5) + (a3 + a7), then rt_hsum16_ggml. */
+static inline float red64(const __m256 a[8]) {
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    return x86_hsum_ps(_mm256_add_ps(lo, hi));
+}
+
+static void gdn_step(int64_t d, float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                     float scale, float *o) {
+    const int64_t np = d & ~(int64_t)63;
+    const __m256 vdec = _mm256_set1_ps(decay);
+    for (int64_t j = 0; j < d; j++) {
+        float *row = S + j * d;
+        __m256 a[8];
+        for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < np; i += 64)
+            for (int c = 0; c < 8; c++) {
+                const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i + 8 * c), vdec);
+                _mm256_storeu_ps(row + i + 8 * c, r);
+                a[c] = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i + 8 * c), a[c]);
+            }
+        float sum = red64(a);
+        for (int64_t i = np; i < d; i++) {
+            row[i] *= decay;
+            sum += row[i] * k[i];
+        }
+        const float delta = (v[j] - sum) * beta;
+        const __m256 vd = _mm256_set1_ps(delta);
+        for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < np; i += 64)
+            for (int c = 0; c < 8; c++) {
+                const __m256 r = _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 8 * c), vd, _mm256_loadu_ps(row + i + 8 * c));
+                _mm256_storeu_ps(row + i + 8 * c, r);
+                a[c] = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i + 8 * c), a[c]);
+            }
+        float out = red64(a);
+        for (int64_t i = np; i < d; i++) {
+            row[i] = fmaf(k[i], delta, row[i]);
+            out += row[i] * q[i];
+        }
+        o[j] = out * scale;
+    }
+}
+
+static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
+                      const float *x, float *y) {
+    const int64_t np = ds & ~(int64_t)63;
+    const __m256 va = _mm256_set1_ps(dA);
+    for (int64_t p = 0; p < n; p++, s += ds) {
+        const float x_dt = x[p] * dt;
+        const __m256 vx = _mm256_set1_ps(x_dt);
+        __m256 a[8];
+        for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < np; i += 64)
+            for (int c = 0; c < 8; c++) {
+                const int64_t e = i + 8 * c;
+                const __m256 st = _mm256_fmadd_ps(_mm256_loadu_ps(s + e), va, _mm256_mul_ps(_mm256_loadu_ps(B + e), vx));
+                a[c] = _mm256_fmadd_ps(st, _mm256_loadu_ps(C + e), a[c]);
+                _mm256_storeu_ps(s + e, st);
+            }
+        float sum = red64(a);
+        for (int64_t i = np; i < ds; i++) {
+            const float st = fmaf(s[i], dA, B[i] * x_dt);
+            sum = fmaf(st, C[i], sum);
+            s[i] = st;
+        }
+        y[p] = sum;
+    }
+}
+
+/* rt_conv_step, 8 channels per vector (the weights of a channel are K apart: gathered); the
+ * channels past the last whole vector as there. */
+static void conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
+                      float *out) {
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(K));
+    int64_t ch = lo;
+    for (; ch + 8 <= hi; ch += 8) {
+        const float *wc = w + ch * K;
+        __m256 sum = _mm256_setzero_ps();
+        for (int k = 0; k < K - 1; k++) {
+            const float *p = wc + k;
+            sum = _mm256_fmadd_ps(_mm256_loadu_ps(state + k * C + ch), _mm256_i32gather_ps(p, idx, 4), sum);
+        }
+        const float *p = wc + K - 1;
+        const __m256 v = _mm256_loadu_ps(in + ch);
+        sum = _mm256_fmadd_ps(v, _mm256_i32gather_ps(p, idx, 4), sum);
+        for (int k = 0; k < K - 2; k++) _mm256_storeu_ps(state + k * C + ch, _mm256_loadu_ps(state + (k + 1) * C + ch));
+        if (K > 1) _mm256_storeu_ps(state + (int64_t)(K - 2) * C + ch, v);
+        _mm256_storeu_ps(out + ch, sum);
+    }
+    for (; ch < hi; ch++) {
+        const float *wc = w + ch * K;
+        const float v = in[ch];
+        float sum = 0.0f;
+        for (int k = 0; k < K - 1; k++) sum = fmaf(state[k * C + ch], wc[k], sum);
+        sum = fmaf(v, wc[K - 1], sum);
+        for (int k = 0; k < K - 2; k++) state[k * C + ch] = state[(k + 1) * C + ch];
+        if (K > 1) state[(int64_t)(K - 2) * C + ch] = v;
+        out[ch] = sum;
+    }
+}
+
+void rt_fill_scan_avx2(tensor_kernels *k) {
+    k->gdn_step = gdn_step;
+    k->ssm2_rows = ssm2_rows;
+    k->conv_step = conv_step;
+}

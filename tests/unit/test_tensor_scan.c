@@ -1,0 +1,178 @@
+/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, conv_step): every SIMD table
+ * gives the scalar reference's bits (state, outputs), for sizes with and without tails and
+ * unaligned rows; the reference itself against a direct double-precision computation of the
+ * same recurrence (named tolerance SCAN_REL, relative to the sum of absolute terms). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+
+#define SCAN_REL 1e-5
+
+typedef struct rng { uint64_t s; } rng;
+
+static float rng_f(rng *r) {   /* uniform in [-1, 1) from splitmix64 */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)((double)(z >> 11) * 0x1.0p-52 - 1.0);
+}
+
+static float *randv(rng *r, int64_t n, float amp) {
+    float *x = malloc((size_t)(n + 1) * sizeof *x);   /* +1: callers use x + 1 (unaligned) */
+    assert_non_null(x);
+    for (int64_t i = 0; i < n + 1; i++) x[i] = amp * rng_f(r);
+    return x;
+}
+
+static int get_tables(const tensor_kernels *t[3]) {
+    int n = 0;
+    t[n++] = tensor_kernels_scalar();
+    if (tensor_kernels_avx2()) t[n++] = tensor_kernels_avx2();
+    if (tensor_kernels_avx512()) t[n++] = tensor_kernels_avx512();
+    return n;
+}
+
+/* The reference against a plain double computation of one step. */
+static void check_gdn_math(int64_t d, const float *S0, const float *S1, const float *q, const float *k,
+                           const float *v, float decay, float beta, float scale, const float *o) {
+    for (int64_t j = 0; j < d; j++) {
+        double u = 0, mu = 0, oo = 0, mo = 0;
+        for (int64_t i = 0; i < d; i++) {
+            u += (double)S0[j * d + i] * decay * k[i];
+            mu += fabs((double)S0[j * d + i] * decay * k[i]);
+        }
+        const double delta = ((double)v[j] - u) * beta;
+        for (int64_t i = 0; i < d; i++) {
+            const double s = (double)S0[j * d + i] * decay + (double)k[i] * delta;
+            if (fabs(s - S1[j * d + i]) > SCAN_REL * (fabs(s) + fabs(v[j]) + mu)) fail_msg("gdn d %lld: S[%lld][%lld]", (long long)d, (long long)j, (long long)i);
+            oo += s * q[i];
+            mo += fabs(s * q[i]);
+        }
+        if (fabs(oo * scale - o[j]) > SCAN_REL * (mo * scale + 1e-30)) fail_msg("gdn d %lld: o[%lld] %g vs %g", (long long)d, (long long)j, o[j], oo * scale);
+    }
+}
+
+static void test_gdn_step(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const int64_t dims[] = { 1, 5, 63, 64, 65, 128, 130, 192 };
+    rng r = { 3 };
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+        const int64_t d = dims[di];
+        float *S0 = randv(&r, d * d, 0.5f), *q = randv(&r, d, 0.3f), *k = randv(&r, d, 0.3f), *v = randv(&r, d, 1.0f);
+        float *ref = malloc((size_t)d * d * 4 + 4), *got = malloc((size_t)d * d * 4 + 4);
+        float *oref = malloc((size_t)d * 4 + 4), *ogot = malloc((size_t)d * 4 + 4);
+        const float decay = 0.93f, beta = 0.71f, scale = 1.0f / sqrtf((float)d);
+        memcpy(ref, S0 + 1, (size_t)d * d * 4);
+        tab[0]->gdn_step(d, ref, q + 1, k + 1, v + 1, decay, beta, scale, oref);
+        check_gdn_math(d, S0 + 1, ref, q + 1, k + 1, v + 1, decay, beta, scale, oref);
+        for (int t = 1; t < nt; t++) {
+            memcpy(got + 1, S0 + 1, (size_t)d * d * 4);   /* odd address: no alignment */
+            tab[t]->gdn_step(d, got + 1, q + 1, k + 1, v + 1, decay, beta, scale, ogot + 1);
+            if (memcmp(got + 1, ref, (size_t)d * d * 4) != 0) fail_msg("%s: gdn_step state d %lld", tab[t]->isa, (long long)d);
+            if (memcmp(ogot + 1, oref, (size_t)d * 4) != 0) fail_msg("%s: gdn_step output d %lld", tab[t]->isa, (long long)d);
+        }
+        free(S0); free(q); free(k); free(v); free(ref); free(got); free(oref); free(ogot);
+    }
+}
+
+static void test_ssm2_rows(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const int64_t dss[] = { 1, 16, 63, 64, 100, 128, 200 };
+    const int64_t n = 7;
+    rng r = { 4 };
+    for (size_t di = 0; di < sizeof dss / sizeof dss[0]; di++) {
+        const int64_t ds = dss[di];
+        float *s0 = randv(&r, n * ds, 2.0f), *B = randv(&r, ds, 1.0f), *C = randv(&r, ds, 1.0f), *x = randv(&r, n, 1.0f);
+        float *ref = malloc((size_t)(n * ds + 1) * 4), *got = malloc((size_t)(n * ds + 1) * 4);
+        float yref[7], ygot[8];
+        const float dA = 0.87f, dt = 0.35f;
+        memcpy(ref, s0, (size_t)n * ds * 4);
+        tab[0]->ssm2_rows(ds, n, ref, B, C, dA, dt, x, yref);
+        for (int64_t p = 0; p < n; p++) {
+            const float x_dt = x[p] * dt;
+            double y = 0, m = 0;
+            for (int64_t i = 0; i < ds; i++) {
+                const double st = (double)s0[p * ds + i] * dA + (double)B[i] * x_dt;
+                if (fabs(st - ref[p * ds + i]) > SCAN_REL * (fabs(st) + 1)) fail_msg("ssm2 ds %lld: state", (long long)ds);
+                y += st * C[i];
+                m += fabs(st * C[i]);
+            }
+            if (fabs(y - yref[p]) > SCAN_REL * (m + 1e-30)) fail_msg("ssm2 ds %lld: y[%lld] %g vs %g", (long long)ds, (long long)p, yref[p], y);
+        }
+        for (int t = 1; t < nt; t++) {
+            memcpy(got + 1, s0, (size_t)n * ds * 4);
+            tab[t]->ssm2_rows(ds, n, got + 1, B, C, dA, dt, x, ygot + 1);
+            if (memcmp(got + 1, ref, (size_t)n * ds * 4) != 0) fail_msg("%s: ssm2_rows state ds %lld", tab[t]->isa, (long long)ds);
+            if (memcmp(ygot + 1, yref, (size_t)n * 4) != 0) fail_msg("%s: ssm2_rows y ds %lld", tab[t]->isa, (long long)ds);
+        }
+        free(s0); free(B); free(C); free(x); free(ref); free(got);
+    }
+}
+
+/* conv_step: every table gives the reference's bits (state and output, in == out too), for
+ * channel ranges with vector tails; the reference against a double sum. */
+static void test_conv_step(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    rng r = { 5 };
+    const int Ks[] = { 1, 2, 4 };
+    const int64_t C = 75, ranges[][2] = { { 0, 75 }, { 16, 48 }, { 3, 70 }, { 74, 75 } };
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+        for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
+            const int K = Ks[ki];
+            const int64_t lo = ranges[ri][0], hi = ranges[ri][1], ns = (K - 1) * C;
+            float *st0 = randv(&r, ns, 1.0f), *w = randv(&r, C * K, 1.0f), *in = randv(&r, C, 1.0f);
+            float *sref = malloc((size_t)(ns + 1) * 4), *sgot = malloc((size_t)(ns + 1) * 4), oref[75], ogot[75];
+            memcpy(sref, st0, (size_t)ns * 4);
+            for (int64_t c = 0; c < C; c++) oref[c] = ogot[c] = -7.0f;
+            tab[0]->conv_step(sref, w, K, C, lo, hi, in, oref);
+            for (int64_t c = 0; c < C; c++) {
+                const bool in_r = c >= lo && c < hi;
+                double e = in[c] * (double)w[c * K + K - 1], m = fabs(e);
+                for (int k = 0; k < K - 1; k++) {
+                    e += (double)st0[k * C + c] * w[c * K + k];
+                    m += fabs((double)st0[k * C + c] * w[c * K + k]);
+                }
+                if (!in_r) assert_true(oref[c] == -7.0f);
+                else if (fabs(e - oref[c]) > SCAN_REL * (m + 1e-30)) fail_msg("conv K %d ch %lld", K, (long long)c);
+                if (K > 1) assert_true(sref[(K - 2) * C + c] == (in_r ? in[c] : st0[(K - 2) * C + c]));
+            }
+            for (int t = 1; t < nt; t++) {
+                memcpy(sgot, st0, (size_t)ns * 4);
+                for (int64_t c = 0; c < C; c++) ogot[c] = -7.0f;
+                tab[t]->conv_step(sgot, w, K, C, lo, hi, in, ogot);
+                if (memcmp(sgot, sref, (size_t)ns * 4) != 0 || memcmp(ogot, oref, sizeof oref) != 0)
+                    fail_msg("%s: conv_step K %d [%lld, %lld)", tab[t]->isa, K, (long long)lo, (long long)hi);
+                memcpy(sgot, st0, (size_t)ns * 4);   /* in place: out = in */
+                memcpy(ogot, in, sizeof ogot);
+                tab[t]->conv_step(sgot, w, K, C, lo, hi, ogot, ogot);
+                for (int64_t c = lo; c < hi; c++)
+                    if (memcmp(&ogot[c], &oref[c], 4) != 0) fail_msg("%s: conv_step in place K %d", tab[t]->isa, K);
+            }
+            free(st0); free(w); free(in); free(sref); free(sgot);
+        }
+}
+
+int main(void) {
+    tensor_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gdn_step),
+        cmocka_unit_test(test_ssm2_rows),
+        cmocka_unit_test(test_conv_step),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
