@@ -120,8 +120,14 @@ static void run_chat(srv_server *s, const json_t *body) {
     int32_t n = 0;
     unsigned status = 400;
     srv_gen_opts g = { .fmt = SRV_FMT_OAI_CHAT };
-    recur_status st = srv_chat_prompt(s, body, true, &text, &len, &toks, &n, &g.think_open, &status, err, sizeof err);
+    srv_task *hints = srv_task_new(3);   /* the prompt cache's checkpoint hints are made too */
+    recur_status st = srv_chat_prompt(s, body, true, &text, &len, &toks, &n, &g.think_open, hints, &status, err,
+                                      sizeof err);
     if (!st) check_ids(s, toks, n);
+    for (int32_t i = 0; !st && hints && i < hints->n_ckpt_at; i++)   /* increasing, inside the prompt */
+        if (hints->ckpt_at[i] < 0 || hints->ckpt_at[i] >= n - 1 || (i && hints->ckpt_at[i] <= hints->ckpt_at[i - 1]))
+            abort();
+    srv_task_unref(hints);
     free(toks);
     if (st) return;
     srv_task *t = srv_task_new(2);
