@@ -222,3 +222,37 @@ describe('prompt cache across a restart', () => {
     });
   }
 });
+
+// A kill -9 while a slot is being saved over an earlier save loses nothing: the file is written
+// to NAME.tmp and renamed, so a restart finds the old save or the new one, whole.
+describe('a kill during a slot save', () => {
+  it('leaves the earlier save whole', async () => {
+    const fs = await import('node:fs');
+    const os = await import('node:os');
+    const dir = fs.mkdtempSync(`${os.tmpdir()}/recur-e2e-kill-`);
+    const flags = ['-c', '2048', '-np', '1', '--slot-save-path', dir];
+    let srv = await startServer('qwen35', flags);
+    const sess = new Session(srv, true);
+    let msgs = [{ role: 'system', content: text(120, 5) }, { role: 'user', content: text(20, 6) }];
+    const r = await sess.chat(msgs);
+    const first = await postJson(`${srv.url}/slots/0?action=save`, { filename: 'conv.bin' });
+    assert.equal(first.status, 200, first.text);
+    msgs = [...msgs, { role: 'assistant', content: r.reply }, { role: 'user', content: text(12, 7) }];
+    await sess.chat(msgs);
+    for (let k = 0; k < 3; k++) {   // kill at a few points of the second save
+      const pending = postJson(`${srv.url}/slots/0?action=save`, { filename: 'conv.bin' }).catch(() => null);
+      await new Promise((res) => setTimeout(res, 2 + 7 * k));
+      await srv.kill();
+      await pending;
+      srv = await startServer('qwen35', flags);
+      sess.srv = srv;
+      const rest = await postJson(`${srv.url}/slots/0?action=restore`, { filename: 'conv.bin' });
+      assert.equal(rest.status, 200, `restore after a kill: ${rest.text}\n${srv.log}`);
+      assert.ok(rest.json.n_restored >= first.json.n_saved, rest.text);
+      // put the longer conversation back in the slot for the next round's save
+      await sess.chat(msgs);
+    }
+    assert.equal(await srv.stop(), 0, srv.log);
+    fs.rmSync(dir, { recursive: true });
+  });
+});

@@ -81,6 +81,12 @@ export async function startServer(model, extra = [], { apiKey } = {}) {
     client(key = apiKey ?? 'sk-no-key-required') {
       return new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0 });
     },
+    // SIGKILL (a crash, a power cut): resolves once it is gone.
+    async kill() {
+      if (exited) return;
+      proc.kill('SIGKILL');
+      await once(proc, 'exit');
+    },
     // SIGTERM, then the exit status (null when it had to be killed).
     async stop() {
       if (exited) return exited.code;
