@@ -75,18 +75,28 @@ static size_t common_prefix(const char *a, size_t an, const char *b, size_t bn) 
 /* When the rendering of messages[0..i] stops agreeing with the full one at d before its end
  * (templates render a message differently once later ones follow, e.g. Qwen3 drops the
  * reasoning of earlier turns), message i still ends where the longest tail (up to 256 bytes)
- * of that rendering first occurs in full[d..]: its end-of-turn text. Whether a tail of
- * length k occurs is monotone in k, so a binary search finds the longest. */
-static size_t resync(const char *pre, size_t pre_len, const char *full, size_t full_len, size_t d) {
-    size_t lo = 0, hi = pre_len - d < 256 ? pre_len - d : 256;
-    while (lo < hi) {
-        size_t k = (lo + hi + 1) / 2;
-        if (memmem(full + d, full_len - d, pre + pre_len - k, k)) lo = k;
-        else hi = k - 1;
+ * of that rendering first reappears in full[lo, hi): its end-of-turn text. lo is where message
+ * i starts; hi is where message i + 1 ends when that is known (else the text's end), so the
+ * tail cannot be found in a later turn that renders alike. The tail may begin before d: the
+ * two renderings can share a few bytes past the divergence (Qwen3.5's empty reply: "<think>"
+ * in the prefix rendering, "<|im_end|>" in the full one, agree on "<"), so only an occurrence
+ * that ends after d counts. Whether a tail of length k occurs so is monotone in k (drop its
+ * first byte), so a binary search finds the longest. */
+static const char *tail_at(const char *pre, size_t pre_len, const char *full, size_t lo, size_t hi, size_t d,
+                           size_t k) {
+    size_t from = d + 1 > k && d + 1 - k > lo ? d + 1 - k : lo;   /* ends after d, starts at lo or later */
+    return from + k <= hi ? memmem(full + from, hi - from, pre + pre_len - k, k) : NULL;
+}
+
+static size_t resync(const char *pre, size_t pre_len, const char *full, size_t lo, size_t hi, size_t d) {
+    size_t a = 0, b = pre_len < 256 ? pre_len : 256;
+    while (a < b) {
+        size_t k = (a + b + 1) / 2;
+        if (tail_at(pre, pre_len, full, lo, hi, d, k)) a = k;
+        else b = k - 1;
     }
-    if (!lo) return d;
-    const char *q = memmem(full + d, full_len - d, pre + pre_len - lo, lo);
-    return (size_t)(q - full) + lo;
+    if (!a) return d;
+    return (size_t)(tail_at(pre, pre_len, full, lo, hi, d, a) - full) + a;
 }
 
 /* Where a reply to this prompt, rendered later as history (the messages + that reply + a next
@@ -110,26 +120,50 @@ static size_t reply_split(const jinja_template *t, const vocab *v, const chat_pa
     return b;
 }
 
-/* msg_text of every message from prefix renderings of the full text */
+/* A rendering of messages[0..i] and how far it agrees with the full text. */
+typedef struct prefix_render {
+    char  *txt;          /* NULL when the render failed */
+    size_t len, agree;
+} prefix_render;
+
+static recur_status render_prefix(const jinja_template *t, const vocab *v, const chat_params *p, const chat_prompt *out,
+                                  size_t n, prefix_render *r) {
+    char e[8];
+    r->txt = NULL;
+    r->len = r->agree = 0;
+    recur_status st = render_n(t, v, p, n, false, &r->txt, &r->len, e, sizeof e);
+    if (st == RECUR_OK) r->agree = common_prefix(r->txt, r->len, out->text, out->text_len);
+    else free(r->txt), r->txt = NULL;
+    return st == RECUR_E_NOMEM ? st : RECUR_OK;
+}
+
+/* msg_text of every message from prefix renderings of the full text. The rendering of
+ * messages[0..i + 1] is made before message i's end is settled: when it agrees with the full
+ * text to its end, message i ends there at the latest (resync's bound). */
 static recur_status text_spans(const jinja_template *t, const vocab *v, const chat_params *p, chat_prompt *out) {
     size_t prev = 0;
-    for (int32_t i = 0; i < out->n_messages; i++) {
-        char *pre = NULL, e[8];
-        size_t pre_len = 0, end = prev;
-        recur_status st = render_n(t, v, p, (size_t)i + 1, false, &pre, &pre_len, e, sizeof e);
-        if (st == RECUR_E_NOMEM) return st;
-        if (st == RECUR_OK) {
-            end = common_prefix(pre, pre_len, out->text, out->text_len);
-            if (end < pre_len) end = resync(pre, pre_len, out->text, out->text_len, end);
+    prefix_render cur = {0}, next = {0};
+    recur_status st = out->n_messages ? render_prefix(t, v, p, out, 1, &cur) : RECUR_OK;
+    for (int32_t i = 0; !st && i < out->n_messages; i++) {
+        if (i + 1 < out->n_messages) st = render_prefix(t, v, p, out, (size_t)i + 2, &next);
+        size_t end = prev;
+        if (!st && cur.txt) {
+            size_t hi = next.txt && next.agree == next.len ? next.len : out->text_len;
+            end = cur.agree;
+            if (end < cur.len) end = resync(cur.txt, cur.len, out->text, prev, hi < end ? end : hi, end);
             if (end < prev) end = prev;
         }
         if (i == out->n_messages - 1 && !p->add_generation_prompt) end = out->text_len;
-        free(pre);
+        free(cur.txt);
+        cur = next;
+        next = (prefix_render){0};
         out->msg_text[i].begin = prev;
         out->msg_text[i].end = end;
         prev = end;
     }
-    return RECUR_OK;
+    free(cur.txt);
+    free(next.txt);
+    return st;
 }
 
 /* Where the tokenized text lies in cp->text, and which tokens the tokenizer added. */
