@@ -506,6 +506,76 @@ static void test_chat_spans_qwen3(void **state) {
     unload(&L);
 }
 
+/* the message spans of msgs (JSON) rendered with t over L's vocab are exactly the
+ * expected texts, and every non-empty content starts at its message's msg_content token */
+static void expect_spans(loaded *L, const jinja_template *t, const char *msgs_json, bool add_gen,
+                         const char *const *want) {
+    json_t *msgs = json_loads(msgs_json, 0, NULL);
+    assert_non_null(msgs);
+    chat_params p = {.messages = msgs, .add_generation_prompt = add_gen};
+    chat_prompt cp;
+    char err[256];
+    assert_int_equal(chat_apply(t, L->v, &p, &cp, err, sizeof err), RECUR_OK);
+    check_prompt(L->v, &cp);
+    for (int32_t i = 0; i < cp.n_messages; i++) {
+        size_t tl = cp.msg_text[i].end - cp.msg_text[i].begin;
+        if (tl != strlen(want[i]) || memcmp(cp.text + cp.msg_text[i].begin, want[i], tl)) {
+            printf("  message %d is \"%.*s\", expected \"%s\"\n", i, (int)tl, cp.text + cp.msg_text[i].begin, want[i]);
+            fail();
+        }
+        const char *c = json_string_value(json_object_get(json_array_get(msgs, (size_t)i), "content"));
+        if (c && *c && tl) {
+            char *got = detok(L->v, cp.tokens, cp.msg_content[i], cp.msg_tokens[i].end);
+            assert_int_equal(strncmp(got, c, strlen(c)), 0);
+            free(got);
+        }
+    }
+    chat_prompt_free(&cp);
+    json_decref(msgs);
+}
+
+/* Qwen3.5 renders the last reply after the last user message with a <think> block that it drops
+ * once a user message follows. An empty reply (a random model's, or one whose text was all
+ * reasoning) is "<|im_start|>assistant\n<|im_end|>\n" in the full text but ends in
+ * "\n<think>\n\n</think>\n\n<|im_end|>\n" rendered last: the two agree up to the "<" that
+ * "<think>" and "<|im_end|>" share, so the end-of-turn text starts before they stop agreeing, and
+ * the next empty reply ends in the same "\n<|im_end|>\n": the reply must not swallow the turns
+ * after it (which would move the checkpoints at the next user message's start and content). */
+static void test_chat_spans_empty_replies(void **state) {
+    (void)state;
+    loaded L;
+    load_vocab("qwen3-vocab.gguf", &L);
+    size_t len;
+    char *src = read_file(TMPL_DIR "/jinja/Qwen3.5-27B.jinja", &len), err[256];
+    assert_non_null(src);
+    jinja_template *t = jinja_parse(src, len, err, sizeof err);
+    free(src);
+    assert_non_null(t);
+    const char *conv =
+        "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"first question\"},"
+        " {\"role\": \"assistant\", \"content\": \"\"}, {\"role\": \"user\", \"content\": \"second question\"},"
+        " {\"role\": \"assistant\", \"content\": \"\"}, {\"role\": \"user\", \"content\": \"third question\"}]";
+    /* (a lone system message does not render: "No user query found", so it merges into the next) */
+    const char *const want[] = {
+        "", "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nfirst question<|im_end|>\n",
+        "<|im_start|>assistant\n<|im_end|>\n", "<|im_start|>user\nsecond question<|im_end|>\n",
+        "<|im_start|>assistant\n<|im_end|>\n", "<|im_start|>user\nthird question<|im_end|>\n",
+    };
+    expect_spans(&L, t, conv, true, want);
+    expect_spans(&L, t, conv, false, want);
+    /* the same user message twice and a final empty reply that renders with its <think> block:
+     * the first reply ends at its own end-of-turn, not at the longer match of the last one */
+    const char *twice = "[{\"role\": \"user\", \"content\": \"same\"}, {\"role\": \"assistant\", \"content\": \"\"},"
+                        " {\"role\": \"user\", \"content\": \"same\"}, {\"role\": \"assistant\", \"content\": \"\"}]";
+    const char *const want2[] = {
+        "<|im_start|>user\nsame<|im_end|>\n", "<|im_start|>assistant\n<|im_end|>\n",
+        "<|im_start|>user\nsame<|im_end|>\n", "<|im_start|>assistant\n<think>\n\n</think>\n\n<|im_end|>\n",
+    };
+    expect_spans(&L, t, twice, false, want2);
+    jinja_free(t);
+    unload(&L);
+}
+
 static void test_chat_bos(void **state) {
     (void)state;
     loaded L;
@@ -571,6 +641,7 @@ int main(void) {
         cmocka_unit_test(test_methods),        cmocka_unit_test(test_errors),
         cmocka_unit_test(test_bounds),         cmocka_unit_test(test_chat_spans_qwen3),
         cmocka_unit_test(test_chat_bos),       cmocka_unit_test(test_reasoning_split),
+        cmocka_unit_test(test_chat_spans_empty_replies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
