@@ -137,20 +137,33 @@ static recur_status render_prefix(const jinja_template *t, const vocab *v, const
     return st == RECUR_E_NOMEM ? st : RECUR_OK;
 }
 
+/* Where r agrees with the full text to its end: its length; or its length less a trailing EOS
+ * text (eos, eos_len) — a template may end a conversation with EOS that a longer one has only
+ * at its very end (Phi-3's `{% else %}{{ eos_token }}`); SIZE_MAX when it does not agree. */
+static size_t agreed_end(const prefix_render *r, const char *eos, size_t eos_len) {
+    if (!r->txt) return SIZE_MAX;
+    if (r->agree == r->len) return r->len;
+    bool trailer = eos_len && r->len >= eos_len && !memcmp(r->txt + r->len - eos_len, eos, eos_len);
+    return trailer && r->agree >= r->len - eos_len ? r->len - eos_len : SIZE_MAX;
+}
+
 /* msg_text of every message from prefix renderings of the full text. The rendering of
  * messages[0..i + 1] is made before message i's end is settled: when it agrees with the full
  * text to its end, message i ends there at the latest (resync's bound). */
 static recur_status text_spans(const jinja_template *t, const vocab *v, const chat_params *p, chat_prompt *out) {
-    size_t prev = 0;
+    size_t prev = 0, eos_len = 0;
+    const char *eos = vocab_eos(v) >= 0 ? vocab_token_text(v, vocab_eos(v), &eos_len) : NULL;
+    if (!eos || (p->kwargs && json_object_get(p->kwargs, "eos_token"))) eos_len = 0;   /* not the text rendered */
     prefix_render cur = {0}, next = {0};
     recur_status st = out->n_messages ? render_prefix(t, v, p, out, 1, &cur) : RECUR_OK;
     for (int32_t i = 0; !st && i < out->n_messages; i++) {
         if (i + 1 < out->n_messages) st = render_prefix(t, v, p, out, (size_t)i + 2, &next);
         size_t end = prev;
         if (!st && cur.txt) {
-            size_t hi = next.txt && next.agree == next.len ? next.len : out->text_len;
-            end = cur.agree;
-            if (end < cur.len) end = resync(cur.txt, cur.len, out->text, prev, hi < end ? end : hi, end);
+            const size_t whole = agreed_end(&cur, eos, eos_len), hi = agreed_end(&next, eos, eos_len);
+            end = whole != SIZE_MAX ? whole : cur.agree;
+            if (whole == SIZE_MAX)
+                end = resync(cur.txt, cur.len, out->text, prev, hi == SIZE_MAX ? out->text_len : hi < end ? end : hi, end);
             if (end < prev) end = prev;
         }
         if (i == out->n_messages - 1 && !p->add_generation_prompt) end = out->text_len;

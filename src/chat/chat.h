@@ -19,8 +19,10 @@
  *     renders a message differently once more follow (Qwen3 drops old reasoning) — where the
  *     end of that rendering (its end-of-turn text) first reappears after message i's start,
  *     and no later than the end of message i + 1 when the rendering of messages[0..i + 1]
- *     agrees with the full one. Anything a template writes before the first message (a BOS, a
- *     system block, tools) belongs to message 0.
+ *     agrees with the full one. A trailing EOS text that the rendering of messages[0..i] has
+ *     and the full one lacks there (Phi-3 ends a conversation with EOS) is not part of message i.
+ *     Anything a template writes before the first message (a BOS, a system block, tools)
+ *     belongs to message 0.
  *  3. Spans hold whole tokens: a token belongs to the message where it starts, and msg_text
  *     is moved to token boundaries, so the pieces of msg_tokens[i] concatenate to exactly
  *     msg_text[i] when spans_exact — every token's piece was found in the text (always, for

@@ -576,6 +576,37 @@ static void test_chat_spans_empty_replies(void **state) {
     unload(&L);
 }
 
+/* Phi-3.5 ends a conversation without a generation prompt with EOS, which a longer one has only
+ * at its very end: a prefix rendering agrees with the full text but for that trailer, and the
+ * message ends before it (not at a later "...t|>"-like tail: every message would move by one). */
+static void test_chat_spans_eos_trailer(void **state) {
+    (void)state;
+    loaded L;
+    load_vocab("qwen3-vocab.gguf", &L);
+    size_t len, eos_len;
+    char *src = read_file(TMPL_DIR "/jinja/microsoft-Phi-3.5-mini-instruct.jinja", &len), err[256];
+    assert_non_null(src);
+    jinja_template *t = jinja_parse(src, len, err, sizeof err);
+    free(src);
+    assert_non_null(t);
+    const char *eos = vocab_token_text(L.v, vocab_eos(L.v), &eos_len);
+    assert_true(eos_len > 0);
+    const char *conv =
+        "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"first question\"},"
+        " {\"role\": \"assistant\", \"content\": \"an answer\"}, {\"role\": \"user\", \"content\": \"second question\"}]";
+    char last[128];
+    snprintf(last, sizeof last, "<|user|>\nsecond question<|end|>\n%.*s", (int)eos_len, eos);
+    const char *want[] = {
+        "<|system|>\nBe brief.<|end|>\n", "<|user|>\nfirst question<|end|>\n",
+        "<|assistant|>\nan answer<|end|>\n", "<|user|>\nsecond question<|end|>\n",
+    };
+    expect_spans(&L, t, conv, true, want);
+    want[3] = last;   /* no generation prompt: the last message runs to the end */
+    expect_spans(&L, t, conv, false, want);
+    jinja_free(t);
+    unload(&L);
+}
+
 static void test_chat_bos(void **state) {
     (void)state;
     loaded L;
@@ -641,7 +672,7 @@ int main(void) {
         cmocka_unit_test(test_methods),        cmocka_unit_test(test_errors),
         cmocka_unit_test(test_bounds),         cmocka_unit_test(test_chat_spans_qwen3),
         cmocka_unit_test(test_chat_bos),       cmocka_unit_test(test_reasoning_split),
-        cmocka_unit_test(test_chat_spans_empty_replies),
+        cmocka_unit_test(test_chat_spans_empty_replies), cmocka_unit_test(test_chat_spans_eos_trailer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
