@@ -89,10 +89,6 @@ static size_t resync(const char *pre, size_t pre_len, const char *full, size_t f
     return (size_t)(q - full) + lo;
 }
 
-/* Where a reply to this prompt, rendered later as history (the messages + that reply + a next
- * user message), stops agreeing with the prompt's text: a byte inside the generation prompt,
- * or SIZE_MAX when unknown (a render failed, or no generation prompt). Templates that open a
- * reasoning block in the generation prompt but drop it from past replies diverge there. */
 /* p's messages + reply (stolen) + a placeholder user message: the next turn's history, as a
  * client that sends the reply back renders it. NULL when out of memory. */
 static json_t *next_turn_messages(const chat_params *p, json_t *reply) {
@@ -106,6 +102,10 @@ static json_t *next_turn_messages(const chat_params *p, json_t *reply) {
     return m;
 }
 
+/* Where a reply to this prompt, rendered later as history (the messages + that reply + a next
+ * user message), stops agreeing with the prompt's text: a byte inside the generation prompt,
+ * or SIZE_MAX when unknown (a render failed, or no generation prompt). Templates that open a
+ * reasoning block in the generation prompt but drop it from past replies diverge there. */
 static size_t reply_split(const jinja_template *t, const vocab *v, const chat_params *p, const chat_prompt *out) {
     if (!p->add_generation_prompt) return SIZE_MAX;
     json_t *m = next_turn_messages(p, json_pack("{s:s, s:s}", "role", "assistant", "content", "\x01"));
