@@ -585,15 +585,21 @@ static void test_n_probs(void **st) {
 
 /* ---- predicted replies --------------------------------------------------------------------- */
 
-/* A prediction the test makes: a copy of tok[0 .. n) (n < 0: "cannot say"); counts frees. */
+/* A prediction the test makes: a copy of tok[0 .. n) (n < 0: "cannot say"); counts frees.
+ * intrude: a task submitted while predicting (a request arriving during the idle work). */
 typedef struct fake_reply {
     recur_token tok[160];
     int32_t     n;
     int         freed;
+    sched      *s;
+    srv_task   *intrude;
 } fake_reply;
 
 static int32_t fake_predict(void *arg, recur_token **out) {
-    const fake_reply *f = arg;
+    fake_reply *f = arg;
+    char err[256];
+    if (f->intrude && sched_submit(f->s, f->intrude, err, sizeof err)) return -1;
+    f->intrude = NULL;
     if (f->n < 0) return -1;
     *out = malloc((size_t)f->n * sizeof **out);
     if (!*out) return -1;
@@ -620,6 +626,36 @@ static sched_metrics wait_replies(sched *s, uint64_t want) {
 static void submit_reply(sched *s, uint64_t id_task, int32_t id_slot, int32_t n_prompt, fake_reply *f) {
     const sched_reply r = { id_task, id_slot, n_prompt, fake_predict, fake_free, f };
     sched_submit_reply(s, &r);
+}
+
+/* A request that arrives during the idle work (here: while the prediction is made) takes
+ * precedence: nothing is evaluated, and the same prediction later derives its checkpoint as if
+ * nothing had happened. f->tok[0 .. n2) is a prompt served before (its reply was predicted). */
+static void check_reply_gives_way(sched *s, fake_reply *f, int32_t n2, const task_cfg *c) {
+    result g, x;
+    sched_metrics met;
+    sched_get_metrics(s, &met);
+    const uint64_t checks = met.reply_checks_total, toks = met.reply_tokens_total, ckpts = met.reply_ckpts_total;
+    serve(s, 4, f->tok, n2, c, &g);   /* a regenerate */
+    f->n = n2 + 3;
+    memcpy(f->tok + n2, g.tok, 3 * sizeof *f->tok);
+    f->tok[f->n++] = g.tok[3] == 7 ? 8 : 7;
+    f->s = s;
+    f->intrude = make_task(5, f->tok, 20, c);
+    srv_task *t5 = f->intrude;
+    srv_task_ref(t5);   /* the test's reference, for collect */
+    submit_reply(s, 4, g.stats.id_slot, n2, f);
+    collect(t5, &x);
+    assert_int_equal(x.error, RECUR_OK);
+    met = wait_replies(s, checks + 1);
+    assert_int_equal(met.reply_tokens_total, toks);
+    assert_int_equal(met.reply_ckpts_total, ckpts);
+    if (x.stats.id_slot != g.stats.id_slot) {   /* g's slot still holds its response */
+        submit_reply(s, 4, g.stats.id_slot, n2, f);
+        met = wait_replies(s, checks + 2);
+        assert_int_equal(met.reply_tokens_total, toks + 3);
+        assert_int_equal(met.reply_ckpts_total, ckpts + 1);
+    }
 }
 
 /* After a response, a prediction that the reply comes back re-tokenized differently from its
@@ -677,6 +713,8 @@ static void check_reply(const char *name, bool recurrent) {
     serve(s, 3, f.tok, n2, &nc, &fresh);
     assert_int_equal(b.n_tok, fresh.n_tok);
     assert_memory_equal(b.tok, fresh.tok, (size_t)fresh.n_tok * sizeof fresh.tok[0]);
+
+    if (recurrent) check_reply_gives_way(s, &f, n2, &c);
     sched_free(s);
     recur_model_free(m);
 }
