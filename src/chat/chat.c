@@ -99,16 +99,27 @@ static size_t resync(const char *pre, size_t pre_len, const char *full, size_t l
     return (size_t)(tail_at(pre, pre_len, full, lo, hi, d, a) - full) + a;
 }
 
+/* p's messages + reply (stolen) + a placeholder user message: the next turn's history, as a
+ * client that sends the reply back renders it. NULL when out of memory. */
+static json_t *next_turn_messages(const chat_params *p, json_t *reply) {
+    json_t *m = reply ? json_copy((json_t *)p->messages) : NULL;
+    if (!m || json_array_append_new(m, reply) ||
+        json_array_append_new(m, json_pack("{s:s, s:s}", "role", "user", "content", "\x02"))) {
+        if (!m) json_decref(reply);
+        json_decref(m);
+        return NULL;
+    }
+    return m;
+}
+
 /* Where a reply to this prompt, rendered later as history (the messages + that reply + a next
  * user message), stops agreeing with the prompt's text: a byte inside the generation prompt,
  * or SIZE_MAX when unknown (a render failed, or no generation prompt). Templates that open a
  * reasoning block in the generation prompt but drop it from past replies diverge there. */
 static size_t reply_split(const jinja_template *t, const vocab *v, const chat_params *p, const chat_prompt *out) {
     if (!p->add_generation_prompt) return SIZE_MAX;
-    json_t *m = json_copy((json_t *)p->messages);
+    json_t *m = next_turn_messages(p, json_pack("{s:s, s:s}", "role", "assistant", "content", "\x01"));
     if (!m) return SIZE_MAX;
-    json_array_append_new(m, json_pack("{s:s, s:s}", "role", "assistant", "content", "\x01"));
-    json_array_append_new(m, json_pack("{s:s, s:s}", "role", "user", "content", "\x02"));
     chat_params q = *p;
     q.messages = m;
     char *txt = NULL, e[8];
@@ -286,19 +297,29 @@ static bool starts_with_token(const vocab *v, recur_token t, const char *s, size
     return !memcmp(at_end ? s + n - tl : s, tt, tl);
 }
 
+/* text tokenized as a chat prompt (invariant 1) into *tokens (malloc'd); L says how */
+static recur_status tokenize_text(const vocab *v, const char *text, size_t len, recur_token **tokens,
+                                  int32_t *n_tokens, tok_layout *L, char *err, size_t err_len) {
+    L->b = 0;
+    L->e = len;
+    size_t bl = 0, el = 0;
+    if (vocab_add_bos(v) && starts_with_token(v, vocab_bos(v), text, len, false, &bl)) L->b = bl;
+    if (vocab_add_eos(v) && starts_with_token(v, vocab_eos(v), text + L->b, L->e - L->b, true, &el)) L->e -= el;
+    int n = vocab_tokenize(v, text + L->b, L->e - L->b, NULL, 0, true, true);
+    if (n < 0) return rc_fail(err, err_len, RECUR_E_INVALID, "the prompt could not be tokenized");
+    *tokens = malloc(((size_t)n + 1) * sizeof **tokens);
+    if (!*tokens) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
+    *n_tokens = vocab_tokenize(v, text + L->b, L->e - L->b, *tokens, n, true, true);
+    L->added_bos = vocab_add_bos(v) && *n_tokens > 0 && (*tokens)[0] == vocab_bos(v);
+    L->added_eos = vocab_add_eos(v) && *n_tokens > 0 && (*tokens)[*n_tokens - 1] == vocab_eos(v);
+    return RECUR_OK;
+}
+
 static recur_status tokenize(const vocab *v, chat_prompt *cp, bool add_gen, const json_t *messages, char *err,
                              size_t err_len) {
-    tok_layout L = {.b = 0, .e = cp->text_len, .add_gen = add_gen};
-    size_t bl = 0, el = 0;
-    if (vocab_add_bos(v) && starts_with_token(v, vocab_bos(v), cp->text, cp->text_len, false, &bl)) L.b = bl;
-    if (vocab_add_eos(v) && starts_with_token(v, vocab_eos(v), cp->text + L.b, L.e - L.b, true, &el)) L.e -= el;
-    int n = vocab_tokenize(v, cp->text + L.b, L.e - L.b, NULL, 0, true, true);
-    if (n < 0) return rc_fail(err, err_len, RECUR_E_INVALID, "the prompt could not be tokenized");
-    cp->tokens = malloc(((size_t)n + 1) * sizeof *cp->tokens);
-    if (!cp->tokens) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
-    cp->n_tokens = vocab_tokenize(v, cp->text + L.b, L.e - L.b, cp->tokens, n, true, true);
-    L.added_bos = vocab_add_bos(v) && cp->n_tokens > 0 && cp->tokens[0] == vocab_bos(v);
-    L.added_eos = vocab_add_eos(v) && cp->n_tokens > 0 && cp->tokens[cp->n_tokens - 1] == vocab_eos(v);
+    tok_layout L = {.add_gen = add_gen};
+    recur_status st = tokenize_text(v, cp->text, cp->text_len, &cp->tokens, &cp->n_tokens, &L, err, err_len);
+    if (st) return st;
     if (token_spans(v, cp, &L, messages)) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
     return RECUR_OK;
 }
@@ -326,6 +347,26 @@ recur_status chat_apply(const jinja_template *t, const vocab *v, const chat_para
     if (!st) out->reply_split_byte = reply_split(t, v, p, out);
     if (!st) st = tokenize(v, out, p->add_generation_prompt, p->messages, err, err_len);
     if (st) chat_prompt_free(out);
+    return st;
+}
+
+recur_status chat_reply_tokens(const jinja_template *t, const vocab *v, const chat_params *p, const json_t *reply,
+                               recur_token **out, int32_t *n_out, char *err, size_t err_len) {
+    *out = NULL;
+    *n_out = 0;
+    if (!t || !v || !p || !json_is_array(p->messages) || !json_is_object(reply))
+        return rc_fail(err, err_len, RECUR_E_INVALID, "chat_reply_tokens: a template, a vocab, messages and a reply are needed");
+    json_t *m = next_turn_messages(p, json_deep_copy(reply));
+    if (!m) return rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
+    chat_params q = *p;
+    q.messages = m;
+    char *txt = NULL;
+    size_t len = 0;
+    recur_status st = render_n(t, v, &q, json_array_size(m), false, &txt, &len, err, err_len);
+    tok_layout L;
+    if (!st) st = tokenize_text(v, txt, len, out, n_out, &L, err, err_len);
+    free(txt);
+    json_decref(m);
     return st;
 }
 

@@ -100,6 +100,14 @@ recur_status chat_apply(const jinja_template *t, const vocab *v, const chat_para
                         char *err, size_t err_len);
 void chat_prompt_free(chat_prompt *p);   /* frees the members; p itself is the caller's */
 
+/* How a client that sends a reply back will render it: p's messages, then `reply` (an assistant
+ * message object: content, maybe reasoning_content) and a placeholder user message, rendered
+ * without a generation prompt (as chat_prompt.gen_reply does) and tokenized as chat_apply
+ * tokenizes (invariant 1), into *out (malloc'd, *n_out tokens). The tokens agree with the next
+ * real prompt up to the placeholder's content. Statuses as chat_apply. */
+recur_status chat_reply_tokens(const jinja_template *t, const vocab *v, const chat_params *p, const json_t *reply,
+                               recur_token **out, int32_t *n_out, char *err, size_t err_len);
+
 /* A leading <think>...</think> block of generated text, as llama-server's reasoning parser
  * splits it. Leading whitespace before <think> is skipped; reasoning and content are trimmed of
  * surrounding whitespace. With think_open (the prompt ended inside <think>, see

@@ -66,6 +66,10 @@ struct sched {
         char              err[256];
     } ctl;
     pthread_cond_t  ctl_cv;    /* a slot action was answered, or may be posted */
+    sched_reply    *replies;       /* [n_slots] predicted replies waiting for an idle moment (predict
+                                    * NULL: none) */
+    uint64_t        reply_checks;  /* sched_metrics.reply_checks_total */
+    recur_seq_id    spare;         /* a sequence no slot uses, for predicted replies (-1: none) */
     bool            cache_dirty;   /* the prompt cache changed since cache_dir was written */
     uint64_t        cache_gen;     /* its checkpoints created at the last write */
 };
@@ -130,7 +134,28 @@ void sched_get_metrics(sched *s, sched_metrics *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->pub_met;
     out->requests_deferred = s->q_len;
+    out->reply_checks_total = s->reply_checks;
     pthread_mutex_unlock(&s->mu);
+}
+
+void sched_submit_reply(sched *s, const sched_reply *r) {
+    sched_reply old = { 0 };
+    /* an attention-only model restores any prefix, and without a cache there is nothing to fill */
+    const bool want = r->predict && r->id_slot >= 0 && r->id_slot < s->p.n_slots && s->env.pc && s->env.recurrent &&
+                      s->spare >= 0;
+    pthread_mutex_lock(&s->mu);
+    bool dealt = true;   /* refused, or superseding an older one */
+    if (want && !s->quit) {
+        old = s->replies[r->id_slot];
+        s->replies[r->id_slot] = *r;
+        dealt = old.predict != NULL;
+        pthread_cond_signal(&s->cv);
+    } else {
+        old = *r;
+    }
+    if (dealt) s->reply_checks++;
+    pthread_mutex_unlock(&s->mu);
+    if (old.free) old.free(old.arg);
 }
 
 /* ---- the scheduler thread ------------------------------------------------------------------ */
@@ -378,6 +403,60 @@ static void sched_write_cache(sched *s) {
     s->cache_gen = sched_cache_sig(s);
 }
 
+/* ---- predicted replies (scheduler thread, idle) ---------------------------------------------- */
+
+/* slot_reply_derive's question between chunks: is anything waiting for the scheduler? */
+static bool sched_reply_stop(void *arg) {
+    sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    const bool stop = s->quit || s->q_len > 0 || s->ctl.pending;
+    pthread_mutex_unlock(&s->mu);
+    return stop;
+}
+
+/* Checks one predicted reply (sched.h) and derives its checkpoint when one is missing. */
+static void sched_reply_run(sched *s, sched_reply *r) {
+    slot *sl = &s->slots[r->id_slot];
+    slot_reply_result res = { .d = -1, .what = "the slot moved on to another task" };
+    const int32_t held = sl->n_cache;
+    const double t0 = slot_now_ms();
+    if (!sl->task && sl->last_task_id == (int64_t)r->id_task) {
+        recur_token *pred = NULL;
+        const int32_t n = r->predict(r->arg, &pred);
+        const slot_scratch b = { s->p.n_batch, s->b_tok, s->b_pos, s->b_seq, s->b_want };
+        if (n < 0) res.what = "the reply could not be rendered";
+        else slot_reply_derive(sl, &s->env, s->spare, r->n_prompt, pred, n, &b, sched_reply_stop, s, &res);
+        free(pred);
+    }
+    if (r->free) r->free(r->arg);
+    s->met.reply_tokens_total += (uint64_t)res.n_eval;
+    s->met.reply_ckpts_total += res.bytes > 0;
+    if (res.n_eval || res.bytes)
+        fprintf(stderr,
+                "slot %d: task %llu: the reply, as the client sends it back, diverges at %d (prompt %d, held %d): %s; "
+                "from the checkpoint after %d, %d tokens evaluated, checkpoint at %d: %zu bytes, %.1f ms\n",
+                sl->id, (unsigned long long)r->id_task, res.d, r->n_prompt, held, res.what, res.from - 1, res.n_eval,
+                res.d - 1, res.bytes, slot_now_ms() - t0);
+    else
+        fprintf(stderr, "slot %d: task %llu: the reply, as the client sends it back, diverges at %d (prompt %d, held %d): %s\n",
+                sl->id, (unsigned long long)r->id_task, res.d, r->n_prompt, held, res.what);
+}
+
+/* Runs the first waiting predicted reply, if any. mu held on entry and exit; released while
+ * working. */
+static bool sched_reply_next(sched *s) {
+    int32_t k = 0;
+    while (k < s->p.n_slots && !s->replies[k].predict) k++;
+    if (k == s->p.n_slots) return false;
+    sched_reply r = s->replies[k];
+    s->replies[k] = (sched_reply){ 0 };
+    pthread_mutex_unlock(&s->mu);
+    sched_reply_run(s, &r);
+    pthread_mutex_lock(&s->mu);
+    s->reply_checks++;
+    return true;
+}
+
 /* Moves queued tasks onto free slots (FIFO; a task waiting for a busy requested slot lets the
  * next ones pass) and answers the cancelled ones; waits while there is nothing to do. The
  * slots are reserved under mu, the tasks started (cache reuse: sequence ops, maybe a
@@ -387,6 +466,7 @@ static bool sched_take_queued(sched *s) {
         pthread_mutex_lock(&s->mu);
         while (!s->quit && s->q_len == 0 && sched_busy(s) == 0 && !s->ctl.pending) {
             sched_publish_locked(s);   /* delivers what slot_start refused */
+            if (sched_reply_next(s)) continue;   /* idle: predicted replies first */
             if (s->p.cache_dir && s->env.pc && sched_cache_sig(s) != s->cache_gen) {
                 /* idle: after 2 s without work the cache goes to disk */
                 struct timespec ts;
@@ -631,10 +711,11 @@ static recur_status sched_alloc(sched *s, char *err, size_t err_len) {
     s->q = calloc((size_t)s->q_cap, sizeof *s->q);
     s->pub = calloc((size_t)ns, sizeof *s->pub);
     s->slots = calloc((size_t)ns, sizeof *s->slots);
+    s->replies = calloc((size_t)ns, sizeof *s->replies);
     const int32_t nv = s->env.n_vocab;
     s->eog = malloc((size_t)nv * sizeof *s->eog);
     if (!s->b_tok || !s->b_pos || !s->b_seq || !s->b_want || !s->caps || !s->pend || !s->order || !s->take || !s->starting || !s->q ||
-        !s->pub || !s->slots || !s->eog)
+        !s->pub || !s->slots || !s->replies || !s->eog)
         return rc_fail(err, err_len, RECUR_E_NOMEM, "sched: out of memory");
     for (recur_token t = 0; t < nv; t++)
         if (recur_token_is_eog(s->env.model, t)) s->eog[s->env.n_eog++] = t;
@@ -685,7 +766,10 @@ recur_status sched_new(recur_model *m, const sched_params *p, sched **out, char 
     pthread_cond_init(&s->ctl_cv, NULL);
     recur_ctx_params cp = recur_ctx_default_params();
     cp.n_ctx = (uint32_t)(p->n_slots * p->n_ctx_slot);
-    cp.n_seq_max = (uint32_t)p->n_slots;
+    /* one more sequence for predicted replies (sched_submit_reply) when they can be of use */
+    const bool spare = p->cache_bytes != 0 && p->cache_prompt && recur_model_state_bytes(m) > 0 && p->n_slots < 64;
+    s->spare = spare ? p->n_slots : -1;
+    cp.n_seq_max = (uint32_t)(p->n_slots + spare);
     cp.n_batch = (uint32_t)p->n_batch;
     cp.n_ubatch = (uint32_t)(p->n_ubatch > 0 ? p->n_ubatch : p->n_batch);
     cp.n_threads = p->n_threads;
@@ -721,9 +805,11 @@ void sched_free(sched *s) {
         pthread_join(s->th, NULL);
     }
     for (int32_t i = 0; s->slots && i < s->p.n_slots; i++) slot_free(&s->slots[i]);
+    for (int32_t i = 0; s->replies && i < s->p.n_slots; i++)
+        if (s->replies[i].free) s->replies[i].free(s->replies[i].arg);
     pcache_free(s->env.pc);
     recur_ctx_free(s->env.ctx);
-    free(s->slots); free(s->pub); free(s->q); free(s->eog);
+    free(s->slots); free(s->replies); free(s->pub); free(s->q); free(s->eog);
     free(s->b_tok); free(s->b_pos); free(s->b_seq); free(s->b_want);
     free(s->caps); free(s->pend); free(s->order); free(s->take); free(s->starting);
     pthread_mutex_destroy(&s->mu);

@@ -94,9 +94,39 @@ typedef struct sched_metrics {
     int64_t  cache_budget_bytes;         /* -1: unlimited, 0: off */
     int64_t  cache_tokens;               /* rows (tokens) the prompt cache holds */
     int32_t  cache_checkpoints;          /* checkpoints it holds */
+    /* predicted replies (sched_submit_reply) */
+    uint64_t reply_checks_total;         /* predictions dealt with: checked, superseded or not needed */
+    uint64_t reply_ckpts_total;          /* checkpoints derived inside a reply */
+    uint64_t reply_tokens_total;         /* tokens evaluated for them while idle */
 } sched_metrics;
 
 void sched_get_metrics(sched *s, sched_metrics *out);
+
+/* After a chat response: how the client will send the reply back inside its next prompt.
+ * When that re-tokenizes differently from the generated tokens (a template trims the content,
+ * invalid UTF-8 became U+FFFD, BPE merges across the reply's end, a reasoning block is dropped),
+ * the next prompt diverges at d inside them, where a recurrent model has no saved state. Once
+ * the scheduler is idle (no queued task, no busy slot, no slot action) it calls predict, and
+ * when d lies strictly inside the generated tokens it derives the state after d - 1 into the
+ * prompt cache (slot.h, slot_reply_derive), on a spare sequence of the context (one more than
+ * the slots), in chunks that give way to any request. It never changes a result, nor what a
+ * slot holds: the same tokens are evaluated from the same state. */
+typedef struct sched_reply {
+    uint64_t id_task;      /* the task whose response it is */
+    int32_t  id_slot;      /* the slot it ran on (srv_stats.id_slot) */
+    int32_t  n_prompt;     /* its prompt tokens */
+    /* The predicted next prompt's tokens into *out (malloc'd); the count, or < 0 when it cannot
+     * say. Called at most once, on the scheduler thread, while it is idle. */
+    int32_t (*predict)(void *arg, recur_token **out);
+    void    (*free)(void *arg);   /* releases arg, exactly once; may be NULL */
+    void    *arg;
+} sched_reply;
+
+/* Queues r, one per slot (a newer one supersedes the older); the scheduler owns r->arg from now
+ * on, also when nothing is to be done (no prompt cache, no recurrent layers, shutting down,
+ * a bad slot): then it is released at once. Every call adds one to reply_checks_total when
+ * the prediction has been dealt with. Safe from any thread. */
+void sched_submit_reply(sched *s, const sched_reply *r);
 
 /* POST /slots/{id}?action=...: run on the scheduler thread between decode steps; the caller
  * waits. save: the slot's tokens, attention rows, final state and every checkpoint on its path

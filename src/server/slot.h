@@ -120,4 +120,40 @@ srv_token_probs *slot_probs(const slot_env *env, int32_t n_probs, const float *l
 
 double slot_now_ms(void);
 
+/* ---- slot_reply.c: a checkpoint where the client's copy of a reply will diverge ---------------
+ * An idle slot holds prompt + generated tokens. When pred (how the client will send the reply
+ * back, re-tokenized inside its next prompt) first differs from them at d strictly inside the
+ * generated tokens (n_prompt < d < n_cache), the state after token d - 1 exists nowhere: the
+ * next turn would resume from the end of the prompt and evaluate the reply's tokens again.
+ * slot_reply_derive makes it on `spare`, a sequence no slot uses: a copy of the slot's
+ * sequence (attention cells shared, not copied) is brought back to the deepest checkpoint at
+ * or before d - 1 (not before the prompt's end: only the reply's tokens are worth evaluating on
+ * speculation), the tokens up to d are evaluated in chunks of at most SLOT_REPLY_CHUNK (the
+ * same tokens from the same state: bit-exact), and the state after d - 1 is filed in the prompt
+ * cache; spare is emptied again. The slot itself is never changed. Nothing is done for a model
+ * without recurrent layers (any prefix is restorable), without a prompt cache or a spare
+ * sequence, or when that checkpoint exists already. stop(arg) is asked before every chunk:
+ * true (a request is waiting) abandons the work. */
+enum { SLOT_REPLY_CHUNK = 64 };
+
+typedef struct slot_scratch {   /* batch buffers of cap entries (chunks are min(cap, SLOT_REPLY_CHUNK)) */
+    int32_t       cap;
+    recur_token  *tok;
+    recur_pos    *pos;
+    recur_seq_id *seq;
+    int8_t       *want;
+} slot_scratch;
+
+typedef struct slot_reply_result {
+    int32_t     d;            /* the divergence point (-1: not computed) */
+    int32_t     from;         /* tokens restored before evaluating (the resume point) */
+    int32_t     n_eval;       /* tokens evaluated */
+    size_t      bytes;        /* of the checkpoint filed (0: none) */
+    const char *what;         /* the decision, for the log line */
+} slot_reply_result;
+
+void slot_reply_derive(const slot *s, const slot_env *env, recur_seq_id spare, int32_t n_prompt,
+                       const recur_token *pred, int32_t n_pred, const slot_scratch *b, bool (*stop)(void *),
+                       void *arg, slot_reply_result *out);
+
 #endif

@@ -137,6 +137,7 @@ typedef struct srv_gen_opts {
     char          model[256];
     char         *prompt_text;       /* native responses' "prompt" (malloc'd) */
     json_t       *settings;          /* native responses' generation_settings */
+    json_t       *chat_body;         /* chat: the request (a reference), to predict the next turn */
 } srv_gen_opts;
 
 void srv_gen_opts_free(srv_gen_opts *g);
@@ -216,6 +217,11 @@ recur_status srv_chat_prompt(srv_server *s, const json_t *body, bool add_generat
                              srv_task *hints, unsigned *status, char *err, size_t err_len);
 /* The chat message of a finished generation ({role, content, reasoning_content?}). */
 json_t *srv_chat_message(const srv_gen_opts *g, const char *text, size_t len);
+/* After a chat response with this message text (before the client can see it): tells the
+ * scheduler how the client will send the reply back (sched_submit_reply), so that a
+ * checkpoint can be derived where that diverges from the generated tokens. No-op without
+ * g->chat_body, when the request did not cache its prompt, or the task did not end normally. */
+void srv_chat_reply_submit(srv_server *s, const srv_gen_opts *g, const srv_task *t, const srv_result *res);
 
 /* Incremental reasoning/content split for streaming. */
 typedef struct srv_split_state {

@@ -183,3 +183,58 @@ void srv_chat_split_deltas(const srv_gen_opts *g, srv_split_state *st, const cha
     *reasoning = delta(r.reasoning, r.reasoning_len, &st->sent_reasoning);
     if (r.closed) *content = delta(r.content, r.content_len, &st->sent_content);
 }
+
+/* ---- the next turn, predicted ------------------------------------------------------------------ */
+
+/* What the scheduler renders when it is idle: its own copies (it runs on another thread). */
+typedef struct chat_next {
+    const srv_server *s;
+    json_t           *messages, *tools, *kwargs, *reply;
+} chat_next;
+
+static void chat_next_free(void *arg) {
+    chat_next *c = arg;
+    if (!c) return;
+    json_decref(c->messages);
+    json_decref(c->tools);
+    json_decref(c->kwargs);
+    json_decref(c->reply);
+    free(c);
+}
+
+static int32_t chat_next_predict(void *arg, recur_token **out) {
+    const chat_next *c = arg;
+    const chat_params p = { .messages = c->messages, .tools = c->tools, .kwargs = c->kwargs };
+    int32_t n = 0;
+    char err[256];
+    if (chat_reply_tokens(c->s->tmpl, c->s->vocab, &p, c->reply, out, &n, err, sizeof err)) {
+        fprintf(stderr, "chat: the next turn could not be predicted: %s\n", err);
+        return -1;
+    }
+    return n;
+}
+
+void srv_chat_reply_submit(srv_server *s, const srv_gen_opts *g, const srv_task *t, const srv_result *res) {
+    const json_t *body = g->chat_body;
+    if (!body || !t->params.cache_prompt || res->stats.stop_type == SRV_STOP_CANCELLED || res->stats.id_slot < 0) return;
+    char err[64];
+    chat_next *c = calloc(1, sizeof *c);
+    if (!c) return;   /* a prediction is an optimisation */
+    const json_t *tools = json_object_get(body, "tools"), *kw = json_object_get(body, "chat_template_kwargs");
+    c->s = s;
+    c->messages = messages_copy(body, err, sizeof err);
+    c->tools = json_is_array(tools) && json_array_size(tools) ? json_deep_copy(tools) : NULL;
+    c->kwargs = json_is_object(kw) ? json_deep_copy(kw) : NULL;
+    c->reply = srv_chat_message(g, res->text, res->len);   /* exactly the message the client gets */
+    if (!c->messages || !c->reply || (json_is_array(tools) && json_array_size(tools) && !c->tools) ||
+        (json_is_object(kw) && !c->kwargs)) {
+        chat_next_free(c);
+        return;
+    }
+    const sched_reply r = { .id_task = t->id, .id_slot = res->stats.id_slot, .n_prompt = t->n_prompt,
+                            .predict = chat_next_predict, .free = chat_next_free, .arg = c };
+    pthread_rwlock_rdlock(&s->life);
+    if (s->sched) sched_submit_reply(s->sched, &r);
+    else chat_next_free(c);
+    pthread_rwlock_unlock(&s->life);
+}

@@ -274,6 +274,7 @@ static int collect(srv_req *r, srv_task *t, srv_gen_opts *g, srv_event *ev) {
     json_t *j = !ok ? NULL
               : g->fmt == SRV_FMT_NATIVE ? srv_native_final(r->s, g, &res, res.text, res.len, true)
               : oai_final(g, &res);
+    if (j) srv_chat_reply_submit(r->s, g, t, &res);   /* before the client sees the response */
     srv_result_free(&res);
     return j ? srv_reply_json(r, 200, j) : srv_reply_error(r, 500, "out of memory");
 }

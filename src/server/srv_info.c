@@ -153,6 +153,11 @@ int srv_h_metrics(srv_req *r) {
         { "checkpoints_created_total", "Prompt-cache checkpoints created", (double)m.ckpt_created_total },
         { "checkpoints_restored_total", "Prompt-cache checkpoints restored", (double)m.ckpt_restored_total },
         { "checkpoints_evicted_total", "Prompt-cache checkpoints evicted", (double)m.ckpt_evicted_total },
+        { "reply_checks_total", "Chat replies whose re-rendering by the client was checked (when idle)",
+          (double)m.reply_checks_total },
+        { "reply_checkpoints_total", "Checkpoints derived where a reply re-renders differently from its tokens",
+          (double)m.reply_ckpts_total },
+        { "reply_tokens_evaluated_total", "Tokens evaluated while idle to derive them", (double)m.reply_tokens_total },
     };
     const metric cache_gauges[] = {
         { "cache_bytes", "Bytes held by the prompt cache", (double)m.cache_bytes },

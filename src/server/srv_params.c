@@ -376,6 +376,8 @@ recur_status srv_params_parse(srv_server *s, const json_t *b, srv_task *t, srv_g
 void srv_gen_opts_free(srv_gen_opts *g) {
     free(g->prompt_text);
     json_decref(g->settings);
+    json_decref(g->chat_body);
     g->prompt_text = NULL;
     g->settings = NULL;
+    g->chat_body = NULL;
 }

@@ -138,6 +138,7 @@ int srv_h_chat(srv_req *r, json_t *body) {
         srv_gen_opts_free(&g);
         return srv_reply_error(r, status, err);
     }
+    g.chat_body = json_incref(body);
     return srv_gen_run(r, t, &g);
 }
 

@@ -123,6 +123,7 @@ static void on_done(srv_stream *st, const srv_event *ev) {
     json_t *last;
     if (g->fmt == SRV_FMT_OAI_CHAT) {
         chat_text(st, true, NULL);
+        srv_chat_reply_submit(st->s, g, st->t, res);
         last = oai_chunk(st, json_pack("[{s:s, s:i, s:{}}]", "finish_reason", finish, "index", 0, "delta"));
         if (g->include_usage) {
             sse(st, last);
@@ -198,6 +199,7 @@ srv_stream *srv_stream_new(srv_server *s, srv_task *t, srv_gen_opts *g, srv_even
     st->res.n_prompt = t->n_prompt;
     g->prompt_text = NULL;
     g->settings = NULL;
+    g->chat_body = NULL;
     return st;
 }
 

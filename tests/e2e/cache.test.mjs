@@ -4,7 +4,9 @@
 // shared with anything the server evaluated before (a previous prompt + its generated tokens);
 // an identical resend has minimum 0 (its last token's logits are cached). It asserts that a
 // resend or regenerate evaluates nothing, that an appended turn evaluates at most 1 token beyond
-// the minimum when the reply round-trips through text (else it resumes after the previous
+// the minimum when the test sends the reply back as the server returned it (the server, when
+// idle, re-renders each reply as the client will send it back and derives a checkpoint where
+// that re-tokenizes differently from the generated tokens; else it resumes after the previous
 // prompt), that replacing an earlier message evaluates at most one token beyond the minimum,
 // that replacing the last one does too (its content start has a checkpoint), that
 // another conversation on the same system prompt reuses it, and that the same workload with
@@ -16,6 +18,7 @@ import { startServer, postJson } from './server.mjs';
 const words = ('the cat sat on a warm mat while boats drifted past the old harbour wall and gulls ' +
                'argued over bread near the quiet market square by the river').split(' ');
 const text = (n, salt) => Array.from({ length: n }, (_, i) => words[(i * 7 + salt * 13) % words.length]).join(' ');
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
 
 function lcp(a, b) {
   let i = 0;
@@ -35,8 +38,25 @@ class Session {
     return k.json.tokens;
   }
 
+  // Waits until the server has dealt with every reply it returned (recur:reply_checks_total): when
+  // idle it re-renders each one as the client will send it back and derives a checkpoint where
+  // that differs from the generated tokens. A client that answers after that (a person typing, a
+  // tool running) finds it. false when the server has no /metrics or its cache is off.
+  async settle() {
+    if (!this.cache) return false;
+    for (let i = 0; i < 3000; i++) {   // a liveness bound (30 s), not a speed assertion
+      const r = await fetch(`${this.srv.url}/metrics`);
+      if (r.status !== 200) return false;
+      const m = (await r.text()).match(/^recur:reply_checks_total (\S+)$/m);
+      if (Number(m[1]) >= (this.srv.replies ?? 0)) return true;
+      await sleep(10);
+    }
+    assert.fail(`the server did not check its ${this.srv.replies} replies\n${this.srv.log.slice(-3000)}`);
+  }
+
   // Sends the chat; returns { reply, prompt_n, min, tokens, logprobs }.
   async chat(messages) {
+    const settled = await this.settle();
     let prompt = await this.tokens(messages);
     const r = await postJson(`${this.srv.url}/v1/chat/completions`, {
       messages, max_tokens: 8, temperature: 0, ignore_eos: true, return_tokens: true, logprobs: true,
@@ -49,9 +69,11 @@ class Session {
     let best = 0;
     for (const s of this.seen) best = Math.max(best, lcp(prompt, s));
     const min = best >= n ? 0 : n - best;
-    // an appended turn resumes after the last evaluated token of the previous reply when the reply
-    // re-renders to the tokens that were generated; else (a random model's bytes rarely survive
-    // the round trip through text) after the previous prompt, where a checkpoint with logits is
+    // an appended turn resumes where the previous reply, as sent back, diverges from the generated
+    // tokens (a random model's bytes rarely survive the round trip through text: U+FFFD, other
+    // merges), when the server had the time to check it and the test sent back the reply it got
+    // (the templates here drop a past turn's reasoning_content, which the test does not send);
+    // else after the previous prompt, where a checkpoint with logits is
     const prev = this.last;
     let append_bound = null;
     if (prev) {
@@ -59,13 +81,15 @@ class Session {
       // (a divergence inside the previous prompt, e.g. a re-rendered generation prompt, is at a
       // checkpoint: every token of a short generation prompt has one)
       const inside = l > prev.prompt.length && l < prev.prompt.length + prev.gen.length - 1;
-      append_bound = inside ? n - prev.prompt.length : min + 1;
+      append_bound = inside && !(prev.unchanged && settled) ? n - prev.prompt.length : min + 1;
     }
-    this.last = { prompt, gen: r.json.tokens };
+    if (this.cache) this.srv.replies = (this.srv.replies ?? 0) + 1;
     this.seen.push([...prompt, ...r.json.tokens]);
     // a random model's reply may hold template control text ("</think>", "<|im_end|>") and NULs that
     // no real client round-trips: the conversation continues with them blanked
-    const reply = (r.json.choices[0].message.content ?? '').replace(/[<>\u0000-\u0009\u000b-\u001f]/g, ' ');
+    const content = r.json.choices[0].message.content ?? '';
+    const reply = content.replace(/[<>\u0000-\u0009\u000b-\u001f]/g, ' ');
+    this.last = { prompt, gen: r.json.tokens, unchanged: reply === content };
     return { reply, prompt_n: r.json.timings.prompt_n, min, append_bound,
              cache_n: r.json.timings.cache_n, tokens: r.json.tokens, logprobs: r.json.choices[0].logprobs,
              cached: r.json.usage.prompt_tokens_details?.cached_tokens };
@@ -114,7 +138,9 @@ for (const model of cacheModels) {
     });
 
     it('evaluates at most one token beyond the minimum, and nothing for a resend', async () => {
-      const res = await workloads(new Session(on, true));
+      const sess = new Session(on, true);
+      const res = await workloads(sess);
+      await sess.settle();
       const ref = await workloads(new Session(off, false));
       for (const [i, r] of res.entries()) {
         const why = `${model} ${r.kind}: prompt_n ${r.prompt_n}, minimum ${r.min}\n${on.log.slice(-3000)}`;
@@ -134,6 +160,9 @@ for (const model of cacheModels) {
       assert.ok(val('checkpoints_created_total') > 0 || model === 'llama' || model === 'qwen3');
       assert.ok(val('cache_tokens_reused_total') > 0);
       assert.ok(val('cache_bytes') > 0);
+      // every reply was checked once; a derived checkpoint cost at least one token
+      assert.equal(val('reply_checks_total'), on.replies);
+      assert.ok(val('reply_tokens_evaluated_total') >= val('reply_checkpoints_total'));
       const offm = await (await fetch(`${off.url}/metrics`)).text();
       assert.match(offm, /^recur:cache_bytes 0$/m);
     });
@@ -179,7 +208,7 @@ describe('prompt cache across a restart', () => {
       const fs = await import('node:fs');
       const os = await import('node:os');
       const dir = fs.mkdtempSync(`${os.tmpdir()}/recur-e2e-`);
-      const flags = ['-c', '2048', '-np', '1', '--slot-save-path', dir];
+      const flags = ['-c', '2048', '-np', '1', '--slot-save-path', dir, '--metrics'];
       let srv = await startServer(model, flags);
       let sess = new Session(srv, true);
       const sys = { role: 'system', content: text(120, 5) };
@@ -187,6 +216,7 @@ describe('prompt cache across a restart', () => {
       let r = await sess.chat(msgs);
       msgs = [...msgs, { role: 'assistant', content: r.reply }, { role: 'user', content: text(12, 7) }];
       r = await sess.chat(msgs);
+      await sess.settle();   // the reply's checkpoint goes into the file too
       const save = await postJson(`${srv.url}/slots/0?action=save`, { filename: 'conv.bin' });
       assert.equal(save.status, 200, save.text);
       assert.equal(save.json.n_saved, sess.last.prompt.length + sess.last.gen.length - 1);

@@ -1,7 +1,8 @@
 /* test_sched.c — the scheduler (src/server/sched.h) on the shared tiny models: served greedy
  * output equals a direct recur_decode run, 8 concurrent tasks on 4 slots equal the one served
  * alone (hybrid qwen35), prompt-cache reuse, cancellation, the bounded queue, the stop kinds
- * (n_predict, EOS, full context, stop strings never shown) and n_probs. */
+ * (n_predict, EOS, full context, stop strings never shown), n_probs, and the checkpoint a
+ * predicted reply derives while the scheduler is idle. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -581,6 +583,146 @@ static void test_n_probs(void **st) {
     recur_model_free(m);
 }
 
+/* ---- predicted replies --------------------------------------------------------------------- */
+
+/* A prediction the test makes: a copy of tok[0 .. n) (n < 0: "cannot say"); counts frees.
+ * intrude: a task submitted while predicting (a request arriving during the idle work). */
+typedef struct fake_reply {
+    recur_token tok[160];
+    int32_t     n;
+    int         freed;
+    sched      *s;
+    srv_task   *intrude;
+} fake_reply;
+
+static int32_t fake_predict(void *arg, recur_token **out) {
+    fake_reply *f = arg;
+    char err[256];
+    if (f->intrude && sched_submit(f->s, f->intrude, err, sizeof err)) return -1;
+    f->intrude = NULL;
+    if (f->n < 0) return -1;
+    *out = malloc((size_t)f->n * sizeof **out);
+    if (!*out) return -1;
+    memcpy(*out, f->tok, (size_t)f->n * sizeof **out);
+    return f->n;
+}
+
+static void fake_free(void *arg) { ((fake_reply *)arg)->freed++; }
+
+/* Waits until the scheduler has dealt with `want` predictions (a liveness bound, not a speed
+ * assertion); returns its metrics. */
+static sched_metrics wait_replies(sched *s, uint64_t want) {
+    sched_metrics met;
+    for (int i = 0; i < 30000; i++) {
+        sched_get_metrics(s, &met);
+        if (met.reply_checks_total >= want) return met;
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("the scheduler did not check %llu predicted replies", (unsigned long long)want);
+    return met;
+}
+
+static void submit_reply(sched *s, uint64_t id_task, int32_t id_slot, int32_t n_prompt, fake_reply *f) {
+    const sched_reply r = { id_task, id_slot, n_prompt, fake_predict, fake_free, f };
+    sched_submit_reply(s, &r);
+}
+
+/* A request that arrives during the idle work (here: while the prediction is made) takes
+ * precedence: nothing is evaluated, and the same prediction later derives its checkpoint as if
+ * nothing had happened. f->tok[0 .. n2) is a prompt served before (its reply was predicted). */
+static void check_reply_gives_way(sched *s, fake_reply *f, int32_t n2, const task_cfg *c) {
+    result g, x;
+    sched_metrics met;
+    sched_get_metrics(s, &met);
+    const uint64_t checks = met.reply_checks_total, toks = met.reply_tokens_total, ckpts = met.reply_ckpts_total;
+    serve(s, 4, f->tok, n2, c, &g);   /* a regenerate */
+    f->n = n2 + 3;
+    memcpy(f->tok + n2, g.tok, 3 * sizeof *f->tok);
+    f->tok[f->n++] = g.tok[3] == 7 ? 8 : 7;
+    f->s = s;
+    f->intrude = make_task(5, f->tok, 20, c);
+    srv_task *t5 = f->intrude;
+    srv_task_ref(t5);   /* the test's reference, for collect */
+    submit_reply(s, 4, g.stats.id_slot, n2, f);
+    collect(t5, &x);
+    assert_int_equal(x.error, RECUR_OK);
+    met = wait_replies(s, checks + 1);
+    assert_int_equal(met.reply_tokens_total, toks);
+    assert_int_equal(met.reply_ckpts_total, ckpts);
+    if (x.stats.id_slot != g.stats.id_slot) {   /* g's slot still holds its response */
+        submit_reply(s, 4, g.stats.id_slot, n2, f);
+        met = wait_replies(s, checks + 2);
+        assert_int_equal(met.reply_tokens_total, toks + 3);
+        assert_int_equal(met.reply_ckpts_total, ckpts + 1);
+    }
+}
+
+/* After a response, a prediction that the reply comes back re-tokenized differently from its
+ * 5th generated token on: the idle scheduler derives the state there (5 tokens evaluated from
+ * the prompt's checkpoint), the slot still holds the whole response, and the next turn, which
+ * diverges there, evaluates only what follows, with the output of a fresh computation. A
+ * prediction that matches the generated tokens, or fails, costs nothing; a model without
+ * recurrent layers needs nothing. */
+static void check_reply(const char *name, bool recurrent) {
+    recur_model *m = load(name);
+    const int nv = recur_model_n_vocab(m);
+    static fake_reply f;
+    memset(&f, 0, sizeof f);
+    make_prompt(m, f.tok, 32, 41);
+    sched *s = start(m, 2, 256, 64);
+    task_cfg c = cfg_default(12);
+    c.ignore_eos = true;
+    result a, b, fresh;
+    serve(s, 1, f.tok, 32, &c, &a);
+    assert_int_equal(a.n_tok, 12);
+    const int d = 32 + 5;
+    memcpy(f.tok + 32, a.tok, 5 * sizeof *f.tok);
+    f.tok[d] = a.tok[5] == 7 ? 8 : 7;   /* the reply's 6th token re-renders as another one */
+    for (int i = d + 1; i < d + 12; i++) f.tok[i] = prompt_tok(200 + i, nv, 9);   /* then a next message */
+    f.n = d + 12;
+    submit_reply(s, 1, a.stats.id_slot, 32, &f);
+    sched_metrics met = wait_replies(s, 1);
+    assert_int_equal(f.freed, 1);
+    assert_int_equal(met.reply_ckpts_total, recurrent ? 1 : 0);
+    assert_int_equal(met.reply_tokens_total, recurrent ? 5 : 0);
+    sched_slot_info info[2];
+    sched_slot_info_get(s, info, 2);
+    assert_int_equal(info[a.stats.id_slot].n_tokens_cached, 32 + 11);   /* the slot is untouched */
+
+    serve(s, 2, f.tok, f.n, &c, &b);   /* the next turn */
+    print_message("%s: next turn from %d cached tokens, %d evaluated\n", name, b.stats.n_cache, b.stats.n_prompt_eval);
+    assert_int_equal(b.stats.n_cache, d);
+
+    /* task 2's reply re-renders as generated: nothing to do; one that cannot be rendered either */
+    const int32_t n2 = f.n;
+    memcpy(f.tok + f.n, b.tok, 11 * sizeof *f.tok);
+    f.n += 11;
+    f.tok[f.n++] = prompt_tok(300, nv, 2);
+    submit_reply(s, 2, b.stats.id_slot, n2, &f);
+    met = wait_replies(s, 2);
+    assert_int_equal(met.reply_tokens_total, recurrent ? 5 : 0);
+    f.n = -1;
+    submit_reply(s, 2, b.stats.id_slot, n2, &f);
+    met = wait_replies(s, 3);
+    assert_int_equal(f.freed, 3);
+    assert_int_equal(met.reply_ckpts_total, recurrent ? 1 : 0);
+
+    task_cfg nc = c;   /* the next turn's output is a fresh computation's */
+    nc.cache_prompt = false;
+    serve(s, 3, f.tok, n2, &nc, &fresh);
+    assert_int_equal(b.n_tok, fresh.n_tok);
+    assert_memory_equal(b.tok, fresh.tok, (size_t)fresh.n_tok * sizeof fresh.tok[0]);
+
+    if (recurrent) check_reply_gives_way(s, &f, n2, &c);
+    sched_free(s);
+    recur_model_free(m);
+}
+
+static void test_reply_qwen35(void **st) { (void)st; check_reply("pub-qwen35-Q8_0.gguf", true); }
+static void test_reply_mamba(void **st) { (void)st; check_reply("pub-mamba-F32.gguf", true); }
+static void test_reply_llama(void **st) { (void)st; check_reply("pub-llama-F32.gguf", false); }
+
 int main(void) {
     recur_init();
     const struct CMUnitTest tests[] = {
@@ -598,6 +740,9 @@ int main(void) {
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_slot_choice),
         cmocka_unit_test(test_n_probs),
+        cmocka_unit_test(test_reply_qwen35),
+        cmocka_unit_test(test_reply_mamba),
+        cmocka_unit_test(test_reply_llama),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
