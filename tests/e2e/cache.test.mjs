@@ -203,7 +203,7 @@ describe('prompt cache budget', () => {
 // Save, restart, restore, continue: the restored conversation and the --cache-dir copy of the
 // prompt cache both let the next turn evaluate (almost) only its new tokens.
 describe('prompt cache across a restart', () => {
-  for (const model of ['qwen35', 'llama']) {
+  for (const model of cacheModels) {
     it(`resumes a conversation after a restart (${model})`, async () => {
       const fs = await import('node:fs');
       const os = await import('node:os');
