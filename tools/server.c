@@ -115,9 +115,6 @@ int main(int argc, char **argv) {
     srv_http_stop(&s);
     srv_unload(&s);
     pthread_rwlock_destroy(&s.life);
-    for (int i = 0; i < a.n_api_keys; i++) free(a.api_keys[i]);
-    free(a.api_keys);
-    for (int i = 0; i < a.n_ban_strings; i++) free(a.ban_strings[i]);
-    free(a.ban_strings);
+    server_args_free(&a);
     return rc;
 }

@@ -202,8 +202,7 @@ static int switch_flag(server_args *a, const char *f) {
     return 0;
 }
 
-int server_args_parse(int argc, char **argv, server_args *a) {
-    server_args_default(a);
+static int parse_flags(int argc, char **argv, server_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { server_usage(stdout); return 1; }
@@ -226,4 +225,20 @@ int server_args_parse(int argc, char **argv, server_args *a) {
     }
     if (a->reasoning < 0) a->reasoning = 0;
     return 0;
+}
+
+void server_args_free(server_args *a) {
+    for (int i = 0; i < a->n_api_keys; i++) free(a->api_keys[i]);
+    free(a->api_keys);
+    for (int i = 0; i < a->n_ban_strings; i++) free(a->ban_strings[i]);
+    free(a->ban_strings);
+    a->api_keys = a->ban_strings = NULL;
+    a->n_api_keys = a->n_ban_strings = 0;
+}
+
+int server_args_parse(int argc, char **argv, server_args *a) {
+    server_args_default(a);
+    const int rc = parse_flags(argc, argv, a);
+    if (rc) server_args_free(a);   /* the caller only exits: nothing left for a leak checker */
+    return rc;
 }
