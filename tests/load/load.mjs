@@ -10,8 +10,8 @@
 //
 // It checks, and exits 1 when one fails:
 //  - the server keeps answering: /health polled all along never fails, every request gets an
-//    answer (no connection error, no HTTP error, no stream cut short), and requests complete in
-//    each tenth of the run;
+//    answer (no connection error, no HTTP error other than a 503 "busy", no stream cut short),
+//    and requests complete in each tenth of the run (parts of >= 10 s in a short run);
 //  - every slot comes back idle at the end (GET /slots) and nothing is left queued (/metrics);
 //  - resident memory (VmRSS) after the run is within 5 % of its value after the warm-up;
 //  - a greedy request (temperature 0) returns exactly the text it returned at start, with and
@@ -20,6 +20,8 @@
 //    (outputs do not depend on the batch they were decoded in);
 //  - the server exits with status 0 on SIGTERM.
 // Then it prints the figures: requests served, completed, disconnects, errors, RSS, latency.
+// Latencies are wall-clock on whatever machine runs it (and include queueing for a slot: N
+// clients share --slots slots): figures to read, never checked.
 //
 // Usage: node tests/load/load.mjs [--clients N] [--duration S] [--warmup S] [--slots N]
 //        [--seed N] [--cache-ram MIB] [--verbose]
@@ -42,7 +44,7 @@ const { values: opt } = parseArgs({
 });
 const N_CLIENTS = Number(opt.clients);
 const DURATION_S = Number(opt.duration);
-// The warm-up runs the same workload before the memory baseline is taken (see rssAfterWarmup).
+// The warm-up runs the same workload before the memory baseline is taken (why: see main).
 const WARMUP_S = Number(opt.warmup ?? Math.min(60, Math.max(15, DURATION_S / 5)));
 const N_SLOTS = Number(opt.slots);
 const SEED = Number(opt.seed);
@@ -73,7 +75,10 @@ const pick = (rnd, a) => a[Math.floor(rnd() * a.length)];
 // (same prefix, a restore) and misses (evictions within --cache-ram).
 const WORDS = 'the sea a ship sails under grey clouds while gulls cry over the harbour and the old captain ' +
   'counts the waves that break on the stones of the pier before the storm';
-const long = (n) => { const w = WORDS.split(' '); return Array.from({ length: n }, (_, i) => w[(i * i + 3 * i) % w.length]).join(' '); };
+const long = (n) => {
+  const w = WORDS.split(' ');
+  return Array.from({ length: n }, (_, i) => w[(i * i + 3 * i) % w.length]).join(' ');
+};
 const PROMPTS = [
   'Once upon a time', 'Write a poem about the sea.', 'List three colours.', long(60), long(200),
   'Explain why the sky is blue in one sentence.', long(120), 'Count from one to ten:',
@@ -324,9 +329,12 @@ async function main() {
     check(health.fail === 0, `/health failed ${health.fail} times: ${health.samples.slice(0, 5).join('; ')}`);
     check(st.errors === 0, `${st.errors} requests failed: ${st.errorSamples.join('\n  ')}`);
     check(st.completed > 0, 'no request completed');
-    // progress all along: some request completed in every tenth of the run
-    const tenths = new Set(st.doneAt.map((t) => Math.min(9, Math.floor((t - t0) / ((t1 - t0) / 10)))));
-    check(tenths.size === 10, `no request completed in tenths ${[...Array(10).keys()].filter((k) => !tenths.has(k))}`);
+    // progress all along: some request completed in each part of the run (tenths, or parts of at
+    // least 10 s in a short run: a stall, not a slow machine, is what this is about)
+    const parts = Math.max(1, Math.min(10, Math.floor(DURATION_S / 10)));
+    const done = new Set(st.doneAt.map((t) => Math.min(parts - 1, Math.floor((t - t0) / ((t1 - t0) / parts)))));
+    check(done.size === parts, `no request completed in parts ${[...Array(parts).keys()].filter((k) => !done.has(k))} ` +
+          `of ${parts}`);
     check(st.mismatches.length === 0, `the same request gave different texts: ${JSON.stringify(st.mismatches[0])}`);
     const growth = (rssEnd - rssWarm) / rssWarm;
     check(Math.abs(growth) <= 0.05, `RSS after the run ${rssEnd} KiB is not within 5 % of ${rssWarm} KiB after the warm-up`);
