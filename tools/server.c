@@ -66,6 +66,9 @@ int main(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* a file-size limit (RLIMIT_FSIZE) must fail the write (EFBIG: an error reply for a slot
+     * save, a log line for --cache-dir) rather than kill the server and every open request */
+    signal(SIGXFSZ, SIG_IGN);
     /* prompt-cache entries (checkpoints, logits, rows) come and go within --cache-ram: a fixed
      * mmap threshold gives the freed ones back to the system instead of leaving holes in the heap
      * (glibc would raise the threshold after the first free and keep them) */
@@ -112,9 +115,6 @@ int main(int argc, char **argv) {
     srv_http_stop(&s);
     srv_unload(&s);
     pthread_rwlock_destroy(&s.life);
-    for (int i = 0; i < a.n_api_keys; i++) free(a.api_keys[i]);
-    free(a.api_keys);
-    for (int i = 0; i < a.n_ban_strings; i++) free(a.ban_strings[i]);
-    free(a.ban_strings);
+    server_args_free(&a);
     return rc;
 }

@@ -27,8 +27,10 @@ typedef struct server_args {
 } server_args;
 
 void server_args_default(server_args *a);
-/* 0: run; 1: --help was printed (exit 0); 2: a bad flag (the message was printed). */
+/* 0: run; 1: --help was printed (exit 0); 2: a bad flag (the message was printed). Unless 0,
+ * nothing is left allocated. */
 int  server_args_parse(int argc, char **argv, server_args *a);
+void server_args_free(server_args *a);   /* the API keys and banned strings */
 void server_usage(FILE *f);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "server.h"
+#include "server/srv_ban.h"
 
 void server_usage(FILE *f) {
     fprintf(f,
@@ -110,24 +111,35 @@ static bool keys_file(server_args *a, const char *path) {
     return ok;
 }
 
-/* ik_llama.cpp's --banned-string-file: one string a line, every '"' removed, empty lines skipped */
+/* ik_llama.cpp's --banned-string-file: one string a line, every '"' removed, empty lines skipped;
+ * within the per-request limits (srv_ban.h), since the list applies to every request */
 static bool ban_file(server_args *a, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return false;
-    char line[4096];
-    bool ok = true;
-    while (ok && fgets(line, sizeof line, f)) {
+    char line[4 * SRV_BAN_MAX_LEN];
+    const char *why = NULL;
+    size_t total = 0;
+    while (!why && fgets(line, sizeof line, f)) {
         size_t n = 0;
-        for (const char *c = line; *c; c++)
+        bool eol = false;
+        for (const char *c = line; *c; c++) {
+            eol |= *c == '\n';
             if (*c != '"' && *c != '\n' && *c != '\r') line[n++] = *c;
-        if (!n) continue;
-        char **nb = realloc(a->ban_strings, (size_t)(a->n_ban_strings + 1) * sizeof *nb);
-        if (!nb) ok = false;
-        else if (!(nb[a->n_ban_strings] = strndup(line, n))) { a->ban_strings = nb; ok = false; }
-        else { a->ban_strings = nb; a->n_ban_strings++; }
+        }
+        char **nb = NULL;
+        if (n > SRV_BAN_MAX_LEN || (!eol && !feof(f))) why = "a line is longer than one banned string may be";
+        else if (!n) continue;
+        else if (a->n_ban_strings >= SRV_BAN_MAX_PATTERNS) why = "more strings than a request may have";
+        else if ((total += n) > SRV_BAN_MAX_BYTES) why = "more bytes in all than a request may have";
+        else if (!(nb = realloc(a->ban_strings, (size_t)(a->n_ban_strings + 1) * sizeof *nb))) why = "out of memory";
+        else if (!((a->ban_strings = nb)[a->n_ban_strings] = strndup(line, n))) why = "out of memory";
+        else a->n_ban_strings++;
     }
     fclose(f);
-    return ok;
+    if (why)
+        fprintf(stderr, "recur-server: --banned-string-file %s: %s (at most %d strings of %d bytes, %d bytes in all)\n",
+                path, why, SRV_BAN_MAX_PATTERNS, SRV_BAN_MAX_LEN, SRV_BAN_MAX_BYTES);
+    return !why;
 }
 
 void server_args_default(server_args *a) {
@@ -190,8 +202,7 @@ static int switch_flag(server_args *a, const char *f) {
     return 0;
 }
 
-int server_args_parse(int argc, char **argv, server_args *a) {
-    server_args_default(a);
+static int parse_flags(int argc, char **argv, server_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { server_usage(stdout); return 1; }
@@ -214,4 +225,20 @@ int server_args_parse(int argc, char **argv, server_args *a) {
     }
     if (a->reasoning < 0) a->reasoning = 0;
     return 0;
+}
+
+void server_args_free(server_args *a) {
+    for (int i = 0; i < a->n_api_keys; i++) free(a->api_keys[i]);
+    free(a->api_keys);
+    for (int i = 0; i < a->n_ban_strings; i++) free(a->ban_strings[i]);
+    free(a->ban_strings);
+    a->api_keys = a->ban_strings = NULL;
+    a->n_api_keys = a->n_ban_strings = 0;
+}
+
+int server_args_parse(int argc, char **argv, server_args *a) {
+    server_args_default(a);
+    const int rc = parse_flags(argc, argv, a);
+    if (rc) server_args_free(a);   /* the caller only exits: nothing left for a leak checker */
+    return rc;
 }

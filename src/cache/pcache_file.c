@@ -22,11 +22,17 @@ typedef struct pcf_out {
     XXH3_state_t *h;
     size_t        bytes;
     bool          ok;
+    int           errno_first;   /* errno of the first failed call (ENOSPC, EFBIG, EIO, ...) */
 } pcf_out;
+
+static void out_fail(pcf_out *o) {
+    if (o->ok) o->errno_first = errno;
+    o->ok = false;
+}
 
 static void out_put(pcf_out *o, const void *p, size_t n) {
     if (!o->ok || !n) return;
-    o->ok = fwrite(p, 1, n, o->f) == n;
+    if (fwrite(p, 1, n, o->f) != n) out_fail(o);
     XXH3_64bits_update(o->h, p, n);
     o->bytes += n;
 }
@@ -144,12 +150,14 @@ recur_status pcache_write(pcache *pc, const recur_token *tok, int32_t n, const c
         XXH3_64bits_reset(o.h);
         write_records(pc, &o, &s, count_ckpts(&s));
         const uint64_t sum = XXH3_64bits_digest(o.h);
-        if (o.ok) o.ok = fwrite(&sum, 8, 1, o.f) == 1;
-        o.bytes += 8;
-        if (o.ok) o.ok = fflush(o.f) == 0 && fsync(fileno(o.f)) == 0;
-        if (fclose(o.f) != 0) o.ok = false;
-        if (!o.ok || rename(tmp, path) != 0) {
-            st = rc_fail(err, err_len, RECUR_E_IO, "pcache: writing %s failed: %s", path, strerror(errno));
+        out_put(&o, &sum, 8);
+        /* a full disk may only show at the flush, at fsync (delayed allocation) or at close */
+        if (o.ok && (fflush(o.f) != 0 || fsync(fileno(o.f)) != 0)) out_fail(&o);
+        if (fclose(o.f) != 0) out_fail(&o);
+        if (o.ok && rename(tmp, path) != 0) out_fail(&o);
+        if (!o.ok) {
+            /* the previous file at path is untouched: only tmp was written */
+            st = rc_fail(err, err_len, RECUR_E_IO, "pcache: writing %s failed: %s", path, strerror(o.errno_first));
             unlink(tmp);
         }
     }

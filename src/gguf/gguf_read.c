@@ -125,11 +125,11 @@ static recur_status parse_header(rd *r, gguf_file *g) {
         return fail(r, "n_kv", 16, "negative count %" PRId64, (int64_t)nkv);
     if (nkv > room / GGUF_MIN_KV_BYTES)
         return fail(r, "n_kv", 16, "%" PRIu64 " KVs cannot fit in the %" PRIu64
-                    " bytes left (each takes at least %d)", nkv, room, GGUF_MIN_KV_BYTES);
+                    " bytes left (each takes at least %d): truncated or corrupt file", nkv, room, GGUF_MIN_KV_BYTES);
     if (nt > room / GGUF_MIN_TENSOR_BYTES ||
         nt * GGUF_MIN_TENSOR_BYTES > room - nkv * GGUF_MIN_KV_BYTES)
         return fail(r, "n_tensors", 8, "%" PRIu64 " tensor infos cannot fit in the %" PRIu64
-                    " bytes left after %" PRIu64 " KVs (each info takes at least %d)",
+                    " bytes left after %" PRIu64 " KVs (each info takes at least %d): truncated or corrupt file",
                     nt, room, nkv, GGUF_MIN_TENSOR_BYTES);
     g->n_tensors = (int64_t)nt;
     g->n_kv = (int64_t)nkv;
@@ -170,7 +170,7 @@ static recur_status parse_array(rd *r, gguf_kv *kv, str_pool *sp) {
     if (et == GGUF_KV_STRING) {
         if (n > left(r) / 8)
             return fail(r, "array count", at, "%" PRIu64 " strings cannot fit in the %" PRIu64
-                        " bytes left", n, left(r));
+                        " bytes left: truncated or corrupt file", n, left(r));
         if ((st = pool_reserve(r, sp, n))) return st;
         kv->arr.strs = (const gguf_str *)(uintptr_t)sp->n;   /* pool index until fix-up */
         for (uint64_t i = 0; i < n; i++)
@@ -179,7 +179,7 @@ static recur_status parse_array(rd *r, gguf_kv *kv, str_pool *sp) {
         uint32_t es = gguf_kv_scalar_size(et);
         if (n > left(r) / es)
             return fail(r, "array count", at, "%" PRIu64 " elements of %s cannot fit in the %"
-                        PRIu64 " bytes left", n, gguf_kv_type_name((gguf_kv_type)et), left(r));
+                        PRIu64 " bytes left: truncated or corrupt file", n, gguf_kv_type_name((gguf_kv_type)et), left(r));
         kv->arr.data = r->p + r->off;
         r->off += n * es;
     }
@@ -306,8 +306,8 @@ static recur_status check_layout(rd *r, gguf_file *g, const uint64_t *info_off) 
         uint64_t end;
         if (__builtin_add_overflow(g->data_offset, t->offset, &end) ||
             __builtin_add_overflow(end, t->nbytes, &end) || end > g->size)
-            return fail(r, "offset field", at, "data ends at %" PRIu64 ", past the end of the file (%" PRIu64 " bytes)",
-                        end, g->size);
+            return fail(r, "offset field", at,
+                        "data ends at %" PRIu64 ", past the end of the file (%" PRIu64 " bytes): truncated", end, g->size);
         t->data = g->base + g->data_offset + t->offset;
         expect = t->offset + (t->nbytes + a - 1) / a * a;   /* < file size: no overflow */
     }

@@ -271,6 +271,12 @@ static void model_tally(struct recur_model *m) {
 static recur_status model_open(struct recur_model *m, const char *path, const recur_model_params *p,
                                char *err, size_t err_len) {
     recur_status st = gguf_open(path, &m->g, err, err_len);
+    if (st == RECUR_E_FORMAT && err && err_len) {
+        /* name the file (a truncated download, a wrong path): programs print this line alone */
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
+        return rc_fail(err, err_len, st, "%s: %s", path, why);
+    }
     if (st) return st;
     if ((st = vocab_load(m->g, &m->vocab, err, err_len))) return st;
     gguf_str arch;

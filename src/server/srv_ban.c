@@ -19,9 +19,26 @@ static const json_t *present(const json_t *o, const char *k) {
     return v && !json_is_null(v) ? v : NULL;
 }
 
+/* Patterns taken so far (SRV_BAN_MAX_*). */
+typedef struct ban_total {
+    size_t bytes;
+} ban_total;
+
+static recur_status add_one(sample_ban *set, sample_ban_kind kind, const char *k, const char *pat, size_t len,
+                            ban_total *t, char *err, size_t err_len) {
+    if (len > SRV_BAN_MAX_LEN)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "Field '%s': a banned string or regex is at most %d bytes, got %zu",
+                       k, SRV_BAN_MAX_LEN, len);
+    if ((t->bytes += len) > SRV_BAN_MAX_BYTES)
+        return rc_fail(err, err_len, RECUR_E_INVALID,
+                       "Field '%s': banned strings and regexes are at most %d bytes in all, got more", k,
+                       SRV_BAN_MAX_BYTES);
+    return sample_ban_add(set, kind, pat, len, err, err_len);
+}
+
 /* Adds the strings of array field k (non-strings skipped, as ik_llama). */
-static recur_status add_array(sample_ban *set, const json_t *body, const char *k, sample_ban_kind kind, char *err,
-                              size_t err_len) {
+static recur_status add_array(sample_ban *set, const json_t *body, const char *k, sample_ban_kind kind, ban_total *t,
+                              char *err, size_t err_len) {
     const json_t *a = present(body, k);
     if (!a) return RECUR_OK;
     if (!json_is_array(a)) return rc_fail(err, err_len, RECUR_E_INVALID, "Field '%s': must be an array of strings", k);
@@ -29,7 +46,7 @@ static recur_status add_array(sample_ban *set, const json_t *body, const char *k
     const json_t *v;
     json_array_foreach(a, i, v) {
         if (!json_is_string(v)) continue;
-        const recur_status st = sample_ban_add(set, kind, json_string_value(v), json_string_length(v), err, err_len);
+        const recur_status st = add_one(set, kind, k, json_string_value(v), json_string_length(v), t, err, err_len);
         if (st) return st;
     }
     return RECUR_OK;
@@ -47,17 +64,28 @@ static recur_status get_i32(const json_t *b, const char *k, int32_t *v, int64_t 
     return RECUR_OK;
 }
 
+static size_t array_len(const json_t *body, const char *k) {
+    const json_t *a = present(body, k);
+    return json_is_array(a) ? json_array_size(a) : 0;
+}
+
 static recur_status parse_patterns(const json_t *body, char *const *file_strings, int n_file, sample_ban *set,
                                    char *err, size_t err_len) {
-    recur_status st;
-    if (present(body, "banned_strings")) st = add_array(set, body, "banned_strings", SAMPLE_BAN_STRING, err, err_len);
-    else {
-        st = RECUR_OK;
-        for (int i = 0; !st && i < n_file; i++)
-            st = sample_ban_add(set, SAMPLE_BAN_STRING, file_strings[i], strlen(file_strings[i]), err, err_len);
-    }
-    if (!st) st = add_array(set, body, "banned_regex", SAMPLE_BAN_REGEX, err, err_len);
-    if (!st) st = add_array(set, body, "banned_regex_case_insensitive", SAMPLE_BAN_REGEX_CI, err, err_len);
+    const bool own = present(body, "banned_strings") != NULL;
+    const size_t n = (own ? array_len(body, "banned_strings") : (size_t)n_file) + array_len(body, "banned_regex") +
+                     array_len(body, "banned_regex_case_insensitive");
+    if (n > SRV_BAN_MAX_PATTERNS)
+        return rc_fail(err, err_len, RECUR_E_INVALID,
+                       "Fields 'banned_strings', 'banned_regex', 'banned_regex_case_insensitive': at most %d patterns "
+                       "in all, got %zu", SRV_BAN_MAX_PATTERNS, n);
+    ban_total t = { 0 };
+    recur_status st = RECUR_OK;
+    if (own) st = add_array(set, body, "banned_strings", SAMPLE_BAN_STRING, &t, err, err_len);
+    for (int i = 0; !own && !st && i < n_file; i++)
+        st = add_one(set, SAMPLE_BAN_STRING, "banned_strings", file_strings[i], strlen(file_strings[i]), &t, err,
+                     err_len);
+    if (!st) st = add_array(set, body, "banned_regex", SAMPLE_BAN_REGEX, &t, err, err_len);
+    if (!st) st = add_array(set, body, "banned_regex_case_insensitive", SAMPLE_BAN_REGEX_CI, &t, err, err_len);
     return st;
 }
 

@@ -16,7 +16,8 @@
  *   banbuffer_size    (0) most tokens held back; 0 = longest pattern in bytes + 1
  *   saturate_predict  (false) rewound tokens do not count against n_predict
  * Non-string array entries and empty strings are skipped (as ik_llama). A regex that does not
- * compile is a 400: "Invalid regex in banned_regex: <pattern> (<reason> at offset N)". */
+ * compile is a 400: "Invalid regex in banned_regex: <pattern> (<reason> at offset N)"; so are
+ * patterns past the limits below. */
 #ifndef RECUR_SERVER_SRV_BAN_H
 #define RECUR_SERVER_SRV_BAN_H
 
@@ -29,6 +30,15 @@
 
 /* banbuffer_size limit: a slot keeps the state and logits of that many positions (slot_ban.h) */
 #define SRV_BAN_WINDOW_MAX 256
+
+/* Every generated token is searched for every pattern over the held-back text, on the
+ * scheduler thread that serves all slots: the patterns' number and size bound that time (as
+ * SRV_MAX_STOP does for stop strings). Per request, banned_strings (or the
+ * --banned-string-file list it replaces), banned_regex and banned_regex_case_insensitive
+ * together; a request past them is a 400, a --banned-string-file past them stops the start. */
+#define SRV_BAN_MAX_PATTERNS 256          /* entries */
+#define SRV_BAN_MAX_LEN      1024         /* bytes of one string or regex */
+#define SRV_BAN_MAX_BYTES    (64 << 10)   /* bytes of them all */
 
 typedef struct srv_ban_cfg {
     sample_ban *set;               /* owned */

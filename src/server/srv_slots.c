@@ -28,8 +28,12 @@ static int parse_id(const char *t, int32_t *id) {
     return 0;
 }
 
-static int reply_status(srv_req *r, recur_status st, const char *err) {
-    const unsigned code = st == RECUR_E_STATE ? 503 : st == RECUR_E_IO ? 404 : st == RECUR_E_NOMEM ? 500 : 400;
+/* RECUR_E_IO: a restore's file cannot be read (404); a save's cannot be written (disk full,
+ * file-size limit, no permission: the server's fault, 500) */
+static int reply_status(srv_req *r, sched_slot_op op, recur_status st, const char *err) {
+    const unsigned code = st == RECUR_E_STATE ? 503
+                        : st == RECUR_E_IO    ? (op == SCHED_SLOT_SAVE ? 500 : 404)
+                        : st == RECUR_E_NOMEM ? 500 : 400;
     return srv_reply_error(r, code, err);
 }
 
@@ -74,6 +78,6 @@ int srv_h_slot_action(srv_req *r, const char *id_text) {
     else if (!st)
         j = json_pack("{s:i, s:i}", "id_slot", (int)id, "n_erased", (int)res.n_tokens);
     json_decref(body);
-    if (st) return reply_status(r, st, err);
+    if (st) return reply_status(r, op, st, err);
     return j ? srv_reply_json(r, 200, j) : srv_reply_error(r, 500, "out of memory");
 }

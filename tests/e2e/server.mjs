@@ -51,8 +51,9 @@ async function freePort() {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Starts recur-server on `model` (a key of `models`) with extra flags; resolves once /health
-// answers 200. The returned object has url, port, client(apiKey), stop() and the log so far.
-export async function startServer(model, extra = [], { apiKey } = {}) {
+// answers 200. The returned object has url, port, client(apiKey), stop() and the log so far
+// (its last logTail characters when given: a long load test would otherwise hold all of it).
+export async function startServer(model, extra = [], { apiKey, logTail } = {}) {
   const m = models[model];
   const port = await freePort();
   const args = ['-m', m.file, '--chat-template-file', m.template, '--host', '127.0.0.1',
@@ -60,8 +61,12 @@ export async function startServer(model, extra = [], { apiKey } = {}) {
   if (apiKey) args.push('--api-key', apiKey);
   const proc = spawn(path.join(BUILD, 'recur-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
-  proc.stdout.on('data', (d) => { log += d; });
-  proc.stderr.on('data', (d) => { log += d; });
+  const append = (d) => {
+    log += d;
+    if (logTail && log.length > 2 * logTail) log = log.slice(-logTail);
+  };
+  proc.stdout.on('data', append);
+  proc.stderr.on('data', append);
   let exited = null;
   proc.on('exit', (code, sig) => { exited = { code, sig }; });
   const url = `http://127.0.0.1:${port}`;

@@ -144,25 +144,84 @@ static void test_unknown_arch(void **state) {
     expect_load_error(&mu, RECUR_E_UNSUPPORTED, "qwen3");
 }
 
-static void test_truncated_file(void **state) {
-    (void)state;
-    FILE *in = fopen(SRC_MODEL, "rb");
+/* The whole file in memory (malloc'd), its size in *n. */
+static unsigned char *read_all(const char *path, size_t *n) {
+    FILE *in = fopen(path, "rb");
     assert_non_null(in);
-    char *buf = malloc(1 << 20);
-    size_t n = fread(buf, 1, 1 << 20, in);
+    fseek(in, 0, SEEK_END);
+    *n = (size_t)ftell(in);
+    fseek(in, 0, SEEK_SET);
+    unsigned char *buf = malloc(*n);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, *n, in), *n);
     fclose(in);
+    return buf;
+}
+
+/* A copy of buf's first n bytes fails to load with RECUR_E_FORMAT, a NULL model and a message
+ * that names the file, says "truncated" and holds `needle` (what is wrong) and "gguf". */
+static void expect_prefix_error(const unsigned char *buf, size_t n, const char *needle) {
     char path[128];
     snprintf(path, sizeof path, "/tmp/recur-test-trunc-%d.gguf", (int)getpid());
     FILE *out = fopen(path, "wb");
-    fwrite(buf, 1, n / 2, out);   /* header complete, tensor data cut */
+    assert_non_null(out);
+    assert_int_equal(fwrite(buf, 1, n, out), n);
     fclose(out);
-    free(buf);
-    recur_model *m;
+    recur_model *m = (recur_model *)1;
     char err[512] = "";
-    assert_int_equal(recur_model_load(path, NULL, &m, err, sizeof err), RECUR_E_FORMAT);
-    assert_true(strlen(err) > 10);
-    assert_int_equal(recur_model_load("/nonexistent/model.gguf", NULL, &m, err, sizeof err), RECUR_E_IO);
+    const recur_status st = recur_model_load(path, NULL, &m, err, sizeof err);
     unlink(path);
+    if (st != RECUR_E_FORMAT || !strstr(err, needle) || !strstr(err, "truncated") || !strstr(err, "gguf") ||
+        strncmp(err, path, strlen(path)) != 0)
+        fail_msg("cut at %zu bytes: status %s, message '%s'; wanted FORMAT with '%s'", n, recur_status_str(st), err,
+                 needle);
+    assert_null(m);
+}
+
+/* A file cut short anywhere — in the counts, the metadata, the tensor-info table, right after
+ * the header (no tensor data at all), inside the data, one byte before the end — is refused at
+ * load with a message that says so, never mapped and run on bytes past the end. */
+static void test_truncated_file(void **state) {
+    (void)state;
+    size_t n;
+    unsigned char *buf = read_all(SRC_MODEL, &n);
+    gguf_file *g;
+    char err[512] = "";
+    assert_int_equal(gguf_open(SRC_MODEL, &g, err, sizeof err), RECUR_OK);
+    /* file offsets of things inside the header: the mapping's base from a tensor's data */
+    const gguf_tensor *t0 = gguf_tensor_at(g, 0);
+    const char *base = (const char *)t0->data - gguf_data_offset(g) - t0->offset;
+    const size_t kv_mid = (size_t)(gguf_kv_key(g, gguf_n_kv(g) / 2).ptr - base);
+    const size_t kv_last = (size_t)(gguf_kv_key(g, gguf_n_kv(g) - 1).ptr - base);
+    /* tensor #n/2's info record: its name with the u64 length before it, after the last KV */
+    const gguf_tensor *tm = gguf_tensor_at(g, gguf_n_tensors(g) / 2);
+    unsigned char rec[8 + GGUF_MAX_NAME];
+    const uint64_t name_len = strlen(tm->name);
+    memcpy(rec, &name_len, 8);   /* little-endian host, as the file */
+    memcpy(rec + 8, tm->name, name_len);
+    const unsigned char *hit = memmem(buf + kv_last, gguf_data_offset(g) - kv_last, rec, 8 + name_len);
+    assert_non_null(hit);
+    const size_t info_mid = (size_t)(hit - buf);
+    const size_t data = (size_t)gguf_data_offset(g);
+    assert_true(kv_mid < kv_last && kv_last < info_mid && info_mid < data && data < n);
+    gguf_close(g);
+
+    expect_prefix_error(buf, 0, "magic");
+    expect_prefix_error(buf, 20, "n_kv");                      /* inside the counts */
+    /* the counts promise more than the bytes left can hold: caught before the first KV */
+    expect_prefix_error(buf, kv_mid + 3, "cannot fit");
+    expect_prefix_error(buf, kv_last - 1, "key");              /* inside the last KV's key */
+    expect_prefix_error(buf, info_mid + 5, "name");            /* inside a tensor's info */
+    expect_prefix_error(buf, info_mid + 8 + name_len + 2, "n_dims");
+    expect_prefix_error(buf, data, "past the end of the file");   /* header whole, no data */
+    expect_prefix_error(buf, data + 1000, "past the end of the file");
+    expect_prefix_error(buf, n / 2, "past the end of the file");
+    expect_prefix_error(buf, n - 1, "past the end of the file");
+    free(buf);
+
+    recur_model *m;
+    assert_int_equal(recur_model_load("/nonexistent/model.gguf", NULL, &m, err, sizeof err), RECUR_E_IO);
+    assert_non_null(strstr(err, "/nonexistent/model.gguf"));
 }
 
 static void test_bad_batches(void **state) {
