@@ -286,3 +286,42 @@ describe('a kill during a slot save', () => {
     fs.rmSync(dir, { recursive: true });
   });
 });
+
+// A kill -9 while --cache-dir's file is being rewritten (the write-behind after 2 s idle) loses
+// nothing: the restart loads the earlier file or the new one, whole. The kill is sent as soon as
+// the temporary file appears, so it lands inside the write.
+describe('a kill during a cache write', () => {
+  it('leaves the earlier cache file loadable', async () => {
+    const fs = await import('node:fs');
+    const os = await import('node:os');
+    const dir = fs.mkdtempSync(`${os.tmpdir()}/recur-e2e-killcache-`);
+    const flags = ['-c', '4096', '-np', '1', '--cache-dir', dir];
+    const file = `${dir}/prompt-cache.bin`;
+    const first = [{ role: 'system', content: text(300, 3) }, { role: 'user', content: text(40, 4) }];
+    let srv = await startServer('qwen35', flags);
+    await new Session(srv, true).chat(first);
+    assert.equal(await srv.stop(), 0, srv.log);
+    assert.ok(fs.existsSync(file), srv.log);
+    let caught = 0;
+    for (let k = 0; k < 3; k++) {
+      srv = await startServer('qwen35', flags);
+      assert.match(srv.log, /prompt cache loaded/, srv.log);
+      // the earlier conversation comes whole from the file
+      assert.equal((await new Session(srv, true).chat(first)).prompt_n, 0, srv.log);
+      // something new to write, then wait for the write-behind and kill inside it
+      await new Session(srv, true).chat([{ role: 'system', content: text(300, 10 + k) },
+                                         { role: 'user', content: text(40, 20 + k) }]);
+      const t0 = Date.now();
+      while (!fs.existsSync(`${file}.tmp`) && Date.now() - t0 < 10000) await new Promise((res) => setImmediate(res));
+      if (fs.existsSync(`${file}.tmp`)) caught++;
+      await srv.kill();
+      fs.rmSync(`${file}.tmp`, { force: true });   // (a stale one would be truncated anyway)
+    }
+    assert.ok(caught > 0, 'no kill landed inside a cache write');
+    srv = await startServer('qwen35', flags);
+    assert.match(srv.log, /prompt cache loaded/, srv.log);
+    assert.equal((await new Session(srv, true).chat(first)).prompt_n, 0, srv.log);
+    assert.equal(await srv.stop(), 0, srv.log);
+    fs.rmSync(dir, { recursive: true });
+  });
+});
