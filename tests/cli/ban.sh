@@ -18,14 +18,7 @@ BUILD=$1
 DATA=$2
 SRV=$BUILD/recur-server
 TMPL=$DATA/templates/jinja/Qwen-Qwen3-0.6B.jinja
-WORK=$(mktemp -d)
-PID=
-cleanup() {
-  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- server log:"; tail -20 "$WORK/log" || true; exit 1; }
+source "$(dirname "$0")/lib/harness.sh"
 
 # start MODEL [FLAGS...]: a server on a free port, URL set
 start() {
@@ -33,19 +26,8 @@ start() {
   shift
   "$SRV" -m "$DATA/models/$model" --chat-template-file "$TMPL" --port 0 -c 512 -np 2 -t 2 "$@" >"$WORK/log" 2>&1 &
   PID=$!
-  for _ in $(seq 200); do
-    grep -q "listening on" "$WORK/log" && break
-    sleep 0.05
-  done
-  local port
-  port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/log")
-  [ -n "$port" ] || fail "no port in the log"
-  URL=http://127.0.0.1:$port
-  for _ in $(seq 400); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && return
-    sleep 0.05
-  done
-  fail "$model: not ready"
+  wait_port
+  wait_ready
 }
 stop() {
   kill -TERM "$PID"

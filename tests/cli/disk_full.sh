@@ -14,17 +14,10 @@ DATA=$2
 SRV=$BUILD/recur-server
 MODEL=$DATA/models/pub-qwen35-Q8_0.gguf
 TMPL=$DATA/templates/jinja/Qwen3.5-27B.jinja
-WORK=$(mktemp -d)
+source "$(dirname "$0")/lib/harness.sh"
 SLOTS=$WORK/slots
 CACHE=$WORK/cache
 mkdir -p "$SLOTS" "$CACHE"
-PID=
-cleanup() {
-  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- server log:"; tail -20 "$WORK/log" || true; exit 1; }
 step() { echo "disk_full.sh: $*"; }
 [ -w /dev/full ] || { echo "disk_full.sh: no writable /dev/full"; exit 1; }
 
@@ -37,18 +30,8 @@ start() {
       --slot-save-path "$SLOTS" --cache-dir "$CACHE"
   ) >"$WORK/log" 2>&1 &
   PID=$!
-  for _ in $(seq 600); do
-    grep -q "listening on" "$WORK/log" && break
-    sleep 0.05
-  done
-  PORT=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/log")
-  [ -n "$PORT" ] || fail "no port in the log"
-  URL=http://127.0.0.1:$PORT
-  for _ in $(seq 1200); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && return
-    sleep 0.05
-  done
-  fail "the server did not get ready"
+  wait_port
+  wait_ready
 }
 # stop: SIGTERM; the server must exit by itself with status 0
 stop() {

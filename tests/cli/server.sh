@@ -9,16 +9,9 @@ SRV=$BUILD/recur-server
 MODEL=$DATA/models/pub-qwen35-Q8_0.gguf
 TMPL=$DATA/templates/jinja/Qwen3.5-27B.jinja
 KEY=sekrit-key
-WORK=$(mktemp -d)
-PID=
-cleanup() {
-  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib/harness.sh"
 START_S=$(date +%s)
 step() { echo "server.sh: [$(( $(date +%s) - START_S ))s] $*"; }
-fail() { echo "FAIL: $*"; echo "--- server log:"; tail -20 "$WORK/log" || true; exit 1; }
 
 # --- flags ------------------------------------------------------------------------------------------
 step "flags"
@@ -37,22 +30,13 @@ step "start (port 0: the server prints the one it got), with a slow load to see 
 RECUR_SERVER_LOAD_DELAY_MS=1500 "$SRV" -m "$MODEL" --chat-template-file "$TMPL" --port 0 -c 4096 -np 2 \
   --api-key "$KEY" --metrics -t 2 >"$WORK/log" 2>&1 &
 PID=$!
-for _ in $(seq 100); do
-  grep -q "listening on" "$WORK/log" && break
-  sleep 0.05
-done
-PORT=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/log")
-[ -n "$PORT" ] || fail "no port in the log"
-URL=http://127.0.0.1:$PORT
+wait_port
 H=(-H "Authorization: Bearer $KEY")
 
 code=$(curl -s -o "$WORK/h" -w '%{http_code}' "$URL/health")
 [ "$code" = 503 ] || fail "/health while loading: $code"
 python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['error']; assert e=={'code':503,'message':'Loading model','type':'unavailable_error'}, e" "$WORK/h"
-for _ in $(seq 400); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && break
-  sleep 0.05
-done
+wait_ready
 [ "$(curl -s "$URL/health")" = '{"status":"ok"}' ] || fail "/health"
 [ "$(curl -s "$URL/v1/health")" = '{"status":"ok"}' ] || fail "/v1/health"
 

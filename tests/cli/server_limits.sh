@@ -14,30 +14,14 @@ SRV=$BUILD/recur-server
 MODEL=$DATA/models/pub-qwen35-Q8_0.gguf
 TMPL=$DATA/templates/jinja/Qwen3.5-27B.jinja
 NCTX=1024
-WORK=$(mktemp -d)
-PID=
-cleanup() {
-  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- server log:"; tail -20 "$WORK/log" || true; exit 1; }
+source "$(dirname "$0")/lib/harness.sh"
 START_S=$(date +%s)
 step() { echo "server_limits.sh: [$(( $(date +%s) - START_S ))s] $*"; }
 
 "$SRV" -m "$MODEL" --chat-template-file "$TMPL" --port 0 -c "$NCTX" -np 1 -t 2 >"$WORK/log" 2>&1 &
 PID=$!
-for _ in $(seq 600); do
-  grep -q "listening on" "$WORK/log" && break
-  sleep 0.05
-done
-PORT=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/log")
-[ -n "$PORT" ] || fail "no port in the log"
-URL=http://127.0.0.1:$PORT
-for _ in $(seq 1200); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && break
-  sleep 0.05
-done
+wait_port
+wait_ready
 
 # postf PATH FILE -> status echoed, body in $WORK/out
 postf() { curl -s -o "$WORK/out" -w '%{http_code}' "$URL$1" --data-binary @"$2"; }
