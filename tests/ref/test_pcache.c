@@ -20,19 +20,12 @@
 
 #include "cache/pcache.h"
 #include "recur.h"
+#include "ref_model.h"
 #include "ref_prompt.h"
 
 #define NA 200
 #define NB 180
 #define SHARED 121
-
-static recur_model *load(const char *name) {
-    char path[1024], err[256];
-    snprintf(path, sizeof path, "%s/models/%s.gguf", RECUR_TESTDATA, name);
-    recur_model *m;
-    if (recur_model_load(path, NULL, &m, err, sizeof err)) fail_msg("%s: %s", name, err);
-    return m;
-}
 
 static recur_ctx *new_ctx(recur_model *m) {
     recur_ctx_params cp = recur_ctx_default_params();
@@ -61,7 +54,7 @@ static void eval(recur_ctx *ctx, const recur_token *tok, int p0, int n, recur_se
 }
 
 static void check_model(const char *name) {
-    recur_model *m = load(name);
+    recur_model *m = ref_load(name);
     recur_ctx *ctx = new_ctx(m);
     const int nv = recur_model_n_vocab(m);
     const bool recurrent = recur_model_state_bytes(m) > 0;
@@ -146,7 +139,7 @@ static void test_llama(void **st) { (void)st; check_model("pub-llama-F32"); }
 /* Many conversations filed under a small budget: bytes never exceed it, the newest survives. */
 static void test_budget(void **state) {
     (void)state;
-    recur_model *m = load("pub-qwen35-F32");
+    recur_model *m = ref_load("pub-qwen35-F32");
     recur_ctx *ctx = new_ctx(m);
     const int nv = recur_model_n_vocab(m);
     const int64_t budget = (int64_t)(recur_model_state_bytes(m) * 6 + recur_model_kv_bytes_per_token(m) * 600);
@@ -195,7 +188,7 @@ static void test_budget(void **state) {
  * corrupt, truncated or foreign file is refused and changes nothing. */
 static void test_file(void **state) {
     (void)state;
-    recur_model *m = load("pub-qwen35-F32");
+    recur_model *m = ref_load("pub-qwen35-F32");
     recur_ctx *ctx = new_ctx(m);
     const int nv = recur_model_n_vocab(m);
     pcache_params pp = { .budget_bytes = -1, .max_ckpt_path = 32 };
@@ -263,7 +256,7 @@ static void test_file(void **state) {
     pcache_stats_get(pc3, &after);
     assert_int_equal(after.bytes, before.bytes);
     /* another model's file */
-    recur_model *m2 = load("pub-mamba2-F32");
+    recur_model *m2 = ref_load("pub-mamba2-F32");
     recur_ctx *ctx3 = new_ctx(m2);
     pcache *pc4;
     assert_int_equal(pcache_new(ctx3, &pp, &pc4, err, sizeof err), RECUR_OK);

@@ -15,22 +15,13 @@
 #include <cmocka.h>
 
 #include "recur.h"
+#include "ref_model.h"
 #include "ref_prompt.h"
 #include "server/sched.h"
 
-#define MODELS RECUR_TESTDATA "/models/"
 #define MAX_GEN 512
 
 /* ---- helpers ------------------------------------------------------------------------------- */
-
-static recur_model *load(const char *name) {
-    char path[512], err[256];
-    snprintf(path, sizeof path, MODELS "%s", name);
-    recur_model_params mp = recur_model_default_params();
-    recur_model *m = NULL;
-    if (recur_model_load(path, &mp, &m, err, sizeof err)) fail_msg("%s: %s", path, err);
-    return m;
-}
 
 /* What one task gave back. */
 typedef struct result {
@@ -196,7 +187,7 @@ static int make_prompt(recur_model *m, recur_token *out, int n, uint32_t salt) {
 /* One greedy task equals the direct run, on an attention model, the hybrid and a recurrent one;
  * n_predict stops it with "limit". */
 static void check_single(const char *name) {
-    recur_model *m = load(name);
+    recur_model *m = ref_load(name);
     recur_token prompt[40], ref[32];
     make_prompt(m, prompt, 40, 11);
     const int n_ref = direct_greedy(m, prompt, 40, 24, ref);
@@ -216,9 +207,9 @@ static void check_single(const char *name) {
     recur_model_free(m);
 }
 
-static void test_single_llama(void **st) { (void)st; check_single("pub-llama-F32.gguf"); }
-static void test_single_qwen35(void **st) { (void)st; check_single("pub-qwen35-Q8_0.gguf"); }
-static void test_single_mamba(void **st) { (void)st; check_single("pub-mamba-F32.gguf"); }
+static void test_single_llama(void **st) { (void)st; check_single("pub-llama-F32"); }
+static void test_single_qwen35(void **st) { (void)st; check_single("pub-qwen35-Q8_0"); }
+static void test_single_mamba(void **st) { (void)st; check_single("pub-mamba-F32"); }
 
 /* 8 tasks at once with the same prompt; their results in r[0..8). */
 static void serve_wave(sched *s, uint64_t id0, const recur_token *prompt, int n, const task_cfg *c, result *r) {
@@ -238,7 +229,7 @@ static void serve_wave(sched *s, uint64_t id0, const recur_token *prompt, int n,
  * to the task served alone (the others' prefill chunks and tokens share its batches). */
 static void test_isolation_hybrid(void **st) {
     (void)st;
-    recur_model *m = load("pub-qwen35-Q8_0.gguf");
+    recur_model *m = ref_load("pub-qwen35-Q8_0");
     recur_token prompt[48];
     make_prompt(m, prompt, 48, 5);
     task_cfg c = cfg_default(20);
@@ -280,7 +271,7 @@ static void test_isolation_hybrid(void **st) {
 /* A second identical prompt evaluates nothing (the cached logits); an extended one reuses the first
  * conversation; the output is what a fresh computation gives. cache_prompt false: no reuse. */
 static void check_cache(const char *name, bool recurrent) {
-    recur_model *m = load(name);
+    recur_model *m = ref_load(name);
     recur_token prompt[96];
     make_prompt(m, prompt, 32, 21);
     sched *s = start(m, 1, 256, 64);
@@ -319,14 +310,14 @@ static void check_cache(const char *name, bool recurrent) {
     recur_model_free(m);
 }
 
-static void test_cache_llama(void **st) { (void)st; check_cache("pub-llama-F32.gguf", false); }
-static void test_cache_qwen35(void **st) { (void)st; check_cache("pub-qwen35-Q8_0.gguf", true); }
-static void test_cache_mamba(void **st) { (void)st; check_cache("pub-mamba-F32.gguf", true); }
+static void test_cache_llama(void **st) { (void)st; check_cache("pub-llama-F32", false); }
+static void test_cache_qwen35(void **st) { (void)st; check_cache("pub-qwen35-Q8_0", true); }
+static void test_cache_mamba(void **st) { (void)st; check_cache("pub-mamba-F32", true); }
 
 /* --no-cache-prompt: nothing is reused, the output does not change. */
 static void test_no_cache(void **st) {
     (void)st;
-    recur_model *m = load("pub-mamba-F32.gguf");
+    recur_model *m = ref_load("pub-mamba-F32");
     recur_token prompt[20];
     make_prompt(m, prompt, 20, 8);
     sched_params p = sched_default_params();
@@ -353,7 +344,7 @@ static void test_no_cache(void **st) {
 /* A cancelled task ends with "cancelled" and its slot serves the next task. */
 static void test_cancel(void **st) {
     (void)st;
-    recur_model *m = load("pub-llama-F32.gguf");
+    recur_model *m = ref_load("pub-llama-F32");
     recur_token prompt[16];
     make_prompt(m, prompt, 16, 9);
     sched *s = start(m, 1, 1024, 32);
@@ -391,7 +382,7 @@ static void test_cancel(void **st) {
  * RECUR_E_INVALID; sched_free ends every task with a terminal event. */
 static void test_queue_full(void **st) {
     (void)st;
-    recur_model *m = load("pub-llama-F32.gguf");
+    recur_model *m = ref_load("pub-llama-F32");
     recur_token prompt[16];
     make_prompt(m, prompt, 16, 9);
     sched_params p = sched_default_params();
@@ -441,7 +432,7 @@ static void test_queue_full(void **st) {
 /* EOS ends a task like the direct run; the full slot context ends it with "limit". */
 static void test_eos_and_context_full(void **st) {
     (void)st;
-    recur_model *m = load("stories260K.gguf");
+    recur_model *m = ref_load("stories260K");
     recur_token prompt[8], ref[120];
     make_prompt(m, prompt, 4, 2);
     /* greedy stories here do not end by themselves: a bias on EOS (the smallest of a few that
@@ -485,7 +476,7 @@ static void test_eos_and_context_full(void **st) {
  * and no event ever shows any of it. */
 static void test_stop_strings(void **st) {
     (void)st;
-    recur_model *m = load("stories260K.gguf");
+    recur_model *m = ref_load("stories260K");
     recur_token prompt[1];
     make_prompt(m, prompt, 1, 0);
     sched *s = start(m, 1, 256, 64);
@@ -530,7 +521,7 @@ static void test_stop_strings(void **st) {
  * the BOS), a requested slot is honoured; n_predict 0 evaluates the prompt and samples nothing. */
 static void test_slot_choice(void **st) {
     (void)st;
-    recur_model *m = load("pub-llama-F32.gguf");
+    recur_model *m = ref_load("pub-llama-F32");
     recur_token p1[24], p2[24];
     make_prompt(m, p1, 24, 31);
     make_prompt(m, p2, 24, 32);
@@ -568,7 +559,7 @@ static void test_slot_choice(void **st) {
 /* n_probs: every token carries its top n log-probabilities. */
 static void test_n_probs(void **st) {
     (void)st;
-    recur_model *m = load("pub-llama-F32.gguf");
+    recur_model *m = ref_load("pub-llama-F32");
     recur_token prompt[12];
     make_prompt(m, prompt, 12, 4);
     sched *s = start(m, 1, 128, 32);
@@ -665,7 +656,7 @@ static void check_reply_gives_way(sched *s, fake_reply *f, int32_t n2, const tas
  * prediction that matches the generated tokens, or fails, costs nothing; a model without
  * recurrent layers needs nothing. */
 static void check_reply(const char *name, bool recurrent) {
-    recur_model *m = load(name);
+    recur_model *m = ref_load(name);
     const int nv = recur_model_n_vocab(m);
     static fake_reply f;
     memset(&f, 0, sizeof f);
@@ -719,9 +710,9 @@ static void check_reply(const char *name, bool recurrent) {
     recur_model_free(m);
 }
 
-static void test_reply_qwen35(void **st) { (void)st; check_reply("pub-qwen35-Q8_0.gguf", true); }
-static void test_reply_mamba(void **st) { (void)st; check_reply("pub-mamba-F32.gguf", true); }
-static void test_reply_llama(void **st) { (void)st; check_reply("pub-llama-F32.gguf", false); }
+static void test_reply_qwen35(void **st) { (void)st; check_reply("pub-qwen35-Q8_0", true); }
+static void test_reply_mamba(void **st) { (void)st; check_reply("pub-mamba-F32", true); }
+static void test_reply_llama(void **st) { (void)st; check_reply("pub-llama-F32", false); }
 
 int main(void) {
     recur_init();

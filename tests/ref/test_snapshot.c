@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "recur.h"
+#include "ref_model.h"
 #include "ref_prompt.h"
 
 #define N_PROMPT 300
@@ -28,14 +29,6 @@ typedef struct cfg {
     int      n_threads;
     bool     other;   /* a second sequence shares the batch */
 } cfg;
-
-static recur_model *load(const char *name) {
-    char path[1024], err[256];
-    snprintf(path, sizeof path, "%s/models/%s.gguf", RECUR_TESTDATA, name);
-    recur_model *m;
-    if (recur_model_load(path, NULL, &m, err, sizeof err)) fail_msg("%s: %s", name, err);
-    return m;
-}
 
 static recur_ctx *new_ctx(recur_model *m, const cfg *k) {
     recur_ctx_params cp = recur_ctx_default_params();
@@ -182,7 +175,7 @@ static void check_cfg(recur_model *m, const cfg *k, const float *ref, bool attn,
 }
 
 static void check_model(const char *name, bool attn) {
-    recur_model *m = load(name);
+    recur_model *m = ref_load(name);
     const int nv = recur_model_n_vocab(m);
     const cfg base = { 512, 2, false };
     recur_ctx *ctx = new_ctx(m, &base);
@@ -230,7 +223,7 @@ static void sizes_match_getters(void **state) {
         { "pub-llama-F32", 0, 2048 },         /* 4 x 4 heads x 2*32 x 2 */
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        recur_model *m = load(k[i].name);
+        recur_model *m = ref_load(k[i].name);
         assert_int_equal(recur_model_state_bytes(m), k[i].rs);
         assert_int_equal(recur_model_kv_bytes_per_token(m), k[i].kv);
         const cfg c = { 64, 1, false };
@@ -248,7 +241,7 @@ static void sizes_match_getters(void **state) {
 
 static void other_model_refused(void **state) {
     (void)state;
-    recur_model *ma = load("pub-mamba2-F32"), *mb = load("pub-mamba2-Q8_0");
+    recur_model *ma = ref_load("pub-mamba2-F32"), *mb = ref_load("pub-mamba2-Q8_0");
     assert_int_not_equal(recur_model_id(ma), recur_model_id(mb));
     const cfg k = { 64, 2, false };
     recur_ctx *ca = new_ctx(ma, &k), *cb = new_ctx(mb, &k);
@@ -280,7 +273,7 @@ static void other_model_refused(void **state) {
 
 static void corrupt_refused(void **state) {
     (void)state;
-    recur_model *m = load("pub-lfm2-F32");
+    recur_model *m = ref_load("pub-lfm2-F32");
     const cfg k = { 512, 2, false };
     recur_ctx *ctx = new_ctx(m, &k);
     recur_snapshot *s = recur_snapshot_new(ctx, RECUR_SNAP_SEQUENCE, -1);
@@ -313,7 +306,7 @@ static void corrupt_refused(void **state) {
 
 static void bad_capture_rejected(void **state) {
     (void)state;
-    recur_model *m = load("pub-mamba-F32");
+    recur_model *m = ref_load("pub-mamba-F32");
     const cfg k = { 64, 2, false };
     recur_ctx *ctx = new_ctx(m, &k);
     const int nv = recur_model_n_vocab(m);
