@@ -174,7 +174,7 @@ static inline __m256i fold512(__m512i v) {
 
 /* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
  * chains as in the scalar reference, so the bits are the same. */
-static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
+float rt_dot_q4_K_rp_avx512(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     float acc = 0.0f, accm = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
@@ -277,7 +277,7 @@ void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     /* vec_dot[Q4_K] stays AVX2's: ggml's lane order (rt_dot_q4_K_lanes) */
-    k->dot_q4_K_rp = dot_q4_K_rp;
+    k->dot_q4_K_rp = rt_dot_q4_K_rp_avx512;
     k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
     k->vec_dot[GGUF_T_Q6_K] = dot_q6_K;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
@@ -286,4 +286,5 @@ void tensor_fill_avx512(tensor_kernels *k) {
     rt_fill_exp_avx512(k);
     rt_fill_scan_avx512(k);
     rt_fill_gemm_avx512(k);
+    rt_fill_gemm_q4k_avx512(k);
 }
