@@ -199,9 +199,11 @@ float rt_dot_q5_K(int64_t n, const void *w, const void *x) {
     return (float)s;
 }
 
+/* Q6_K: one float chain per element, one fma per block of the block's exact integer sum
+ * (what a gemm with one output element per SIMD lane can follow): every table, same bits. */
 float rt_dot_q6_K(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
-    double s = 0;
+    float s = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++, a += Q6_K_BYTES, b += Q8_K_BYTES) {
         const int8_t *sc = (const int8_t *)(a + Q6_K_SCALES);
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
@@ -221,9 +223,9 @@ float rt_dot_q6_K(int64_t n, const void *w, const void *x) {
                 sumi += sh[g] * si;
             }
         }
-        s += (rd_f16(a + Q6_K_D) * rd_f32(b)) * (float)sumi;
+        s = fmaf((float)sumi, rd_f16(a + Q6_K_D) * rd_f32(b), s);
     }
-    return (float)s;
+    return s;
 }
 
 float rt_dot_iq4_xs(int64_t n, const void *w, const void *x) {
