@@ -110,10 +110,6 @@ static int q8k_min_sum(const uint8_t *b, const uint8_t m[8]) {
 
 /* Min correction of chunk j (sub-blocks 2j, 2j+1) of a Q4_K block: what ggml's gemm gets from
  * the pairwise sums of the 16-element bsums. */
-int rt_q4_K_rp_min(const uint8_t *b, const uint8_t m[8], int j) {
-    const uint8_t *s = b + Q8_K_BSUMS + 8 * j;
-    return m[2 * j] * (rd_i16(s) + rd_i16(s + 2)) + m[2 * j + 1] * (rd_i16(s + 4) + rd_i16(s + 6));
-}
 
 /* Q4_K in the float order of ggml's repacked gemm (tensor_impl.h): exact integer sums per
  * 64-element chunk, then one fma per chunk into each of two chains. */

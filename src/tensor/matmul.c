@@ -18,9 +18,6 @@
 
 #define MM_TILE 16
 #define MM_SHARES 4   /* row shares per thread */
-/* gemm_q4_K_rp unpacks its weight panel once per call: worth it from a few tokens on (the
- * bits are dot_q4_K_rp's either way) */
-#define MM_MIN_TOK_RP 4
 /* Below this many multiply-adds a matmul runs on the calling thread alone: waking the
  * workers would cost more than it saves (the result is the same either way). */
 #define MM_MIN_PARALLEL (1 << 19)   /* weight rows per tile: 16 rows of 4096 Q8_0 = 70 KB, within L2 */
@@ -70,8 +67,7 @@ static void mm_dot(void *arg, int ith, int nth) {
     tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
     const tensor_vec_dot_fn dot = tensor_matmul_dot(j->k, j->wtype, j->n_out);
     const bool plain = dot == j->k->vec_dot[j->wtype];
-    const tensor_gemm_fn gemm = plain ? j->k->gemm[j->wtype]
-                              : dot == j->k->dot_q4_K_rp && j->n_tok >= MM_MIN_TOK_RP ? j->k->gemm_q4_K_rp : NULL;
+    const tensor_gemm_fn gemm = plain ? j->k->gemm[j->wtype] : dot == j->k->dot_q4_K_rp ? j->k->gemm_q4_K_rp : NULL;
     if (gemm && j->n_tok > 1) {   /* tiles rows x tokens itself; each element is vec_dot's */
         gemm(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok, j->Y + lo,
              j->ldy);

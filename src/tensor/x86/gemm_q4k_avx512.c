@@ -14,8 +14,9 @@
  *    dmin floats; d·yd and dmin·yd are the same single float products as the scalar code;
  *  - a register tile of 16 rows × QT tokens shares each panel load over QT tokens; the panel
  *    (≤ 240 KB) stays in L2 while every token of the call passes.
- * Any n (a multiple of 256; rows longer than QMAXB blocks take the dot), any row and token
- * counts, unaligned rows and strides. */
+ * Any n (a multiple of 256; rows longer than QMAXB blocks, or calls of fewer than QT tokens,
+ * take the dot: gathering 16 rows straight from the blocks for one token was slower than the
+ * dot on this machine), any row and token counts, unaligned rows and strides. Row offsets within a call must fit in int32 (16 rows). */
 #include "tensor/x86/simd_x86.h"
 
 #define QR 16      /* weight rows per panel: one per int32 lane */
@@ -30,20 +31,54 @@ typedef struct q4k_pblk {
     float   d[QR], dmin[QR];
 } q4k_pblk;
 
-/* Unpacks block b of rows W, W + ws, ... (nr of them; the missing rows repeat the last). */
-static void pack_block(q4k_pblk *p, const uint8_t *W, size_t ws, int nr, int64_t b) {
-    int32_t offs[QR];
-    for (int r = 0; r < QR; r++) {
-        const uint8_t *a = W + (size_t)(r < nr ? r : nr - 1) * ws + (size_t)b * Q4_K_BYTES;
-        offs[r] = (int32_t)(a - W);
-        uint8_t sc[8], m[8];
-        rt_unpack_k4_scales(a + Q4_K_SCALES, sc, m);
-        for (int s = 0; s < 8; s++) p->sc[s][r] = sc[s];
-        for (int j = 0; j < 4; j++) p->m[j][r] = m[2 * j] | (int32_t)m[2 * j + 1] << 16;
-        p->d[r] = x86_f16(a);
-        p->dmin[r] = x86_f16(a + Q4_K_DMIN);
+/* The per-row fields of one Q4_K block of 16 rows, one int32 lane per row (vi: each row's
+ * block offset from W): the 6-bit scales (rt_k4_scales_u64's bit layout on dword lanes),
+ * the mins as int16 pairs per chunk, d and dmin as floats. */
+typedef struct q4k_fields {
+    __m512i sc[8], m[4];
+    __m512  d, dmin;
+} q4k_fields;
+
+static inline __attribute__((always_inline)) void unpack_fields(const uint8_t *W, __m512i vi, q4k_fields *f) {
+    const __m512i g0 = _mm512_i32gather_epi32(vi, W, 1);
+    const __m512i w0 = _mm512_i32gather_epi32(vi, W + Q4_K_SCALES, 1);
+    const __m512i w1 = _mm512_i32gather_epi32(vi, W + Q4_K_SCALES + 4, 1);
+    const __m512i w2 = _mm512_i32gather_epi32(vi, W + Q4_K_SCALES + 8, 1);
+    const __m512i c3f = _mm512_set1_epi32(0x3f3f3f3f), c0f = _mm512_set1_epi32(0x0f0f0f0f),
+                  c30 = _mm512_set1_epi32(0x30303030), ff = _mm512_set1_epi32(0xFF);
+    const __m512i sc4[2] = { _mm512_and_si512(w0, c3f),
+                             _mm512_or_si512(_mm512_and_si512(w2, c0f), _mm512_and_si512(_mm512_srli_epi32(w0, 2), c30)) };
+    const __m512i m4[2] = { _mm512_and_si512(w1, c3f),
+                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), c0f),
+                                            _mm512_and_si512(_mm512_srli_epi32(w1, 2), c30)) };
+    _Pragma("GCC unroll 8")
+    for (int s = 0; s < 8; s++) f->sc[s] = _mm512_and_si512(_mm512_srli_epi32(sc4[s / 4], 8 * (s % 4)), ff);
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) {
+        const __m512i x = _mm512_srli_epi32(m4[j / 2], 16 * (j % 2));
+        f->m[j] = _mm512_or_si512(_mm512_and_si512(x, ff), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(x, 8), ff), 16));
     }
-    const __m512i vi = _mm512_loadu_si512(offs), lo4 = _mm512_set1_epi8(0x0F);
+    f->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+    f->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+}
+
+/* Each of 16 rows' block offset from W (rows past nr repeat the last). */
+static inline __m512i row_offsets(size_t ws, int nr) {
+    int32_t offs[QR];
+    for (int r = 0; r < QR; r++) offs[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * ws);
+    return _mm512_loadu_si512(offs);
+}
+
+/* Unpacks block b of the 16 rows at W + vi into p. */
+static void pack_block(q4k_pblk *p, const uint8_t *W, __m512i vr, int64_t b) {
+    const __m512i vi = _mm512_add_epi32(vr, _mm512_set1_epi32((int32_t)(b * Q4_K_BYTES)));
+    q4k_fields f;
+    unpack_fields(W, vi, &f);
+    for (int s = 0; s < 8; s++) _mm512_store_si512(p->sc[s], f.sc[s]);
+    for (int j = 0; j < 4; j++) _mm512_store_si512(p->m[j], f.m[j]);
+    _mm512_store_ps(p->d, f.d);
+    _mm512_store_ps(p->dmin, f.dmin);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
     for (int j = 0; j < 4; j++)      /* chunk j: low nibbles = sub-block 2j, high = 2j+1 */
         for (int k = 0; k < 8; k++) {
             const __m512i g = _mm512_i32gather_epi32(vi, W + Q4_K_QS + 32 * j + 4 * k, 1);
@@ -118,7 +153,7 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
                          int64_t n_tok, float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK_K;
-    if (nb > QMAXB) {   /* no room on the stack: the dot, same bits */
+    if (nb > QMAXB || n_tok < QT) {   /* no room, or too few tokens to pay for the panel: the dot */
         for (int64_t t = 0; t < n_tok; t++)
             for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = rt_dot_q4_K_rp_avx512(n, W + r * ws, X + t * xs);
         return;
@@ -127,7 +162,8 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
     for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
         const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
         const __mmask16 rows = (__mmask16)((1u << nr) - 1);
-        for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], W + (size_t)r0 * ws, ws, nr, b);
+        const __m512i vr = row_offsets(ws, nr);
+        for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], W + (size_t)r0 * ws, vr, b);
         float *yr = y + r0;
         int64_t t = 0;
         for (; t + QT <= n_tok; t += QT) tile(QT, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, rows);
