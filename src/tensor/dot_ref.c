@@ -110,10 +110,6 @@ static int q8k_min_sum(const uint8_t *b, const uint8_t m[8]) {
 
 /* Min correction of chunk j (sub-blocks 2j, 2j+1) of a Q4_K block: what ggml's gemm gets from
  * the pairwise sums of the 16-element bsums. */
-int rt_q4_K_rp_min(const uint8_t *b, const uint8_t m[8], int j) {
-    const uint8_t *s = b + Q8_K_BSUMS + 8 * j;
-    return m[2 * j] * (rd_i16(s) + rd_i16(s + 2)) + m[2 * j + 1] * (rd_i16(s + 4) + rd_i16(s + 6));
-}
 
 /* Q4_K in the float order of ggml's repacked gemm (tensor_impl.h): exact integer sums per
  * 64-element chunk, then one fma per chunk into each of two chains. */
@@ -199,9 +195,11 @@ float rt_dot_q5_K(int64_t n, const void *w, const void *x) {
     return (float)s;
 }
 
+/* Q6_K: one float chain per element, one fma per block of the block's exact integer sum
+ * (what a gemm with one output element per SIMD lane can follow): every table, same bits. */
 float rt_dot_q6_K(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
-    double s = 0;
+    float s = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++, a += Q6_K_BYTES, b += Q8_K_BYTES) {
         const int8_t *sc = (const int8_t *)(a + Q6_K_SCALES);
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
@@ -221,9 +219,9 @@ float rt_dot_q6_K(int64_t n, const void *w, const void *x) {
                 sumi += sh[g] * si;
             }
         }
-        s += (rd_f16(a + Q6_K_D) * rd_f32(b)) * (float)sumi;
+        s = fmaf((float)sumi, rd_f16(a + Q6_K_D) * rd_f32(b), s);
     }
-    return (float)s;
+    return s;
 }
 
 float rt_dot_iq4_xs(int64_t n, const void *w, const void *x) {

@@ -67,7 +67,7 @@ static void mm_dot(void *arg, int ith, int nth) {
     tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
     const tensor_vec_dot_fn dot = tensor_matmul_dot(j->k, j->wtype, j->n_out);
     const bool plain = dot == j->k->vec_dot[j->wtype];
-    const tensor_gemm_fn gemm = plain ? j->k->gemm[j->wtype] : NULL;
+    const tensor_gemm_fn gemm = plain ? j->k->gemm[j->wtype] : dot == j->k->dot_q4_K_rp ? j->k->gemm_q4_K_rp : NULL;
     if (gemm && j->n_tok > 1) {   /* tiles rows x tokens itself; each element is vec_dot's */
         gemm(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok, j->Y + lo,
              j->ldy);

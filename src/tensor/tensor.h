@@ -56,6 +56,9 @@ typedef struct tensor_kernels {
     /* Q4_K weights with a row count that is a multiple of 8 (what ggml repacks): ggml's
      * gemm order, bit-identical in every table (tensor_impl.h rt_dot_q4_K_rp). */
     tensor_vec_dot_fn    dot_q4_K_rp;
+    /* optional: gemm in dot_q4_K_rp's order, each element bit-identical to dot_q4_K_rp;
+     * matmul takes it for batches of 2+ tokens (below 4 it runs the dot itself) */
+    tensor_gemm_fn       gemm_q4_K_rp;
 
     /* Float helpers for attention over an F16 KV cache. Any n >= 0; pointers need only the
      * natural alignment of their element type (no SIMD alignment);

@@ -167,7 +167,12 @@ float rt_dot_q4_K_rp(int64_t n, const void *w, const void *x);
 /* Q4_K weights ggml does not repack (row count not a multiple of 8) take
  * ggml_vec_dot_q4_K_q8_K, whose AVX2 lane order this reproduces (every table: same bits). */
 float rt_dot_q4_K_lanes(int64_t n, const void *w, const void *x);
-int rt_q4_K_rp_min(const uint8_t *b, const uint8_t m[8], int j);
+/* The exact min sum of chunk j of a Q4_K block against the Q8_K block b (inline: the dots
+ * call it four times per block). */
+static inline int rt_q4_K_rp_min(const uint8_t *b, const uint8_t m[8], int j) {
+    const uint8_t *s = b + Q8_K_BSUMS + 8 * j;
+    return m[2 * j] * (rd_i16(s) + rd_i16(s + 2)) + m[2 * j + 1] * (rd_i16(s + 4) + rd_i16(s + 6));
+}
 float rt_dot_q5_K(int64_t n, const void *w, const void *x);
 float rt_dot_q6_K(int64_t n, const void *w, const void *x);
 float rt_dot_iq4_xs(int64_t n, const void *w, const void *x);

@@ -291,8 +291,9 @@ static void check_dot(uint32_t wt, int64_t n, rng *r) {
         if (fabs(got - ref) > DOT_REL * mag)
             fail_msg("%s: vec_dot type %u n %lld: %.9g vs scalar %.9g (mag %.4g)", tab[k]->isa,
                      (unsigned)wt, (long long)n, got, ref, mag);
-        /* Q8_0 x Q8_0, Q4_K x Q8_K: every table follows ggml's lane order, so the bits agree */
-        if ((wt == GGUF_T_Q8_0 || wt == GGUF_T_Q4_K) && got != (float)ref)
+        /* Q8_0 x Q8_0, Q4_K x Q8_K: every table follows ggml's lane order, so the bits agree;
+         * Q6_K: every table follows rt_dot_q6_K's chain */
+        if ((wt == GGUF_T_Q8_0 || wt == GGUF_T_Q4_K || wt == GGUF_T_Q6_K) && got != (float)ref)
             fail_msg("%s: vec_dot type %u n %lld: %.9g differs from scalar %.9g", tab[k]->isa,
                      (unsigned)wt, (long long)n, got, ref);
         const float got_rp = wt == GGUF_T_Q4_K ? tab[k]->dot_q4_K_rp(n, w, x) : 0.0f;
@@ -398,6 +399,61 @@ static void test_gemm(void **state) {
                 }
             free(f); free(w); free(x);
         }
+}
+
+/* The panel gemms (gemm_q4_K_rp; gemm[Q6_K]) give, element for element, the bits of their
+ * dot (dot_q4_K_rp; vec_dot[Q6_K], equal to the scalar one): row counts around the 16-row
+ * panel, token counts around the 4-token tile, odd strides, unaligned rows, and a row too
+ * long for the panel buffer (the fallback). */
+static void check_panel_gemm(const tensor_kernels *k, uint32_t wt, tensor_gemm_fn gemm, tensor_vec_dot_fn dot,
+                             int64_t n, const int64_t *rows, int nrows, rng *r) {
+    enum { MAXR = 34, MAXT = 9, LDY = 40 };
+    const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(GGUF_T_Q8_K, n) + 3;
+    float *f = xalloc((size_t)n * MAXR * 4), *y = xalloc(MAXT * LDY * 4);
+    uint8_t *wbuf = xalloc(wb * MAXR + 1), *x = xalloc(MAXT * xb);
+    uint8_t *w = wbuf + 1;   /* rows at odd addresses */
+    fill_rough(r, f, n * MAXR);
+    tensor_kernels_scalar()->from_float[wt](f, w, n * MAXR);
+    for (int j = 0; j < MAXT; j++) k->from_float[GGUF_T_Q8_K](f + j * n, x + j * xb, n);
+    const int64_t toks[] = { 1, 3, 4, 5, 9 };
+    for (int a = 0; a < nrows; a++)
+        for (size_t b = 0; b < sizeof toks / sizeof toks[0]; b++) {
+            for (int e = 0; e < MAXT * LDY; e++) y[e] = -1.0f;
+            gemm(n, w, wb, rows[a], x, xb, toks[b], y, LDY);
+            for (int64_t t = 0; t < MAXT; t++)
+                for (int64_t o = 0; o < LDY; o++) {
+                    const bool in = t < toks[b] && o < rows[a];
+                    const float want = in ? dot(n, w + o * wb, x + t * xb) : -1.0f;
+                    if (memcmp(&want, &y[t * LDY + o], 4) != 0)
+                        fail_msg("%s: panel gemm type %u n %lld rows %lld toks %lld: y[%lld][%lld] %a vs %a", k->isa,
+                                 (unsigned)wt, (long long)n, (long long)rows[a], (long long)toks[b], (long long)t,
+                                 (long long)o, y[t * LDY + o], want);
+                }
+        }
+    free(f); free(y); free(wbuf); free(x);
+}
+
+static void test_gemm_panel(void **state) {
+    (void)state;
+    rng r = { 11 };
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const tensor_kernels *s = tab[0];
+    const int64_t rows[] = { 1, 7, 15, 16, 17, 34 }, few[] = { 3 };
+    int checked = 0;
+    for (int k = 0; k < nt; k++) {
+        if (tab[k]->gemm_q4_K_rp) {
+            check_panel_gemm(tab[k], GGUF_T_Q4_K, tab[k]->gemm_q4_K_rp, s->dot_q4_K_rp, 512, rows, 6, &r);
+            check_panel_gemm(tab[k], GGUF_T_Q4_K, tab[k]->gemm_q4_K_rp, s->dot_q4_K_rp, 256 * 49, few, 1, &r);
+            checked++;
+        }
+        if (tab[k]->gemm[GGUF_T_Q6_K]) {
+            check_panel_gemm(tab[k], GGUF_T_Q6_K, tab[k]->gemm[GGUF_T_Q6_K], s->vec_dot[GGUF_T_Q6_K], 768, rows, 6, &r);
+            check_panel_gemm(tab[k], GGUF_T_Q6_K, tab[k]->gemm[GGUF_T_Q6_K], s->vec_dot[GGUF_T_Q6_K], 256 * 49, few, 1, &r);
+            checked++;
+        }
+    }
+    if (tensor_kernels_avx512()) assert_int_equal(checked, 2);
 }
 
 /* ---- f16 helpers ------------------------------------------------------------------------------ */
@@ -725,6 +781,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_vec_dot),
         cmocka_unit_test(test_vec_dot4),
         cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_gemm_panel),
         cmocka_unit_test(test_f32_to_f16_row),
         cmocka_unit_test(test_f16_helpers),
         cmocka_unit_test(test_vexp),

@@ -172,7 +172,7 @@ static float dot_q6_K(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     const __m128i sel0 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    __m256 acc = _mm256_setzero_ps();
+    float acc = 0.0f;   /* rt_dot_q6_K's chain: one fma per block of its exact integer sum */
     for (int64_t i = 0; i < n / QK_K; i++, a += Q6_K_BYTES, b += Q8_K_BYTES) {
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)(a + Q6_K_SCALES));
         const __m256i corr = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8),
@@ -199,9 +199,9 @@ static float dot_q6_K(int64_t n, const void *w, const void *x) {
             }
         }
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q6_K_D) * rd_f32(b)), _mm256_cvtepi32_ps(sumi), acc);
+        acc = fmaf((float)x86_hsum_epi32(sumi), x86_f16(a + Q6_K_D) * rd_f32(b), acc);
     }
-    return x86_hsum_ps(acc);
+    return acc;
 }
 
 /* Sub-block ib of an IQ4_XS block: the 16 bytes of nibbles looked up in the level table,

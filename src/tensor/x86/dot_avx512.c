@@ -174,7 +174,7 @@ static inline __m256i fold512(__m512i v) {
 
 /* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
  * chains as in the scalar reference, so the bits are the same. */
-static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
+float rt_dot_q4_K_rp_avx512(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     float acc = 0.0f, accm = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
@@ -216,11 +216,11 @@ static inline __m512i scale_quad(__m512i s16, int k) {
     return _mm512_permutexvar_epi16(_mm512_add_epi16(idx, _mm512_set1_epi16((short)k)), s16);
 }
 
-/* Q6_K: as the AVX2 version, 64 elements per step (see dot_avx2.c). */
-static float dot_q6_K(int64_t n, const void *w, const void *x) {
+/* Q6_K: as the AVX2 version, 64 elements per step (see dot_avx2.c); rt_dot_q6_K's bits. */
+float rt_dot_q6_K_avx512(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
-    __m512 acc = _mm512_setzero_ps();
+    float acc = 0.0f;   /* rt_dot_q6_K's chain (exact integer block sums) */
     for (int64_t i = 0; i < n / QK_K; i++, a += Q6_K_BYTES, b += Q8_K_BYTES) {
         const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + Q6_K_SCALES)));
         const __m512i s16 = _mm512_castsi256_si512(sc);
@@ -241,9 +241,9 @@ static float dot_q6_K(int64_t n, const void *w, const void *x) {
             sumi = _mm512_dpwssd_epi32(sumi, pa, scale_quad(s16, 8 * h));
             sumi = _mm512_dpwssd_epi32(sumi, pb, scale_quad(s16, 8 * h + 4));
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(x86_f16(a + Q6_K_D) * rd_f32(b)), _mm512_cvtepi32_ps(sumi), acc);
+        acc = fmaf((float)_mm512_reduce_add_epi32(sumi), x86_f16(a + Q6_K_D) * rd_f32(b), acc);
     }
-    return hsum512(acc);
+    return acc;
 }
 
 /* Sub-blocks 2j, 2j+1 of an IQ4_XS block: nibbles looked up in the level table, dotted with
@@ -277,13 +277,15 @@ void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     /* vec_dot[Q4_K] stays AVX2's: ggml's lane order (rt_dot_q4_K_lanes) */
-    k->dot_q4_K_rp = dot_q4_K_rp;
+    k->dot_q4_K_rp = rt_dot_q4_K_rp_avx512;
     k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
-    k->vec_dot[GGUF_T_Q6_K] = dot_q6_K;
+    k->vec_dot[GGUF_T_Q6_K] = rt_dot_q6_K_avx512;
+    k->gemm[GGUF_T_Q6_K] = rt_gemm_q6_K_avx512;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
     rt_fill_float_avx512(k);
     rt_fill_quant_avx512(k);
     rt_fill_exp_avx512(k);
     rt_fill_scan_avx512(k);
     rt_fill_gemm_avx512(k);
+    rt_fill_gemm_q4k_avx512(k);
 }

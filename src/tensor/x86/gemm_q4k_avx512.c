@@ -1,0 +1,181 @@
+/* gemm_q4k_avx512.c — tiles of Q4_K weight rows × Q8_K activation rows in the order of
+ * ggml's repacked gemm (tensor.h, gemm_q4_K_rp; the order is rt_dot_q4_K_rp's, dot_ref.c).
+ *
+ * Every output element performs exactly rt_dot_q4_K_rp's operations: per 64-element chunk
+ * the exact integer sum sc[2j]·Σ q·y + sc[2j+1]·Σ q·y and the exact integer min sum
+ * m[2j]·(bs0+bs1) + m[2j+1]·(bs2+bs3); then acc = fma(chunk, d·yd, acc) and
+ * accm = fma(min, dmin·yd, accm), chunk by chunk, blocks in order; result acc − accm. Only
+ * the layout differs (BLIS-style packing, no copy of the model kept):
+ *  - a panel of 16 weight rows is unpacked once per call into a stack buffer, one int32
+ *    lane per row: group g of a block holds elements 4g..4g+3 of each of the 16 rows as
+ *    bytes (nibbles 0..15), so one vpdpbusd (u8 weights × s8 activations, exact) advances
+ *    16 output elements by 4 products, with the token's 4 activation bytes broadcast;
+ *  - scales become int32 lanes (vpmulld: exact), mins int16 pairs (vpmaddwd: exact), d and
+ *    dmin floats; d·yd and dmin·yd are the same single float products as the scalar code;
+ *  - a register tile of 16 rows × QT tokens shares each panel load over QT tokens; the panel
+ *    (≤ 240 KB) stays in L2 while every token of the call passes.
+ * Any n (a multiple of 256; rows longer than QMAXB blocks, or calls of fewer than QT tokens,
+ * take the dot: gathering 16 rows straight from the blocks for one token was slower than the
+ * dot on this machine), any row and token counts, unaligned rows and strides. Row offsets within a call must fit in int32 (16 rows). */
+#include "tensor/x86/simd_x86.h"
+
+#define QR 16      /* weight rows per panel: one per int32 lane */
+#define QT 4       /* tokens per register tile */
+#define QMAXB 48   /* blocks per panel buffer (12288 elements) */
+
+/* One Q4_K block of 16 rows, unpacked (4992 bytes, a multiple of 64). */
+typedef struct q4k_pblk {
+    uint8_t q[64][64];   /* [group g][row r][4]: elements 4g..4g+3 of row r */
+    int32_t sc[8][QR];   /* scale of sub-block s, per row */
+    int32_t m[4][QR];    /* chunk j: m[2j] | m[2j+1] << 16, per row (int16 pairs) */
+    float   d[QR], dmin[QR];
+} q4k_pblk;
+
+/* The per-row fields of one Q4_K block of 16 rows, one int32 lane per row (vi: each row's
+ * block offset from W): the 6-bit scales (rt_k4_scales_u64's bit layout on dword lanes),
+ * the mins as int16 pairs per chunk, d and dmin as floats. */
+typedef struct q4k_fields {
+    __m512i sc[8], m[4];
+    __m512  d, dmin;
+} q4k_fields;
+
+static inline __attribute__((always_inline)) void unpack_fields(const uint8_t *W, __m512i vi, q4k_fields *f) {
+    const __m512i g0 = _mm512_i32gather_epi32(vi, W, 1);
+    const __m512i w0 = _mm512_i32gather_epi32(vi, W + Q4_K_SCALES, 1);
+    const __m512i w1 = _mm512_i32gather_epi32(vi, W + Q4_K_SCALES + 4, 1);
+    const __m512i w2 = _mm512_i32gather_epi32(vi, W + Q4_K_SCALES + 8, 1);
+    const __m512i c3f = _mm512_set1_epi32(0x3f3f3f3f), c0f = _mm512_set1_epi32(0x0f0f0f0f),
+                  c30 = _mm512_set1_epi32(0x30303030), ff = _mm512_set1_epi32(0xFF);
+    const __m512i sc4[2] = { _mm512_and_si512(w0, c3f),
+                             _mm512_or_si512(_mm512_and_si512(w2, c0f), _mm512_and_si512(_mm512_srli_epi32(w0, 2), c30)) };
+    const __m512i m4[2] = { _mm512_and_si512(w1, c3f),
+                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), c0f),
+                                            _mm512_and_si512(_mm512_srli_epi32(w1, 2), c30)) };
+    _Pragma("GCC unroll 8")
+    for (int s = 0; s < 8; s++) f->sc[s] = _mm512_and_si512(_mm512_srli_epi32(sc4[s / 4], 8 * (s % 4)), ff);
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) {
+        const __m512i x = _mm512_srli_epi32(m4[j / 2], 16 * (j % 2));
+        f->m[j] = _mm512_or_si512(_mm512_and_si512(x, ff), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(x, 8), ff), 16));
+    }
+    f->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+    f->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+}
+
+/* Each of 16 rows' block offset from W (rows past nr repeat the last). */
+static inline __m512i row_offsets(size_t ws, int nr) {
+    int32_t offs[QR];
+    for (int r = 0; r < QR; r++) offs[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * ws);
+    return _mm512_loadu_si512(offs);
+}
+
+/* Unpacks block b of the 16 rows at W + vi into p. */
+static void pack_block(q4k_pblk *p, const uint8_t *W, __m512i vr, int64_t b) {
+    const __m512i vi = _mm512_add_epi32(vr, _mm512_set1_epi32((int32_t)(b * Q4_K_BYTES)));
+    q4k_fields f;
+    unpack_fields(W, vi, &f);
+    for (int s = 0; s < 8; s++) _mm512_store_si512(p->sc[s], f.sc[s]);
+    for (int j = 0; j < 4; j++) _mm512_store_si512(p->m[j], f.m[j]);
+    _mm512_store_ps(p->d, f.d);
+    _mm512_store_ps(p->dmin, f.dmin);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    for (int j = 0; j < 4; j++)      /* chunk j: low nibbles = sub-block 2j, high = 2j+1 */
+        for (int k = 0; k < 8; k++) {
+            const __m512i g = _mm512_i32gather_epi32(vi, W + Q4_K_QS + 32 * j + 4 * k, 1);
+            _mm512_store_si512(p->q[16 * j + k], _mm512_and_si512(g, lo4));
+            _mm512_store_si512(p->q[16 * j + 8 + k], _mm512_and_si512(_mm512_srli_epi16(g, 4), lo4));
+        }
+}
+
+/* The min pair of chunk j of a Q8_K row: (bs[4j]+bs[4j+1]) | (bs[4j+2]+bs[4j+3]) << 16. */
+static inline int32_t min_pair(const uint8_t *xb, int j) {
+    const uint8_t *s = xb + Q8_K_BSUMS + 8 * j;
+    const int a = rd_i16(s) + rd_i16(s + 2), c = rd_i16(s + 4) + rd_i16(s + 6);
+    return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)c << 16);
+}
+
+/* 16 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr. */
+static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const q4k_pblk *pk, const uint8_t *x,
+                                                        size_t xs, float *y, int64_t ldy, __mmask16 rows) {
+    __m512 acc[QT], accm[QT];
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) acc[t] = accm[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const q4k_pblk *p = pk + b;
+        const uint8_t *xb[QT];
+        __m512 dt[QT];
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {   /* the min chain first: its chunks in order */
+            xb[t] = x + t * xs + (size_t)b * Q8_K_BYTES;
+            const __m512 yd = _mm512_set1_ps(rd_f32(xb[t]));
+            dt[t] = _mm512_mul_ps(_mm512_load_ps(p->d), yd);
+            const __m512 dm = _mm512_mul_ps(_mm512_load_ps(p->dmin), yd);
+            _Pragma("GCC unroll 4")
+            for (int j = 0; j < 4; j++) {
+                const __m512i ms = _mm512_madd_epi16(_mm512_load_si512(p->m[j]), _mm512_set1_epi32(min_pair(xb[t], j)));
+                accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), dm, accm[t]);
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            __m512i cs[QT];
+            _Pragma("GCC unroll 2")
+            for (int h = 0; h < 2; h++) {
+                const int s = 2 * j + h;
+                __m512i si[QT];
+                _Pragma("GCC unroll 4")
+                for (int t = 0; t < T; t++) si[t] = _mm512_setzero_si512();
+                _Pragma("GCC unroll 8")
+                for (int k = 0; k < 8; k++) {
+                    const __m512i w = _mm512_load_si512(p->q[8 * s + k]);
+                    _Pragma("GCC unroll 4")
+                    for (int t = 0; t < T; t++) {
+                        int32_t v;
+                        memcpy(&v, xb[t] + Q8_K_QS + 32 * s + 4 * k, 4);
+                        si[t] = _mm512_dpbusd_epi32(si[t], w, _mm512_set1_epi32(v));
+                    }
+                }
+                const __m512i sc = _mm512_load_si512(p->sc[s]);
+                _Pragma("GCC unroll 4")
+                for (int t = 0; t < T; t++) {
+                    const __m512i v = _mm512_mullo_epi32(si[t], sc);
+                    cs[t] = h ? _mm512_add_epi32(cs[t], v) : v;
+                }
+            }
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(cs[t]), dt[t], acc[t]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + t * ldy, rows, _mm512_sub_ps(acc[t], accm[t]));
+}
+
+static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                         int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK_K;
+    if (nb > QMAXB || n_tok < QT) {   /* no room, or too few tokens to pay for the panel: the dot */
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = rt_dot_q4_K_rp_avx512(n, W + r * ws, X + t * xs);
+        return;
+    }
+    _Alignas(64) q4k_pblk pk[QMAXB];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
+        const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
+        const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+        const __m512i vr = row_offsets(ws, nr);
+        for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], W + (size_t)r0 * ws, vr, b);
+        float *yr = y + r0;
+        int64_t t = 0;
+        for (; t + QT <= n_tok; t += QT) tile(QT, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, rows);
+        switch (n_tok - t) {
+        case 3: tile(3, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, rows); break;
+        case 2: tile(2, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, rows); break;
+        case 1: tile(1, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, rows); break;
+        default: break;
+        }
+    }
+}
+
+void rt_fill_gemm_q4k_avx512(tensor_kernels *k) {
+    k->gemm_q4_K_rp = gemm_q4_K_rp;
+}
