@@ -633,8 +633,7 @@ static void check_reply_gives_way(sched *s, fake_reply *f, int32_t n2, const tas
     f->tok[f->n++] = g.tok[3] == 7 ? 8 : 7;
     f->s = s;
     f->intrude = make_task(5, f->tok, 20, c);
-    srv_task *t5 = f->intrude;
-    srv_task_ref(t5);   /* the test's reference, for collect */
+    srv_task *t5 = f->intrude;   /* its first reference is the test's, dropped by collect */
     submit_reply(s, 4, g.stats.id_slot, n2, f);
     collect(t5, &x);
     assert_int_equal(x.error, RECUR_OK);
