@@ -8,7 +8,11 @@
  * sigmoid is ggml's sigmoid op: libm's expf.
  *
  * Determinism: each (token, head) output is computed by one thread, reading the sequence's
- * positions 0..pos in increasing order, whatever cells they live in. */
+ * positions 0..pos in increasing order, whatever cells they live in. For speed, up to 4 rows
+ * of one sequence sharing a KV head (GQA heads, consecutive tokens) are computed together so
+ * each K/V row load serves all of them (dot4_f16_f32, axpy4_f16); this changes no row's
+ * operations or their order (att_group), so the grouping, like the thread split, cannot
+ * change a bit. */
 #include <math.h>
 #include <string.h>
 
