@@ -62,7 +62,8 @@ static size_t mm_scratch_bytes(const recur_model *m, int64_t n_tok) {
 static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
     const model_hparams *hp = &c->m->hp;
     const int64_t U = c->p.n_ubatch, nth = tp_n_threads(c->pool);
-    c->f.att_ws_floats = 2 * (int64_t)hp->head_dim_k + c->p.n_ctx + 16;
+    /* attention (blocks/attention.c): 4 query rows of [dk + n_ctx + 16], then a [dk] F16 scratch */
+    c->f.att_ws_floats = 4 * ((int64_t)hp->head_dim_k + c->p.n_ctx + 16) + hp->head_dim_k;
     if (c->f.att_ws_floats < (int64_t)hp->ssm_d_state + 16) c->f.att_ws_floats = (int64_t)hp->ssm_d_state + 16;
     const int64_t n_xdb = (int64_t)hp->ssm_dt_rank + 2 * hp->ssm_d_state;
     const int64_t sizes[] = {

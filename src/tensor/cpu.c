@@ -82,6 +82,8 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->dot_q4_K_rp = rt_dot_q4_K_rp;
     k->dot_f16_f32 = rt_dot_f16_f32;
     k->axpy_f16 = rt_axpy_f16;
+    k->dot4_f16_f32 = rt_dot4_f16_f32;
+    k->axpy4_f16 = rt_axpy4_f16;
     k->dot_f32 = rt_dot_f32_f32;
     k->f32_to_f16_row = rt_f32_to_f16_row;
     k->exp_f32 = rt_exp_f32;

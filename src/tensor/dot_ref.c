@@ -257,6 +257,16 @@ void rt_axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] = fmaf(alpha, rt_f16_to_f32(x[i]), y[i]);
 }
 
+/* The references of the four-row helpers are the one-row kernels, four times: that is their
+ * contract (the SIMD tables interleave the chains, changing no operation). */
+void rt_dot4_f16_f32(int64_t n, const uint16_t *a, const float *const b[4], float out[4]) {
+    for (int j = 0; j < 4; j++) out[j] = rt_dot_f16_f32(n, a, b[j]);
+}
+
+void rt_axpy4_f16(int64_t n, const float alpha[4], const uint16_t *x, float *const y[4]) {
+    for (int j = 0; j < 4; j++) rt_axpy_f16(n, alpha[j], x, y[j]);
+}
+
 float rt_dot_f32_f32(int64_t n, const float *a, const float *b) {
     double s = 0;
     for (int64_t i = 0; i < n; i++) s += (double)a[i] * b[i];

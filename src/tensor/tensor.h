@@ -68,6 +68,13 @@ typedef struct tensor_kernels {
     /* y[i] = fmaf(alpha, f16(x[i]), y[i]): one rounding per element, so every table gives
      * bit-identical results. */
     void  (*axpy_f16)(int64_t n, float alpha, const uint16_t *x, float *y);
+    /* One F16 row a against four float rows: out[j] is bit-identical to dot_f16_f32(n, a, b[j])
+     * of the same table (the same operations in the same order; only the four chains are
+     * interleaved, so a is loaded and converted once). */
+    void  (*dot4_f16_f32)(int64_t n, const uint16_t *a, const float *const b[4], float out[4]);
+    /* axpy_f16 of one F16 row into four rows: y[j] ends bit-identical to
+     * axpy_f16(n, alpha[j], x, y[j]). The y[j] must not overlap each other or x. */
+    void  (*axpy4_f16)(int64_t n, const float alpha[4], const uint16_t *x, float *const y[4]);
     /* sum_i a[i] * b[i], in a fixed order that depends only on the table and n. */
     float (*dot_f32)(int64_t n, const float *a, const float *b);
     /* dst[i] = rt_f32_to_f16(src[i]) (fp16.h), bit-identical in every table, NaN included. */

@@ -179,6 +179,8 @@ float rt_dot_iq4_xs(int64_t n, const void *w, const void *x);
 
 float rt_dot_f16_f32(int64_t n, const uint16_t *a, const float *b);
 void  rt_axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y);
+void  rt_dot4_f16_f32(int64_t n, const uint16_t *a, const float *const b[4], float out[4]);
+void  rt_axpy4_f16(int64_t n, const float alpha[4], const uint16_t *x, float *const y[4]);
 float rt_dot_f32_f32(int64_t n, const float *a, const float *b);
 void  rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
 void  rt_exp_f32(int64_t n, const float *x, float *y);

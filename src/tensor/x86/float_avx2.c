@@ -71,6 +71,57 @@ static float dot_f16_f32(int64_t n, const uint16_t *a16, const float *b) {
     return x86_hsum_ps(_mm256_add_ps(lo, hi));
 }
 
+/* dot_f16_f32's tail: lane k of l[16] takes element i + k with a scalar FMA. */
+static inline void tail16(int64_t i, int64_t n, const uint16_t *a16, const float *b, float l[16]) {
+    for (int k = 0; i < n; i++, k++) {
+        const __m128 r = _mm_fmadd_ss(_mm_set_ss(rt_f16_to_f32(a16[i])), _mm_set_ss(b[i]), _mm_set_ss(l[k]));
+        l[k] = _mm_cvtss_f32(r);
+    }
+}
+
+/* dot_f16_f32 four times over one F16 row: each (lo, hi) pair sees exactly the FMAs, tail
+ * and reduction of the one-row kernel. */
+static void dot4_f16_f32(int64_t n, const uint16_t *a16, const float *const b[4], float out[4]) {
+    const uint8_t *a = (const uint8_t *)a16;
+    __m256 lo[4], hi[4];
+    for (int j = 0; j < 4; j++) lo[j] = hi[j] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 k0 = ld_f16x8(a + 2 * i), k1 = ld_f16x8(a + 2 * i + 16);
+        for (int j = 0; j < 4; j++) {
+            lo[j] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(b[j] + i), lo[j]);
+            hi[j] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(b[j] + i + 8), hi[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++) {
+        if (i < n) {
+            float l[16];
+            _mm256_storeu_ps(l, lo[j]);
+            _mm256_storeu_ps(l + 8, hi[j]);
+            tail16(i, n, a16, b[j], l);
+            lo[j] = _mm256_loadu_ps(l);
+            hi[j] = _mm256_loadu_ps(l + 8);
+        }
+        out[j] = x86_hsum_ps(_mm256_add_ps(lo[j], hi[j]));
+    }
+}
+
+/* axpy_f16 into four rows: the same per-element fmaf, x loaded and converted once. */
+static void axpy4_f16(int64_t n, const float alpha[4], const uint16_t *x16, float *const y[4]) {
+    const uint8_t *x = (const uint8_t *)x16;
+    __m256 va[4];
+    for (int j = 0; j < 4; j++) va[j] = _mm256_set1_ps(alpha[j]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = ld_f16x8(x + 2 * i);
+        for (int j = 0; j < 4; j++) _mm256_storeu_ps(y[j] + i, _mm256_fmadd_ps(va[j], v, _mm256_loadu_ps(y[j] + i)));
+    }
+    for (; i < n; i++) {
+        const __m128 v = _mm_set_ss(rt_f16_to_f32(x16[i]));
+        for (int j = 0; j < 4; j++) y[j][i] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(alpha[j]), v, _mm_set_ss(y[j][i])));
+    }
+}
+
 /* y = fmaf(alpha, x, y) per element: identical to the scalar reference. */
 static void axpy_f16(int64_t n, float alpha, const uint16_t *x16, float *y) {
     const uint8_t *x = (const uint8_t *)x16;
@@ -95,5 +146,7 @@ void rt_fill_float_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_F16] = vec_dot_f16;
     k->dot_f16_f32 = dot_f16_f32;
     k->axpy_f16 = axpy_f16;
+    k->dot4_f16_f32 = dot4_f16_f32;
+    k->axpy4_f16 = axpy4_f16;
     k->dot_f32 = dot_f32_f32;
 }

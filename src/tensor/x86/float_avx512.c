@@ -41,6 +41,11 @@ static float dot_f32_f32(int64_t n, const float *a, const float *b) { return dot
 static float vec_dot_f32(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f32, ld_f32); }
 static float vec_dot_f16(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f16, ld_f16); }
 
+/* rt_hsum16_ggml of 16 lanes: lane l + lane l+8, then x86_hsum_ps. */
+static inline float hsum16(__m512 acc) {
+    return x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)));
+}
+
 /* rt_dot_f16_f32's order: one 16-lane accumulator (lanes past a tail keep their value),
  * reduced as rt_hsum16_ggml (written out: the compiler's reduce intrinsic may differ). */
 static float dot_f16_f32(int64_t n, const uint16_t *a, const float *b) {
@@ -51,8 +56,33 @@ static float dot_f16_f32(int64_t n, const uint16_t *a, const float *b) {
         const __mmask16 m = tail_mask(n - i);
         acc = _mm512_mask3_fmadd_ps(ld_f16(a, i, m), ld_f32(b, i, m), acc, m);
     }
-    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-    return x86_hsum_ps(h);
+    return hsum16(acc);
+}
+
+/* dot_f16_f32 four times over one F16 row: each accumulator sees exactly the FMAs (masked
+ * tail included) and the reduction of the one-row kernel. */
+static void dot4_f16_f32(int64_t n, const uint16_t *a, const float *const b[4], float out[4]) {
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 k = ld_f16(a, i, 0xFFFF);
+        c0 = _mm512_fmadd_ps(k, ld_f32(b[0], i, 0xFFFF), c0);
+        c1 = _mm512_fmadd_ps(k, ld_f32(b[1], i, 0xFFFF), c1);
+        c2 = _mm512_fmadd_ps(k, ld_f32(b[2], i, 0xFFFF), c2);
+        c3 = _mm512_fmadd_ps(k, ld_f32(b[3], i, 0xFFFF), c3);
+    }
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        const __m512 k = ld_f16(a, i, m);
+        c0 = _mm512_mask3_fmadd_ps(k, ld_f32(b[0], i, m), c0, m);
+        c1 = _mm512_mask3_fmadd_ps(k, ld_f32(b[1], i, m), c1, m);
+        c2 = _mm512_mask3_fmadd_ps(k, ld_f32(b[2], i, m), c2, m);
+        c3 = _mm512_mask3_fmadd_ps(k, ld_f32(b[3], i, m), c3, m);
+    }
+    out[0] = hsum16(c0);
+    out[1] = hsum16(c1);
+    out[2] = hsum16(c2);
+    out[3] = hsum16(c3);
 }
 
 /* y = fmaf(alpha, x, y) per element: identical to the scalar reference. */
@@ -71,10 +101,27 @@ static void axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y) {
     }
 }
 
+/* axpy_f16 into four rows: the same per-element fmaf, x loaded and converted once. */
+static void axpy4_f16(int64_t n, const float alpha[4], const uint16_t *x, float *const y[4]) {
+    const __m512 a0 = _mm512_set1_ps(alpha[0]), a1 = _mm512_set1_ps(alpha[1]);
+    const __m512 a2 = _mm512_set1_ps(alpha[2]), a3 = _mm512_set1_ps(alpha[3]);
+    float *y0 = y[0], *y1 = y[1], *y2 = y[2], *y3 = y[3];
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask(n - i);
+        const __m512 v = ld_f16(x, i, m);
+        _mm512_mask_storeu_ps(y0 + i, m, _mm512_fmadd_ps(a0, v, _mm512_maskz_loadu_ps(m, y0 + i)));
+        _mm512_mask_storeu_ps(y1 + i, m, _mm512_fmadd_ps(a1, v, _mm512_maskz_loadu_ps(m, y1 + i)));
+        _mm512_mask_storeu_ps(y2 + i, m, _mm512_fmadd_ps(a2, v, _mm512_maskz_loadu_ps(m, y2 + i)));
+        _mm512_mask_storeu_ps(y3 + i, m, _mm512_fmadd_ps(a3, v, _mm512_maskz_loadu_ps(m, y3 + i)));
+    }
+}
+
 void rt_fill_float_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_F32] = vec_dot_f32;
     k->vec_dot[GGUF_T_F16] = vec_dot_f16;
     k->dot_f16_f32 = dot_f16_f32;
     k->axpy_f16 = axpy_f16;
+    k->dot4_f16_f32 = dot4_f16_f32;
+    k->axpy4_f16 = axpy4_f16;
     k->dot_f32 = dot_f32_f32;
 }
