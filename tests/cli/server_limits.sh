@@ -32,6 +32,13 @@ err_is() { py "e=j['error']; assert e['code']==$1 and e['type']=='invalid_reques
 alive() { [ "$(post /completion '{"prompt":"Once upon","n_predict":2,"temperature":0}')" = 200 ] || fail "not serving after: $1"; }
 # gen FILE PYTHON-EXPR: writes json.dumps(EXPR) into FILE
 gen() { python3 -c "import json; open('$1','w').write(json.dumps($2))"; }
+# expect CODE PATH WHAT PYTHON-EXPR [MESSAGE]: the request json.dumps(EXPR) to PATH answers CODE
+# (and, given MESSAGE, an error object naming it)
+expect() {
+  gen "$WORK/req" "$4"
+  [ "$(postf "$2" "$WORK/req")" = "$1" ] || fail "$3"
+  [ -z "${5:-}" ] || err_is "$1" "$5"
+}
 
 step "an oversize body: 413 with a message, before the body is read"
 head -c $((33 << 20)) /dev/zero | tr '\0' ' ' >"$WORK/big"
@@ -47,8 +54,7 @@ for body in '{"prompt":""}' '{"prompt":[""]}' '{"prompt":[]}'; do
 done
 
 step "a huge n_predict stops cleanly at the context; an impossible one is refused"
-gen "$WORK/req" "{'prompt': [5] * ($NCTX - 8), 'n_predict': 2147483647, 'ignore_eos': True, 'temperature': 0}"
-[ "$(postf /completion "$WORK/req")" = 200 ] || fail "n_predict INT32_MAX"
+expect 200 /completion "n_predict INT32_MAX" "{'prompt': [5] * ($NCTX - 8), 'n_predict': 2147483647, 'ignore_eos': True, 'temperature': 0}"
 py "assert j['stop_type']=='limit' and 0 < j['tokens_predicted'] <= 8 and j['tokens_evaluated']==$NCTX - 8, j"
 [ "$(post /completion '{"prompt":"x","n_predict":1e12}')" = 400 ] || fail "n_predict 1e12"
 err_is 400 "n_predict"
@@ -63,48 +69,28 @@ err_is 400 "n_probs"
 err_is 400 "top_logprobs"
 
 step "a prompt of n_ctx tokens is refused; n_ctx - 1 tokens leave room for one"
-gen "$WORK/req" "{'prompt': [5] * $NCTX, 'n_predict': 4}"
-[ "$(postf /completion "$WORK/req")" = 400 ] || fail "n_ctx prompt tokens"
+expect 400 /completion "n_ctx prompt tokens" "{'prompt': [5] * $NCTX, 'n_predict': 4}"
 py "e=j['error']; assert e['type']=='exceed_context_size_error' and e['n_prompt_tokens']==$NCTX and e['n_ctx']==$NCTX, e"
-gen "$WORK/req" "{'prompt': [5] * ($NCTX - 1), 'n_predict': 4, 'ignore_eos': True}"
-[ "$(postf /completion "$WORK/req")" = 200 ] || fail "n_ctx - 1 prompt tokens"
+expect 200 /completion "n_ctx - 1 prompt tokens" "{'prompt': [5] * ($NCTX - 1), 'n_predict': 4, 'ignore_eos': True}"
 py "assert j['tokens_evaluated']==$NCTX - 1 and j['tokens_predicted']<=1 and j['stop_type']=='limit', j"
 
 step "thousands of stop strings or logit_bias entries: 400; at the limit: answered"
-gen "$WORK/req" "{'prompt': 'x', 'n_predict': 2, 'stop': ['s%d' % i for i in range(5000)]}"
-[ "$(postf /completion "$WORK/req")" = 400 ] || fail "5000 stop strings"
-err_is 400 "stop"
-gen "$WORK/req" "{'prompt': 'x', 'n_predict': 2, 'stop': ['w' * 256] + ['s%d' % i for i in range(255)]}"
-[ "$(postf /completion "$WORK/req")" = 200 ] || fail "256 stop strings"
-gen "$WORK/req" "{'prompt': 'x', 'n_predict': 2, 'stop': ['w' * 100000]}"
-[ "$(postf /completion "$WORK/req")" = 400 ] || fail "a 100 KB stop string"
-err_is 400 "stop"
-gen "$WORK/req" "{'prompt': 'x', 'n_predict': 2, 'logit_bias': [[i % 500, -1] for i in range(5000)]}"
-[ "$(postf /completion "$WORK/req")" = 400 ] || fail "5000 logit_bias entries"
-err_is 400 "logit_bias"
-gen "$WORK/req" "{'prompt': 'x', 'n_predict': 2, 'logit_bias': {str(i): -1 for i in range(500)}}"
-[ "$(postf /v1/completions "$WORK/req")" = 200 ] || fail "500 logit_bias entries"
+expect 400 /completion "5000 stop strings" "{'prompt': 'x', 'n_predict': 2, 'stop': ['s%d' % i for i in range(5000)]}" "stop"
+expect 200 /completion "256 stop strings" "{'prompt': 'x', 'n_predict': 2, 'stop': ['w' * 256] + ['s%d' % i for i in range(255)]}"
+expect 400 /completion "a 100 KB stop string" "{'prompt': 'x', 'n_predict': 2, 'stop': ['w' * 100000]}" "stop"
+expect 400 /completion "5000 logit_bias entries" "{'prompt': 'x', 'n_predict': 2, 'logit_bias': [[i % 500, -1] for i in range(5000)]}" "logit_bias"
+expect 200 /v1/completions "500 logit_bias entries" "{'prompt': 'x', 'n_predict': 2, 'logit_bias': {str(i): -1 for i in range(500)}}"
 alive "stop strings and logit_bias"
 
 step "banned strings and regexes: 400 past 256 patterns, 1024 bytes each or 64 KiB in all; at the limits: answered"
-gen "$WORK/req" "{'prompt': 'x', 'n_predict': 2, 'banned_strings': ['s%d' % i for i in range(5000)]}"
-[ "$(postf /completion "$WORK/req")" = 400 ] || fail "5000 banned strings"
-err_is 400 "at most 256 patterns"
-gen "$WORK/req" "{'prompt': 'x', 'n_predict': 2, 'banned_strings': ['s%d' % i for i in range(200)],
-  'banned_regex': ['r%d' % i for i in range(28)], 'banned_regex_case_insensitive': ['c%d' % i for i in range(29)]}"
-[ "$(postf /completion "$WORK/req")" = 400 ] || fail "257 patterns of three kinds"
-err_is 400 "got 257"
-gen "$WORK/req" "{'prompt': 'x', 'n_predict': 2, 'banned_strings': ['s%d' % i for i in range(200)],
+expect 400 /completion "5000 banned strings" "{'prompt': 'x', 'n_predict': 2, 'banned_strings': ['s%d' % i for i in range(5000)]}" "at most 256 patterns"
+expect 400 /completion "257 patterns of three kinds" "{'prompt': 'x', 'n_predict': 2, 'banned_strings': ['s%d' % i for i in range(200)],
+  'banned_regex': ['r%d' % i for i in range(28)], 'banned_regex_case_insensitive': ['c%d' % i for i in range(29)]}" "got 257"
+expect 200 /completion "256 patterns" "{'prompt': 'x', 'n_predict': 2, 'banned_strings': ['s%d' % i for i in range(200)],
   'banned_regex': ['r%d' % i for i in range(28)], 'banned_regex_case_insensitive': ['c%d' % i for i in range(28)]}"
-[ "$(postf /completion "$WORK/req")" = 200 ] || fail "256 patterns"
-gen "$WORK/req" "{'messages': [{'role': 'user', 'content': 'x'}], 'max_tokens': 2, 'banned_regex': ['a' * 1025]}"
-[ "$(postf /v1/chat/completions "$WORK/req")" = 400 ] || fail "a 1025-byte regex"
-err_is 400 "at most 1024 bytes"
-gen "$WORK/req" "{'prompt': 'x', 'n_predict': 2, 'banned_strings': ['%03d' % i + 'w' * 1000 for i in range(70)]}"
-[ "$(postf /completion "$WORK/req")" = 400 ] || fail "70 KB of banned strings"
-err_is 400 "in all"
-gen "$WORK/req" "{'prompt': 'x', 'n_predict': 2, 'banned_strings': ['%03d' % i + 'w' * 1020 for i in range(63)] + ['a' * 1024]}"
-[ "$(postf /completion "$WORK/req")" = 200 ] || fail "64 patterns, 64 KB in all"
+expect 400 /v1/chat/completions "a 1025-byte regex" "{'messages': [{'role': 'user', 'content': 'x'}], 'max_tokens': 2, 'banned_regex': ['a' * 1025]}" "at most 1024 bytes"
+expect 400 /completion "70 KB of banned strings" "{'prompt': 'x', 'n_predict': 2, 'banned_strings': ['%03d' % i + 'w' * 1000 for i in range(70)]}" "in all"
+expect 200 /completion "64 patterns, 64 KB in all" "{'prompt': 'x', 'n_predict': 2, 'banned_strings': ['%03d' % i + 'w' * 1020 for i in range(63)] + ['a' * 1024]}"
 alive "banned strings"
 
 step "a chat template whose output passes 16 MiB: 400"
