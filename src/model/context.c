@@ -62,9 +62,13 @@ static size_t mm_scratch_bytes(const recur_model *m, int64_t n_tok) {
 static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
     const model_hparams *hp = &c->m->hp;
     const int64_t U = c->p.n_ubatch, nth = tp_n_threads(c->pool);
-    /* attention (blocks/attention.c): 4 query rows of [dk + n_ctx + 16], then a [dk] F16 scratch */
-    c->f.att_ws_floats = 4 * ((int64_t)hp->head_dim_k + c->p.n_ctx + 16) + hp->head_dim_k;
+    /* attention (blocks/attention.c): 4 query rows of [dk + n_ctx + 16], a [dk] F16 scratch,
+     * then (from a multiple of 16 floats) K and V row pointers for n_ctx positions; a
+     * multiple of 16 floats per thread keeps every thread's pointers aligned */
+    c->f.att_ws_floats = ((4 * ((int64_t)hp->head_dim_k + c->p.n_ctx + 16) + hp->head_dim_k + 15) & ~(int64_t)15) +
+                         2 * c->p.n_ctx * (int64_t)(sizeof(void *) / sizeof(float));
     if (c->f.att_ws_floats < (int64_t)hp->ssm_d_state + 16) c->f.att_ws_floats = (int64_t)hp->ssm_d_state + 16;
+    c->f.att_ws_floats = (c->f.att_ws_floats + 15) & ~(int64_t)15;
     const int64_t n_xdb = (int64_t)hp->ssm_dt_rank + 2 * hp->ssm_d_state;
     const int64_t sizes[] = {
         U * hp->n_embd, U * hp->n_embd, U * hp->n_embd,                        /* x xb tmp */

@@ -84,6 +84,8 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->axpy_f16 = rt_axpy_f16;
     k->dot4_f16_f32 = rt_dot4_f16_f32;
     k->axpy4_f16 = rt_axpy4_f16;
+    k->att_scores4 = rt_att_scores4;
+    k->att_wsum4 = rt_att_wsum4;
     k->dot_f32 = rt_dot_f32_f32;
     k->f32_to_f16_row = rt_f32_to_f16_row;
     k->exp_f32 = rt_exp_f32;
@@ -109,6 +111,7 @@ static void init_once(void) {
         g_avx512.isa = "avx512";
         tensor_fill_avx512(&g_avx512);
         rt_fill_bf16_avx512(&g_avx512, f.avx512bf16);
+        rt_fill_att_avx512(&g_avx512);
         g_has_avx512 = g_active = &g_avx512;
     }
     /* RECUR_ISA may only lower the choice; an unknown value is ignored. */

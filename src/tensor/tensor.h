@@ -75,6 +75,20 @@ typedef struct tensor_kernels {
     /* axpy_f16 of one F16 row into four rows: y[j] ends bit-identical to
      * axpy_f16(n, alpha[j], x, y[j]). The y[j] must not overlap each other or x. */
     void  (*axpy4_f16)(int64_t n, const float alpha[4], const uint16_t *x, float *const y[4]);
+    /* Attention tiles: nr (1..4) query rows that share K/V rows (GQA heads of a KV head,
+     * consecutive tokens of one sequence). Row i sees positions p < n_ctx[i]; k[p] / v[p] is
+     * position p's F16 row (the head's slice), or NULL where p has no cell. Every table gives
+     * the scalar reference's bits (att_ref.c), so outputs do not depend on how rows are
+     * grouped, and each output equals the one-row helpers above:
+     * att_scores4: s[i][p] = dot_f16_f32(dk, k[p], q[i]) * scale, or -INFINITY where k[p] is
+     *   NULL, for every p < n_ctx[i]; nothing else of s[i] is written.
+     * att_wsum4: out[i][d] = rt_hsum16_ggml of 16 lanes, lane p % 16 taking
+     *   fmaf(pr[i][p], f16(v[p][d]), lane) for the visible positions with a row, in increasing
+     *   p (axpy_f16 into per-lane rows; llama.cpp's tinyBLAS order over its transposed V). */
+    void  (*att_scores4)(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
+                         const int32_t n_ctx[4], float scale, float *const s[4]);
+    void  (*att_wsum4)(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
+                       const int32_t n_ctx[4], float *const out[4]);
     /* sum_i a[i] * b[i], in a fixed order that depends only on the table and n. */
     float (*dot_f32)(int64_t n, const float *a, const float *b);
     /* dst[i] = rt_f32_to_f16(src[i]) (fp16.h), bit-identical in every table, NaN included. */

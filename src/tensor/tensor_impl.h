@@ -181,6 +181,10 @@ float rt_dot_f16_f32(int64_t n, const uint16_t *a, const float *b);
 void  rt_axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y);
 void  rt_dot4_f16_f32(int64_t n, const uint16_t *a, const float *const b[4], float out[4]);
 void  rt_axpy4_f16(int64_t n, const float alpha[4], const uint16_t *x, float *const y[4]);
+void  rt_att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4], const int32_t n_ctx[4],
+                     float scale, float *const s[4]);
+void  rt_att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4], const int32_t n_ctx[4],
+                   float *const out[4]);
 float rt_dot_f32_f32(int64_t n, const float *a, const float *b);
 void  rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
 void  rt_exp_f32(int64_t n, const float *x, float *y);
@@ -204,5 +208,7 @@ void tensor_fill_avx512(tensor_kernels *k);
 /* The BF16 dot of the AVX-512 table: vdpbf16ps itself when the CPU has AVX512_BF16 (native),
  * else its emulation (x86/bf16_avx512.c); both give rt_dot_bf16's bits. */
 void rt_fill_bf16_avx512(tensor_kernels *k, bool native);
+/* The attention tiles of the AVX-512 table (x86/att_avx512.c). */
+void rt_fill_att_avx512(tensor_kernels *k);
 
 #endif

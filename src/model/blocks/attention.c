@@ -9,15 +9,14 @@
  *
  * Determinism: each (token, head) output is computed by one thread, reading the sequence's
  * positions 0..pos in increasing order, whatever cells they live in. For speed, up to 4 rows
- * of one sequence sharing a KV head (GQA heads, consecutive tokens) are computed together so
- * each K/V row load serves all of them (dot4_f16_f32, axpy4_f16); this changes no row's
- * operations or their order (att_group), so the grouping, like the thread split, cannot
- * change a bit. */
+ * of one sequence sharing a KV head (GQA heads, consecutive tokens) are computed together by
+ * the table's attention tiles (att_scores4, att_wsum4: each K/V row load serves all of them);
+ * the tiles' contract is the one-row order for every row, so the grouping, like the thread
+ * split, cannot change a bit. */
 #include <math.h>
 #include <string.h>
 
 #include "model/forward.h"
-#include "tensor/fp16.h"
 #include "tensor/ops.h"
 
 typedef struct att_job {
@@ -26,10 +25,7 @@ typedef struct att_job {
     int        kv_layer;
 } att_job;
 
-/* V rows are summed in chunks of ATT_DV_CHUNK values, 16 partial sums each (stack). */
-#define ATT_DV_CHUNK 64
-/* Query rows computed together: each K/V row loaded serves this many (dot4_f16_f32,
- * axpy4_f16). */
+/* Query rows computed together (the attention tiles take up to 4). */
 #define ATT_ROWS 4
 
 /* One query row (token t, head h) of a group, and its slice of the thread's workspace. */
@@ -41,105 +37,70 @@ typedef struct att_row {
     float  *out;        /* [dv] into f->att */
 } att_row;
 
-/* The 16-lane reduction of one output chunk: lane l + lane l+8, then pairs, as
- * _mm512_reduce_add_ps does. */
-static void att_reduce_lanes(float lane[16][ATT_DV_CHUNK], int nd, float *out) {
-    for (int d = 0; d < nd; d++) {
-        float h[8], q[4];
-        for (int l = 0; l < 8; l++) h[l] = lane[l][d] + lane[l + 8][d];
-        for (int l = 0; l < 4; l++) q[l] = h[l] + h[l + 4];
-        out[d] = (q[0] + q[2]) + (q[1] + q[3]);
-    }
-}
+/* Thread workspace past the rows' slots: a [dk] F16 query scratch, then the K and V row of
+ * every position of the group's sequence (NULL where a position has no cell). */
+typedef struct att_scratch {
+    uint16_t        *q16;
+    const uint16_t **kp, **vp;
+    recur_seq_id     seq;   /* kp / vp hold positions 0..n-1 of sequence seq, KV head g */
+    int              g;
+    int32_t          n;
+} att_scratch;
 
-/* out[d] = sum over positions p of pr[p] * v_p[d] in llama.cpp's order (its tinyBLAS F16
- * kernel on AVX-512): position p goes to lane p % 16 with an FMA, positions in increasing
- * order, and the 16 lanes are reduced as _mm512_reduce_add_ps does. Done for the nr rows of
- * a group at once: where all ATT_ROWS rows see position p, one axpy4_f16 (per element the same
- * fmaf as axpy_f16) serves them; elsewhere each visible row takes its own axpy_f16. Either
- * way every row's lanes receive the same FMAs in the same order as alone. */
-static void att_weighted_v(const att_job *j, const att_row *r, int nr, int g, int32_t n_min, int32_t n_max) {
-    model_fwd *f = j->f;
-    const int dv = j->m->hp.head_dim_v;
-    const recur_seq_id seq = f->seq[r[0].t];
-    float lane[ATT_ROWS][16][ATT_DV_CHUNK];
-    for (int d0 = 0; d0 < dv; d0 += ATT_DV_CHUNK) {
-        const int nd = dv - d0 < ATT_DV_CHUNK ? dv - d0 : ATT_DV_CHUNK;
-        memset(lane, 0, sizeof lane);
-        for (int32_t p = 0; p < n_max; p++) {
-            const int32_t c = kv_seq_cell(f->kv, seq, p);
-            if (c < 0) continue;
-            const uint16_t *v = kv_v_row(f->kv, j->kv_layer, c) + (int64_t)g * dv + d0;
-            if (nr == ATT_ROWS && p < n_min) {
-                const float al[ATT_ROWS] = { r[0].sc[p], r[1].sc[p], r[2].sc[p], r[3].sc[p] };
-                float *const y[ATT_ROWS] = { lane[0][p % 16], lane[1][p % 16], lane[2][p % 16], lane[3][p % 16] };
-                f->kern->axpy4_f16(nd, al, v, y);
-                continue;
-            }
-            for (int i = 0; i < nr; i++)
-                if (p < r[i].n_ctx) f->kern->axpy_f16(nd, r[i].sc[p], v, lane[i][p % 16]);
-        }
-        for (int i = 0; i < nr; i++) att_reduce_lanes(lane[i], nd, r[i].out + d0);
-    }
-}
+/* Probabilities are rounded to F16 through a stack buffer of this many values. */
+#define ATT_ROUND 256
 
-/* Scores of the group's rows over their contexts (scaled q·k). Same split as att_weighted_v:
- * dot4_f16_f32 where all ATT_ROWS rows see p, else one dot_f16_f32 per visible row. */
-static void att_scores(const att_job *j, const att_row *r, int nr, int g, int32_t n_min, int32_t n_max) {
-    model_fwd *f = j->f;
-    const int dk = j->m->hp.head_dim_k;
-    const recur_seq_id seq = f->seq[r[0].t];
-    const float scale = 1.0f / sqrtf((float)dk);
-    for (int32_t p = 0; p < n_max; p++) {
-        const int32_t c = kv_seq_cell(f->kv, seq, p);
-        if (c < 0) {
-            for (int i = 0; i < nr; i++)
-                if (p < r[i].n_ctx) r[i].sc[p] = -INFINITY;
-            continue;
-        }
-        const uint16_t *k = kv_k_row(f->kv, j->kv_layer, c) + (int64_t)g * dk;
-        if (nr == ATT_ROWS && p < n_min) {
-            const float *const q[ATT_ROWS] = { r[0].qr, r[1].qr, r[2].qr, r[3].qr };
-            float d[ATT_ROWS];
-            f->kern->dot4_f16_f32(dk, k, q, d);
-            for (int i = 0; i < ATT_ROWS; i++) r[i].sc[p] = d[i] * scale;
-            continue;
-        }
-        for (int i = 0; i < nr; i++)
-            if (p < r[i].n_ctx) r[i].sc[p] = f->kern->dot_f16_f32(dk, k, r[i].qr) * scale;
-    }
-}
-
-/* nr (<= ATT_ROWS) rows of one sequence sharing KV head g: scores, softmax, weighted sum of
- * V. Each row's scores row is padded with -inf to a multiple of 16, as llama.cpp's padded KV
- * view is, so the softmax sums the same chunks. q16 is a [dk] F16 scratch. */
-static void att_group(const att_job *j, att_row *r, int nr, int g, uint16_t *q16) {
+/* nr (<= ATT_ROWS) rows of one sequence sharing KV head g: scores (q.k scaled, llama.cpp's
+ * tinyBLAS order), softmax, weighted sum of V (llama.cpp's order over its transposed V). Each
+ * row's scores row is padded with -inf to a multiple of 16, as llama.cpp's padded KV view is,
+ * so the softmax sums the same chunks. */
+static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *w) {
     const model_hparams *hp = &j->m->hp;
     model_fwd *f = j->f;
-    const int dk = hp->head_dim_k;
-    int32_t n_min = r[0].n_ctx, n_max = r[0].n_ctx;
+    const int dk = hp->head_dim_k, dv = hp->head_dim_v;
+    const recur_seq_id seq = f->seq[r[0].t];
+    int32_t n_ctx[ATT_ROWS], n_max = 0;
+    const float *q[ATT_ROWS], *pr[ATT_ROWS];
+    float *sc[ATT_ROWS], *out[ATT_ROWS];
+    uint16_t h16[ATT_ROUND];
     for (int i = 0; i < nr; i++) {
-        f->kern->f32_to_f16_row(f->q + (int64_t)r[i].t * hp->n_head * dk + (int64_t)r[i].h * dk, q16, dk);
-        f->kern->to_float[GGUF_T_F16](q16, r[i].qr, dk);
-        if (r[i].n_ctx < n_min) n_min = r[i].n_ctx;
-        if (r[i].n_ctx > n_max) n_max = r[i].n_ctx;
+        f->kern->f32_to_f16_row(f->q + (int64_t)r[i].t * hp->n_head * dk + (int64_t)r[i].h * dk, w->q16, dk);
+        f->kern->to_float[GGUF_T_F16](w->q16, r[i].qr, dk);
+        n_ctx[i] = r[i].n_ctx;
+        if (n_ctx[i] > n_max) n_max = n_ctx[i];
+        q[i] = r[i].qr, pr[i] = sc[i] = r[i].sc, out[i] = r[i].out;
     }
-    att_scores(j, r, nr, g, n_min, n_max);
+    /* the row pointers of the thread's last (sequence, KV head) stay valid for this job (the
+     * cells were written before it): only positions not listed yet are looked up */
+    if (w->seq != seq || w->g != g) w->seq = seq, w->g = g, w->n = 0;
+    for (int32_t p = w->n; p < n_max; p++) {
+        const int32_t c = kv_seq_cell(f->kv, seq, p);
+        w->kp[p] = c < 0 ? NULL : kv_k_row(f->kv, j->kv_layer, c) + (int64_t)g * dk;
+        w->vp[p] = c < 0 ? NULL : kv_v_row(f->kv, j->kv_layer, c) + (int64_t)g * dv;
+    }
+    if (n_max > w->n) w->n = n_max;
+    f->kern->att_scores4(nr, dk, w->kp, q, n_ctx, 1.0f / sqrtf((float)dk), sc);
     for (int i = 0; i < nr; i++) {
-        float *sc = r[i].sc;
-        const int32_t n_ctx = r[i].n_ctx, n_pad = (n_ctx + 15) & ~15;
-        for (int32_t p = n_ctx; p < n_pad; p++) sc[p] = -INFINITY;
-        op_softmax(f->kern, sc, n_pad);
-        for (int32_t p = 0; p < n_ctx; p++) sc[p] = rt_f16_to_f32(rt_f32_to_f16(sc[p]));
+        float *s = r[i].sc;
+        const int32_t n_pad = (n_ctx[i] + 15) & ~15;
+        for (int32_t p = n_ctx[i]; p < n_pad; p++) s[p] = -INFINITY;
+        op_softmax(f->kern, s, n_pad);
+        for (int32_t p = 0; p < n_ctx[i]; p += ATT_ROUND) {   /* probabilities rounded to F16 */
+            const int32_t n = n_ctx[i] - p < ATT_ROUND ? n_ctx[i] - p : ATT_ROUND;
+            f->kern->f32_to_f16_row(s + p, h16, n);
+            f->kern->to_float[GGUF_T_F16](h16, s + p, n);
+        }
     }
-    att_weighted_v(j, r, nr, g, n_min, n_max);
+    f->kern->att_wsum4(nr, dv, w->vp, pr, n_ctx, out);
 }
 
 /* Work units: a block of tb consecutive tokens times the r query heads of one KV head, with
  * tb * r a multiple of ATT_ROWS (tb = ATT_ROWS / gcd(r, ATT_ROWS)). A unit's rows, token by
  * token, go in groups of ATT_ROWS; a group closes early where the sequence changes (rows of
- * a group share the cells). Grouping changes no row's operations (att_group), so outputs do
- * not depend on it, nor on the thread split. */
+ * a group share the cells). Units are dealt out round-robin, KV head by KV head (causal
+ * attention makes later tokens dearer, so contiguous ranges would load the last thread most).
+ * Grouping changes no row's operations (att_group), so outputs do not depend on it, nor on
+ * the thread split. */
 static void att_job_fn(void *arg, int ith, int nth) {
     const att_job *j = arg;
     model_fwd *f = j->f;
@@ -147,30 +108,31 @@ static void att_job_fn(void *arg, int ith, int nth) {
     const int dk = hp->head_dim_k, dv = hp->head_dim_v, r = hp->n_head / hp->n_head_kv;
     const int tb = r % 4 == 0 ? 1 : r % 2 == 0 ? 2 : 4;
     const long n_blk = (f->n_tok + tb - 1) / tb;
-    long lo, hi;
-    tp_split(n_blk * hp->n_head_kv, ith, nth, 1, &lo, &hi);
-    /* workspace: ATT_ROWS slots of [qr dk][sc n_cells + 16], then q16 */
-    const int64_t slot = dk + (int64_t)kv_n_cells(f->kv) + 16;
+    /* workspace: ATT_ROWS slots of [qr dk][sc n_cells + 16], q16 [dk], then K and V row
+     * pointers [n_cells] each (att_ws_floats in context.c) */
+    const int64_t n_cells = kv_n_cells(f->kv), slot = dk + n_cells + 16;
     float *ws = f->att_ws + (int64_t)ith * f->att_ws_floats;
-    uint16_t *q16 = (uint16_t *)(ws + ATT_ROWS * slot);
-    for (long u = lo; u < hi; u++) {
-        const int g = (int)(u % hp->n_head_kv);
-        const int32_t t0 = (int32_t)(u / hp->n_head_kv) * tb;
+    const int64_t ptr_off = (ATT_ROWS * slot + dk + 15) & ~(int64_t)15;
+    att_scratch w = { .q16 = (uint16_t *)(ws + ATT_ROWS * slot), .kp = (const uint16_t **)(ws + ptr_off),
+                      .vp = (const uint16_t **)(ws + ptr_off) + n_cells, .seq = -1 };
+    for (long u = ith; u < n_blk * hp->n_head_kv; u += nth) {
+        const int g = (int)(u / n_blk);
+        const int32_t t0 = (int32_t)(u % n_blk) * tb;
         const int32_t t1 = t0 + tb < f->n_tok ? t0 + tb : f->n_tok;
         att_row rows[ATT_ROWS];
         int nr = 0;
         for (int32_t t = t0; t < t1; t++) {
             for (int h = g * r; h < (g + 1) * r; h++) {
                 if (nr == ATT_ROWS || (nr > 0 && f->seq[t] != f->seq[rows[0].t])) {
-                    att_group(j, rows, nr, g, q16);
+                    att_group(j, rows, nr, g, &w);
                     nr = 0;
                 }
-                float *w = ws + nr * slot;
-                rows[nr++] = (att_row){ .t = t, .n_ctx = f->pos[t] + 1, .h = h, .qr = w, .sc = w + dk,
+                float *wr = ws + nr * slot;
+                rows[nr++] = (att_row){ .t = t, .n_ctx = f->pos[t] + 1, .h = h, .qr = wr, .sc = wr + dk,
                                         .out = f->att + (int64_t)t * hp->n_head * dv + (int64_t)h * dv };
             }
         }
-        if (nr > 0) att_group(j, rows, nr, g, q16);
+        if (nr > 0) att_group(j, rows, nr, g, &w);
     }
 }
 

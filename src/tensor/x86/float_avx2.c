@@ -3,6 +3,9 @@
  * Dots: 4 accumulators of 8 lanes over blocks of 32 elements, then one accumulator over
  * blocks of 8, reduced with x86_hsum_ps, then the scalar tail added in element order. The
  * order depends only on n (tensor.h invariant 1). Any n >= 0, no alignment. (BF16: bf16_avx2.c.) */
+#include <math.h>
+#include <string.h>
+
 #include "tensor/x86/simd_x86.h"
 
 static inline __m256 ld_f16x8(const uint8_t *p) {
@@ -141,6 +144,57 @@ static void axpy_f16(int64_t n, float alpha, const uint16_t *x16, float *y) {
     }
 }
 
+/* The attention tiles from the helpers above: scores by dot4_f16_f32 where the four rows
+ * see a position, else one dot_f16_f32 per visible row; weighted sums through 16 lane rows
+ * per row on the stack (ATT2_D outputs at a time), axpy4_f16 where the four rows see a
+ * position, else axpy_f16 per visible row, then the lanes added in rt_hsum16_ggml's order.
+ * Both are the reference's operations (att_ref.c), so the bits are its. */
+#define ATT2_D 64
+
+static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
+                        const int32_t n_ctx[4], float scale, float *const s[4]) {
+    int32_t n_min = n_ctx[0], n_max = n_ctx[0];
+    for (int i = 1; i < nr; i++) n_min = n_ctx[i] < n_min ? n_ctx[i] : n_min, n_max = n_ctx[i] > n_max ? n_ctx[i] : n_max;
+    for (int32_t p = 0; p < n_max; p++) {
+        if (nr == 4 && p < n_min && k[p]) {
+            float d[4];
+            dot4_f16_f32(dk, k[p], q, d);
+            for (int i = 0; i < 4; i++) s[i][p] = d[i] * scale;
+            continue;
+        }
+        for (int i = 0; i < nr; i++)
+            if (p < n_ctx[i]) s[i][p] = k[p] ? dot_f16_f32(dk, k[p], q[i]) * scale : -INFINITY;
+    }
+}
+
+static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
+                      const int32_t n_ctx[4], float *const out[4]) {
+    int32_t n_min = n_ctx[0], n_max = n_ctx[0];
+    for (int i = 1; i < nr; i++) n_min = n_ctx[i] < n_min ? n_ctx[i] : n_min, n_max = n_ctx[i] > n_max ? n_ctx[i] : n_max;
+    float lane[4][16][ATT2_D];
+    for (int64_t d0 = 0; d0 < dv; d0 += ATT2_D) {
+        const int64_t nd = dv - d0 < ATT2_D ? dv - d0 : ATT2_D;
+        memset(lane, 0, sizeof lane);
+        for (int32_t p = 0; p < n_max; p++) {
+            if (!v[p]) continue;
+            if (nr == 4 && p < n_min) {
+                const float al[4] = { pr[0][p], pr[1][p], pr[2][p], pr[3][p] };
+                float *const y[4] = { lane[0][p % 16], lane[1][p % 16], lane[2][p % 16], lane[3][p % 16] };
+                axpy4_f16(nd, al, v[p] + d0, y);
+                continue;
+            }
+            for (int i = 0; i < nr; i++)
+                if (p < n_ctx[i]) axpy_f16(nd, pr[i][p], v[p] + d0, lane[i][p % 16]);
+        }
+        for (int i = 0; i < nr; i++)
+            for (int64_t d = 0; d < nd; d++) {
+                float l[16];
+                for (int e = 0; e < 16; e++) l[e] = lane[i][e][d];
+                out[i][d0 + d] = rt_hsum16_ggml(l);
+            }
+    }
+}
+
 void rt_fill_float_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_F32] = vec_dot_f32;
     k->vec_dot[GGUF_T_F16] = vec_dot_f16;
@@ -148,5 +202,7 @@ void rt_fill_float_avx2(tensor_kernels *k) {
     k->axpy_f16 = axpy_f16;
     k->dot4_f16_f32 = dot4_f16_f32;
     k->axpy4_f16 = axpy4_f16;
+    k->att_scores4 = att_scores4;
+    k->att_wsum4 = att_wsum4;
     k->dot_f32 = dot_f32_f32;
 }

@@ -1,0 +1,208 @@
+/* att_avx512.c — the attention tiles (tensor.h att_scores4, att_wsum4) on AVX-512.
+ *
+ * Scores: 4 positions x the group's rows per tile, one 16-lane accumulator per (row, position)
+ * over the head dimension (dot_f16_f32's chain: lane d % 16, masked tail), so each K row is
+ * loaded and converted once for every row; then one transpose-and-add network performs
+ * rt_hsum16_ggml's additions (halves, quarters, pairs, last pair) for all 16 accumulators at
+ * once instead of one reduction each.
+ * Weighted sums: lane l = p % 16 of the reference is done on its own: positions l, l + 16, ...
+ * feed a tile of the group's rows x 64 outputs held in registers (the rows share each V load;
+ * no per-position load and store of lane rows), the 16 lane results go to a small stack
+ * buffer and are added element-wise in rt_hsum16_ggml's order.
+ * Each output sees exactly the reference's operations in its order (att_ref.c); positions a
+ * row does not see, or that have no cell, get no operation at all. */
+#include <math.h>
+#include <string.h>
+
+#include "tensor/x86/simd_x86.h"
+
+#define WS_D 64   /* outputs per weighted-sum pass: 4 vectors */
+
+static inline __mmask16 mask_upto(int64_t rem) {
+    return rem >= 16 ? (__mmask16)0xFFFF : rem <= 0 ? (__mmask16)0 : (__mmask16)((1u << rem) - 1u);
+}
+static inline __m512 ld_h(const uint16_t *p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+
+/* rt_hsum16_ggml of one accumulator: lane l + lane l+8, then x86_hsum_ps (the same tree). */
+static inline float hsum16(__m512 a) {
+    return x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)));
+}
+
+/* r[4i + j] = rt_hsum16_ggml(a[4j + i]): every level adds lane k and lane k + half of each
+ * accumulator, as the tree does, only four or more accumulators per instruction. */
+static inline __m512 reduce16(const __m512 a[16]) {
+    __m512 z[8], u[4], s[2];
+    _Pragma("GCC unroll 16")
+    for (int m = 0; m < 8; m++)   /* halves: lanes 0-7 of a[2m], then of a[2m+1] */
+        z[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    _Pragma("GCC unroll 16")
+    for (int n = 0; n < 4; n++)   /* quarters: 128-bit lane c holds a[4n + c] */
+        u[n] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * n], z[2 * n + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(z[2 * n], z[2 * n + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    _Pragma("GCC unroll 16")
+    for (int k = 0; k < 2; k++)   /* q0 + q2, q1 + q3 */
+        s[k] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* dot_f16_f32 (float_avx512.c): one chain, masked tail, hsum16. */
+static float dot1(int64_t n, const uint16_t *a, const float *b) {
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(ld_h(a + i, 0xFFFF), _mm512_loadu_ps(b + i), acc);
+    if (i < n) {
+        const __mmask16 m = mask_upto(n - i);
+        acc = _mm512_mask3_fmadd_ps(ld_h(a + i, m), _mm512_maskz_loadu_ps(m, b + i), acc, m);
+    }
+    return hsum16(acc);
+}
+
+/* Scores of rows 0..R-1 at positions p..p+3, all of which every row sees and have a row. */
+static inline __attribute__((always_inline)) void scores_tile(int R, int64_t dk, const uint16_t *const *k,
+                                                               const float *const *q, float scale,
+                                                               float *const *s, int32_t p) {
+    __m512 a[16];
+    _Pragma("GCC unroll 16")
+    for (int m = 0; m < 16; m++) a[m] = _mm512_setzero_ps();
+    int64_t d = 0;
+    for (; d + 16 <= dk; d += 16) {
+        __m512 kv[4];
+        _Pragma("GCC unroll 16")
+        for (int j = 0; j < 4; j++) kv[j] = ld_h(k[p + j] + d, 0xFFFF);
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < R; i++) {
+            const __m512 qv = _mm512_loadu_ps(q[i] + d);
+            _Pragma("GCC unroll 16")
+            for (int j = 0; j < 4; j++) a[4 * j + i] = _mm512_fmadd_ps(kv[j], qv, a[4 * j + i]);
+        }
+    }
+    if (d < dk) {
+        const __mmask16 m = mask_upto(dk - d);
+        __m512 kv[4];
+        _Pragma("GCC unroll 16")
+        for (int j = 0; j < 4; j++) kv[j] = ld_h(k[p + j] + d, m);
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < R; i++) {
+            const __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
+            _Pragma("GCC unroll 16")
+            for (int j = 0; j < 4; j++) a[4 * j + i] = _mm512_mask3_fmadd_ps(kv[j], qv, a[4 * j + i], m);
+        }
+    }
+    float r[16];
+    _mm512_storeu_ps(r, _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale)));
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < R; i++) memcpy(s[i] + p, r + 4 * i, 4 * sizeof(float));
+}
+
+static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
+                        const int32_t n_ctx[4], float scale, float *const s[4]) {
+    int32_t n_min = n_ctx[0], n_max = n_ctx[0];
+    for (int i = 1; i < nr; i++) {
+        if (n_ctx[i] < n_min) n_min = n_ctx[i];
+        if (n_ctx[i] > n_max) n_max = n_ctx[i];
+    }
+    int32_t p = 0;
+    while (p < n_max) {
+        if (p + 4 <= n_min && k[p] && k[p + 1] && k[p + 2] && k[p + 3]) {
+            switch (nr) {
+            case 1: scores_tile(1, dk, k, q, scale, s, p); break;
+            case 2: scores_tile(2, dk, k, q, scale, s, p); break;
+            case 3: scores_tile(3, dk, k, q, scale, s, p); break;
+            default: scores_tile(4, dk, k, q, scale, s, p); break;
+            }
+            p += 4;
+            continue;
+        }
+        for (int i = 0; i < nr; i++)
+            if (p < n_ctx[i]) s[i][p] = k[p] ? dot1(dk, k[p], q[i]) * scale : -INFINITY;
+        p++;
+    }
+}
+
+/* One weighted-sum pass: outputs d0..d0+63 (valid lanes in m) of rows 0..R-1. */
+static inline __attribute__((always_inline)) void wsum_pass(int R, int64_t d0, const __mmask16 m[4],
+                                                             const uint16_t *const *v, const float *const *pr,
+                                                             const int32_t *n_ctx, int32_t n_min, int32_t n_max,
+                                                             float *const *out) {
+    _Alignas(64) float lanes[4][16][WS_D];
+    for (int l = 0; l < 16; l++) {
+        __m512 acc[4][4];
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < R; i++)
+            _Pragma("GCC unroll 16")
+            for (int c = 0; c < 4; c++) acc[i][c] = _mm512_setzero_ps();
+        int32_t p = l;
+        for (; p < n_min; p += 16) {   /* every row sees p */
+            const uint16_t *vp = v[p];
+            if (!vp) continue;
+            __m512 x[4];
+            _Pragma("GCC unroll 16")
+            for (int c = 0; c < 4; c++) x[c] = ld_h(vp + d0 + 16 * c, m[c]);
+            _Pragma("GCC unroll 16")
+            for (int i = 0; i < R; i++) {
+                const __m512 b = _mm512_set1_ps(pr[i][p]);
+                _Pragma("GCC unroll 16")
+                for (int c = 0; c < 4; c++) acc[i][c] = _mm512_fmadd_ps(b, x[c], acc[i][c]);
+            }
+        }
+        for (; p < n_max; p += 16) {   /* only the rows whose context reaches p */
+            const uint16_t *vp = v[p];
+            if (!vp) continue;
+            __m512 x[4];
+            _Pragma("GCC unroll 16")
+            for (int c = 0; c < 4; c++) x[c] = ld_h(vp + d0 + 16 * c, m[c]);
+            _Pragma("GCC unroll 16")
+            for (int i = 0; i < R; i++) {
+                if (p >= n_ctx[i]) continue;
+                const __m512 b = _mm512_set1_ps(pr[i][p]);
+                _Pragma("GCC unroll 16")
+                for (int c = 0; c < 4; c++) acc[i][c] = _mm512_fmadd_ps(b, x[c], acc[i][c]);
+            }
+        }
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < R; i++)
+            _Pragma("GCC unroll 16")
+            for (int c = 0; c < 4; c++) _mm512_store_ps(lanes[i][l] + 16 * c, acc[i][c]);
+    }
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < R; i++)
+        _Pragma("GCC unroll 16")
+        for (int c = 0; c < 4; c++) {
+            if (!m[c]) continue;
+            __m512 h[8], q[4];
+            _Pragma("GCC unroll 16")
+            for (int e = 0; e < 8; e++)
+                h[e] = _mm512_add_ps(_mm512_load_ps(lanes[i][e] + 16 * c), _mm512_load_ps(lanes[i][e + 8] + 16 * c));
+            _Pragma("GCC unroll 16")
+            for (int e = 0; e < 4; e++) q[e] = _mm512_add_ps(h[e], h[e + 4]);
+            _mm512_mask_storeu_ps(out[i] + d0 + 16 * c, m[c],
+                                  _mm512_add_ps(_mm512_add_ps(q[0], q[2]), _mm512_add_ps(q[1], q[3])));
+        }
+}
+
+static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
+                      const int32_t n_ctx[4], float *const out[4]) {
+    int32_t n_min = n_ctx[0], n_max = n_ctx[0];
+    for (int i = 1; i < nr; i++) {
+        if (n_ctx[i] < n_min) n_min = n_ctx[i];
+        if (n_ctx[i] > n_max) n_max = n_ctx[i];
+    }
+    for (int64_t d0 = 0; d0 < dv; d0 += WS_D) {
+        const __mmask16 m[4] = { mask_upto(dv - d0), mask_upto(dv - d0 - 16), mask_upto(dv - d0 - 32),
+                                 mask_upto(dv - d0 - 48) };
+        switch (nr) {
+        case 1: wsum_pass(1, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+        case 2: wsum_pass(2, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+        case 3: wsum_pass(3, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+        default: wsum_pass(4, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+        }
+    }
+}
+
+void rt_fill_att_avx512(tensor_kernels *k) {
+    k->att_scores4 = att_scores4;
+    k->att_wsum4 = att_wsum4;
+}
