@@ -367,34 +367,38 @@ static void test_vec_dot4(void **state) {
 
 /* gemm (where a table has it) gives, element for element, the bits of vec_dot, for row and
  * token counts around its tile sizes, odd activation strides and an output stride. */
+#define GEMM_ROWS 40   /* the largest row count tried */
+#define GEMM_TOKS 11
+#define GEMM_LDY  44   /* output row stride: a few columns no call may write */
+
 static void test_gemm(void **state) {
     (void)state;
     rng r = { 8 };
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
-    const int64_t n = 160, rows[] = { 1, 2, 7, 8, 9, 17 }, toks[] = { 1, 2, 3, 4, 5, 9 };
+    const int64_t n = 160, rows[] = { 1, 2, 7, 8, 9, 17, 33, 40 }, toks[] = { 1, 2, 3, 4, 5, 9, 10, 11 };
     for (int k = 0; k < nt; k++)
         for (size_t i = 0; i < N_TYPES; i++) {
             const uint32_t wt = k_types[i].type, vt = tensor_vec_dot_type(wt);
             if (!tab[k]->gemm[wt] || n % tensor_block_size(wt) || n % tensor_block_size(vt)) continue;
             const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(vt, n) + 3;   /* odd stride */
-            float *f = xalloc((size_t)n * 17 * 4), y[9 * 20];
-            uint8_t *w = xalloc(wb * 17), *x = xalloc(9 * xb);
-            fill_rough(&r, f, n * 17);
-            tab[0]->from_float[wt](f, w, n * 17);
-            for (int j = 0; j < 9; j++) tab[k]->from_float[vt](f + j * n, x + j * xb, n);
+            float *f = xalloc((size_t)n * GEMM_ROWS * 4), y[GEMM_TOKS * GEMM_LDY];
+            uint8_t *w = xalloc(wb * GEMM_ROWS), *x = xalloc(GEMM_TOKS * xb);
+            fill_rough(&r, f, n * GEMM_ROWS);
+            tab[0]->from_float[wt](f, w, n * GEMM_ROWS);
+            for (int j = 0; j < GEMM_TOKS; j++) tab[k]->from_float[vt](f + j * n, x + j * xb, n);
             for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++)
                 for (size_t b = 0; b < sizeof toks / sizeof toks[0]; b++) {
-                    for (int e = 0; e < 9 * 20; e++) y[e] = -1.0f;
-                    tab[k]->gemm[wt](n, w, wb, rows[a], x, xb, toks[b], y, 20);
-                    for (int64_t t = 0; t < 9; t++)
-                        for (int64_t o = 0; o < 20; o++) {
+                    for (int e = 0; e < GEMM_TOKS * GEMM_LDY; e++) y[e] = -1.0f;
+                    tab[k]->gemm[wt](n, w, wb, rows[a], x, xb, toks[b], y, GEMM_LDY);
+                    for (int64_t t = 0; t < GEMM_TOKS; t++)
+                        for (int64_t o = 0; o < GEMM_LDY; o++) {
                             const bool in = t < toks[b] && o < rows[a];
                             const float want = in ? tab[k]->vec_dot[wt](n, w + o * wb, x + t * xb) : -1.0f;
-                            if (memcmp(&want, &y[t * 20 + o], 4) != 0)
+                            if (memcmp(&want, &y[t * GEMM_LDY + o], 4) != 0)
                                 fail_msg("%s: gemm type %u rows %lld toks %lld: y[%lld][%lld] %.9g vs %.9g", tab[k]->isa,
                                          (unsigned)wt, (long long)rows[a], (long long)toks[b], (long long)t, (long long)o,
-                                         y[t * 20 + o], want);
+                                         y[t * GEMM_LDY + o], want);
                         }
                 }
             free(f); free(w); free(x);
