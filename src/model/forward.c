@@ -2,16 +2,59 @@
 
 #include "tensor/ops.h"
 
+/* Below this many elements a row-wise op runs on the caller alone (waking the workers would
+ * cost more than it saves). */
+#define FWD_MIN_PARALLEL 16384
+
 void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y) {
     tensor_matmul(f->pool, f->kern, w->type, w->data, w->ne[0], w->ne[1], X, f->n_tok, Y, w->ne[1],
                   f->mm_scratch);
 }
 
+/* Rows are independent, so a batch's rows are split among the threads (each row is normed
+ * by one thread, in its own order: the split changes no bit). */
+typedef struct norm_job {
+    float       *out;
+    const float *in, *w;
+    int64_t      n;
+    float        eps;
+    int32_t      n_tok;
+} norm_job;
+
+static void norm_rows_fn(void *arg, int ith, int nth) {
+    const norm_job *j = arg;
+    long lo, hi;
+    tp_split(j->n_tok, ith, nth, 1, &lo, &hi);
+    for (long t = lo; t < hi; t++) op_rmsnorm(j->out + t * j->n, j->in + t * j->n, j->w, j->n, j->eps);
+}
+
 void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps) {
-    for (int32_t t = 0; t < f->n_tok; t++)
-        op_rmsnorm(out + (int64_t)t * n, in + (int64_t)t * n, w ? (const float *)w->data : NULL, n, eps);
+    norm_job j = { out, in, w ? (const float *)w->data : NULL, n, eps, f->n_tok };
+    tp_run(f->n_tok > 1 && (int64_t)f->n_tok * n >= FWD_MIN_PARALLEL ? f->pool : NULL, norm_rows_fn, &j);
 }
 
 void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n) {
     op_add(x, y, (int64_t)f->n_tok * n);
+}
+
+/* SwiGLU row by row (ggml's op works per row: the exp chunks start at each row), rows split
+ * among the threads. */
+typedef struct swiglu_job {
+    const tensor_kernels *k;
+    float       *g;
+    const float *u;
+    int64_t      n;
+    int32_t      n_tok;
+} swiglu_job;
+
+static void swiglu_rows_fn(void *arg, int ith, int nth) {
+    const swiglu_job *j = arg;
+    long lo, hi;
+    tp_split(j->n_tok, ith, nth, 1, &lo, &hi);
+    for (long t = lo; t < hi; t++) op_swiglu(j->k, j->g + t * j->n, j->g + t * j->n, j->u + t * j->n, j->n);
+}
+
+void fwd_swiglu_rows(model_fwd *f, float *g, const float *u, int64_t n) {
+    swiglu_job j = { f->kern, g, u, n, f->n_tok };
+    tp_run(f->n_tok > 1 && (int64_t)f->n_tok * n >= FWD_MIN_PARALLEL ? f->pool : NULL, swiglu_rows_fn, &j);
 }

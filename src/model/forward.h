@@ -66,6 +66,9 @@ void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y);
 void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps);
 /* x[t] += y[t] for every token row. */
 void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n);
+/* g = swiglu(g, u) on each of the ubatch's rows of n (ops.h op_swiglu), rows split among
+ * the threads. */
+void fwd_swiglu_rows(model_fwd *f, float *g, const float *u, int64_t n);
 
 /* ---- blocks (model/blocks/) ---- */
 

@@ -136,11 +136,24 @@ static void att_job_fn(void *arg, int ith, int nth) {
     }
 }
 
-/* Per-head RMSNorm (qwen3 q/k norm) and RoPE of the ubatch's q and k, then K/V into cells. */
-static void att_prepare(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
-    const model_hparams *hp = &m->hp;
+/* Per-head RMSNorm (qwen3 q/k norm) and RoPE of the ubatch's q and k, then K/V into cells;
+ * tokens are independent, so they are split among the threads. */
+typedef struct att_prep_job {
+    const struct recur_model *m;
+    model_fwd         *f;
+    const model_layer *L;
+    int                kv_layer;
+} att_prep_job;
+
+static void att_prepare_fn(void *arg, int ith, int nth) {
+    const att_prep_job *j = arg;
+    const model_hparams *hp = &j->m->hp;
+    model_fwd *f = j->f;
+    const model_layer *L = j->L;
     const int dk = hp->head_dim_k, dv = hp->head_dim_v;
-    for (int32_t t = 0; t < f->n_tok; t++) {
+    long lo, hi;
+    tp_split(f->n_tok, ith, nth, 1, &lo, &hi);
+    for (int32_t t = (int32_t)lo; t < (int32_t)hi; t++) {
         float *q = f->q + (int64_t)t * hp->n_head * dk;
         float *k = f->k + (int64_t)t * hp->n_head_kv * dk;
         const float *cs = f->rope + (int64_t)t * hp->n_rot;
@@ -152,10 +165,15 @@ static void att_prepare(const struct recur_model *m, model_fwd *f, const model_l
             if (L->k_norm.data) op_rmsnorm(k + h * dk, k + h * dk, L->k_norm.data, dk, hp->rms_eps);
             op_rope_apply(k + h * dk, cs, hp->n_rot, hp->rope_kind);
         }
-        f->kern->f32_to_f16_row(k, kv_k_row(f->kv, kv_layer, f->cell[t]), (int64_t)hp->n_head_kv * dk);
-        f->kern->f32_to_f16_row(f->v + (int64_t)t * hp->n_head_kv * dv, kv_v_row(f->kv, kv_layer, f->cell[t]),
+        f->kern->f32_to_f16_row(k, kv_k_row(f->kv, j->kv_layer, f->cell[t]), (int64_t)hp->n_head_kv * dk);
+        f->kern->f32_to_f16_row(f->v + (int64_t)t * hp->n_head_kv * dv, kv_v_row(f->kv, j->kv_layer, f->cell[t]),
                                 (int64_t)hp->n_head_kv * dv);
     }
+}
+
+static void att_prepare(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
+    att_prep_job j = { m, f, L, kv_layer };
+    tp_run(f->n_tok > 1 ? f->pool : NULL, att_prepare_fn, &j);
 }
 
 /* RMSNorm + RoPE of q and k, K/V into cells, then every (token, head) output into f->att. */

@@ -7,10 +7,7 @@ void block_ffn_swiglu(const struct recur_model *m, model_fwd *f, const model_lay
     fwd_rmsnorm_rows(f, f->xb, f->x, &L->ffn_norm, hp->n_embd, hp->rms_eps);
     fwd_matmul(f, &L->ffn_gate, f->xb, f->hb);
     fwd_matmul(f, &L->ffn_up, f->xb, f->hb2);
-    for (int32_t t = 0; t < f->n_tok; t++) {   /* ggml's swiglu op works row by row */
-        float *g = f->hb + (int64_t)t * hp->n_ff;
-        op_swiglu(f->kern, g, g, f->hb2 + (int64_t)t * hp->n_ff, hp->n_ff);
-    }
+    fwd_swiglu_rows(f, f->hb, f->hb2, hp->n_ff);
     fwd_matmul(f, &L->ffn_down, f->hb, f->tmp);
     fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }
