@@ -105,7 +105,7 @@ static void oracle_wsum(data *D, int nr, int64_t dv, const int32_t *n_ctx, float
     }
 }
 
-static void fill_sentinel(float a[4][MAX_N + 16]) {
+static void fill_sentinel(float (*a)[MAX_N + 16]) {
     for (int i = 0; i < 4; i++)
         for (int p = 0; p < MAX_N + 16; p++) a[i][p] = SENTINEL;
 }
@@ -128,14 +128,16 @@ static void run_case(const tensor_kernels *k, data *D, rng *r, int nr, int64_t d
     const float *q[4] = { D->q[0], D->q[1], D->q[2], D->q[3] }, *pr[4] = { D->pr[0], D->pr[1], D->pr[2], D->pr[3] };
     float *got[4] = { D->got[0], D->got[1], D->got[2], D->got[3] };
 
-    fill_sentinel(D->got), fill_sentinel(D->want);
+    fill_sentinel(D->got);
+    fill_sentinel(D->want);
     k->att_scores4(nr, d, D->kp, q, n_ctx, scale, got);
     oracle_scores(D, nr, d, n_ctx, scale, D->want);
     if (memcmp(D->got, D->want, sizeof D->got) != 0)
         fail_msg("%s: att_scores4 nr %d d %lld n %d shape %d hole %d differs from the one-row dots", k->isa, nr,
                  (long long)d, n, shape, hole);
 
-    fill_sentinel(D->got), fill_sentinel(D->want);
+    fill_sentinel(D->got);
+    fill_sentinel(D->want);
     k->att_wsum4(nr, d, D->vp, pr, n_ctx, got);
     oracle_wsum(D, nr, d, n_ctx, D->want);
     if (memcmp(D->got, D->want, sizeof D->got) != 0)
