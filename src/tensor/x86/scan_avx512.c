@@ -139,8 +139,73 @@ static void gdn_rows8(int64_t d, float *S, const float *q, const float *k, const
     _mm256_storeu_ps(o, _mm256_mul_ps(out, _mm256_set1_ps(scale)));
 }
 
+/* d = 128 (the models' state size): k and q stay in registers. The decay's product is not
+ * stored by the first pass but formed again by the second (the same rounded product), so a
+ * row is written once; and the first pass of the next 8 rows is issued before the second
+ * pass of these, so the reduction chain of one group overlaps the other's work. */
+#define GDN_DEC(j, acc) acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(row + 16 * (j)), vdec), k##j, acc)
+#define GDN_UPD(j, acc)                                                                                      \
+    do {                                                                                                     \
+        const __m512 r_ = _mm512_fmadd_ps(k##j, vd, _mm512_mul_ps(_mm512_loadu_ps(row + 16 * (j)), vdec)); \
+        _mm512_storeu_ps(row + 16 * (j), r_);                                                                \
+        acc = _mm512_fmadd_ps(r_, q##j, acc);                                                                \
+    } while (0)
+
+static void gdn_step128(float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                        float scale, float *o) {
+    const __m512 vdec = _mm512_set1_ps(decay);
+    const __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16), k2 = _mm512_loadu_ps(k + 32),
+                 k3 = _mm512_loadu_ps(k + 48), k4 = _mm512_loadu_ps(k + 64), k5 = _mm512_loadu_ps(k + 80),
+                 k6 = _mm512_loadu_ps(k + 96), k7 = _mm512_loadu_ps(k + 112);
+    const __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16), q2 = _mm512_loadu_ps(q + 32),
+                 q3 = _mm512_loadu_ps(q + 48), q4 = _mm512_loadu_ps(q + 64), q5 = _mm512_loadu_ps(q + 80),
+                 q6 = _mm512_loadu_ps(q + 96), q7 = _mm512_loadu_ps(q + 112);
+    __m512 r[8];
+    __m256 sum = _mm256_setzero_ps();
+    for (int j = 0; j < 128; j += 8) {
+        if (j == 0) {   /* the first group's first pass; later groups' come one group early */
+            for (int i = 0; i < 8; i++) {
+                const float *row = S + i * 128;
+                __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+                GDN_DEC(0, a0); GDN_DEC(1, a1); GDN_DEC(2, a2); GDN_DEC(3, a3);
+                GDN_DEC(4, a0); GDN_DEC(5, a1); GDN_DEC(6, a2); GDN_DEC(7, a3);
+                r[i] = red64_v(a0, a1, a2, a3);
+            }
+            sum = red8v(r);
+        }
+        float dl[8];
+        _mm256_storeu_ps(dl, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + j), sum), _mm256_set1_ps(beta)));
+        if (j + 8 < 128) {
+            for (int i = 0; i < 8; i++) {
+                const float *row = S + (j + 8 + i) * 128;
+                __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+                GDN_DEC(0, a0); GDN_DEC(1, a1); GDN_DEC(2, a2); GDN_DEC(3, a3);
+                GDN_DEC(4, a0); GDN_DEC(5, a1); GDN_DEC(6, a2); GDN_DEC(7, a3);
+                r[i] = red64_v(a0, a1, a2, a3);
+            }
+            sum = red8v(r);
+        }
+        __m512 u[8];
+        for (int i = 0; i < 8; i++) {
+            float *row = S + (j + i) * 128;
+            const __m512 vd = _mm512_set1_ps(dl[i]);
+            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+            GDN_UPD(0, a0); GDN_UPD(1, a1); GDN_UPD(2, a2); GDN_UPD(3, a3);
+            GDN_UPD(4, a0); GDN_UPD(5, a1); GDN_UPD(6, a2); GDN_UPD(7, a3);
+            u[i] = red64_v(a0, a1, a2, a3);
+        }
+        _mm256_storeu_ps(o + j, _mm256_mul_ps(red8v(u), _mm256_set1_ps(scale)));
+    }
+}
+#undef GDN_DEC
+#undef GDN_UPD
+
 static void gdn_step(int64_t d, float *S, const float *q, const float *k, const float *v, float decay, float beta,
                      float scale, float *o) {
+    if (d == 128) {
+        gdn_step128(S, q, k, v, decay, beta, scale, o);
+        return;
+    }
     const int64_t np = d & ~(int64_t)63;
     const __m512 vdec = _mm512_set1_ps(decay);
     int64_t j = 0;
@@ -185,8 +250,54 @@ static inline float ssm2_tail(int64_t np, int64_t ds, float *s, const float *B, 
     return sum;
 }
 
+/* ds = 128 (Mamba-2's d_state): B and C stay in registers for all the rows, so a row costs
+ * only its own loads and stores. Same operations as ssm2_row. */
+#define SSM2_V(k, acc)                                                                                   \
+    do {                                                                                                 \
+        const __m512 st_ = _mm512_fmadd_ps(_mm512_loadu_ps(sp + 16 * (k)), va, _mm512_mul_ps(b##k, vx)); \
+        _mm512_storeu_ps(sp + 16 * (k), st_);                                                            \
+        acc = _mm512_fmadd_ps(st_, c##k, acc);                                                           \
+    } while (0)
+
+static void ssm2_rows128(int64_t n, float *s, const float *B, const float *C, float dA, float dt, const float *x,
+                         float *y) {
+    const __m512 va = _mm512_set1_ps(dA);
+    const __m512 b0 = _mm512_loadu_ps(B), b1 = _mm512_loadu_ps(B + 16), b2 = _mm512_loadu_ps(B + 32),
+                 b3 = _mm512_loadu_ps(B + 48), b4 = _mm512_loadu_ps(B + 64), b5 = _mm512_loadu_ps(B + 80),
+                 b6 = _mm512_loadu_ps(B + 96), b7 = _mm512_loadu_ps(B + 112);
+    const __m512 c0 = _mm512_loadu_ps(C), c1 = _mm512_loadu_ps(C + 16), c2 = _mm512_loadu_ps(C + 32),
+                 c3 = _mm512_loadu_ps(C + 48), c4 = _mm512_loadu_ps(C + 64), c5 = _mm512_loadu_ps(C + 80),
+                 c6 = _mm512_loadu_ps(C + 96), c7 = _mm512_loadu_ps(C + 112);
+    int64_t p = 0;
+    for (; p + 8 <= n; p += 8) {
+        __m512 r[8];
+        for (int i = 0; i < 8; i++) {
+            float *sp = s + (p + i) * 128;
+            const __m512 vx = _mm512_set1_ps(x[p + i] * dt);
+            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+            SSM2_V(0, a0); SSM2_V(1, a1); SSM2_V(2, a2); SSM2_V(3, a3);
+            SSM2_V(4, a0); SSM2_V(5, a1); SSM2_V(6, a2); SSM2_V(7, a3);
+            r[i] = red64_v(a0, a1, a2, a3);
+        }
+        _mm256_storeu_ps(y + p, red8v(r));
+    }
+    for (; p < n; p++) {
+        float *sp = s + p * 128;
+        const __m512 vx = _mm512_set1_ps(x[p] * dt);
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+        SSM2_V(0, a0); SSM2_V(1, a1); SSM2_V(2, a2); SSM2_V(3, a3);
+        SSM2_V(4, a0); SSM2_V(5, a1); SSM2_V(6, a2); SSM2_V(7, a3);
+        y[p] = red1(red64_v(a0, a1, a2, a3));
+    }
+}
+#undef SSM2_V
+
 static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
                       const float *x, float *y) {
+    if (ds == 128) {
+        ssm2_rows128(n, s, B, C, dA, dt, x, y);
+        return;
+    }
     const int64_t np = ds & ~(int64_t)63;
     const __m512 va = _mm512_set1_ps(dA);
     int64_t p = 0;
