@@ -7,9 +7,26 @@ void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y) {
                   f->mm_scratch);
 }
 
+typedef struct fwd_norm_job {
+    model_fwd   *f;
+    float       *out;
+    const float *in, *w;
+    int64_t      n;
+    float        eps;
+} fwd_norm_job;
+
+static void fwd_norm_rows(void *arg, int ith, int nth) {
+    const fwd_norm_job *j = arg;
+    long lo, hi;
+    tp_split(j->f->n_tok, ith, nth, 1, &lo, &hi);
+    for (long t = lo; t < hi; t++) op_rmsnorm(j->out + t * j->n, j->in + t * j->n, j->w, j->n, j->eps);
+}
+
+/* Each row is one op_rmsnorm (a serial double sum) on one thread: tokens split over threads. */
 void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps) {
-    for (int32_t t = 0; t < f->n_tok; t++)
-        op_rmsnorm(out + (int64_t)t * n, in + (int64_t)t * n, w ? (const float *)w->data : NULL, n, eps);
+    fwd_norm_job j = { f, out, in, w ? (const float *)w->data : NULL, n, eps };
+    if (f->n_tok > 1) tp_run(f->pool, fwd_norm_rows, &j);
+    else fwd_norm_rows(&j, 0, 1);
 }
 
 void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n) {
