@@ -113,8 +113,7 @@ static void dn_l2norm_job(void *arg, int ith, int nth) {
     const int64_t d = hp->ssm_d_state, nk = hp->ssm_n_group, C = hp->rs_n_conv;
     long lo, hi;
     tp_split(f->n_tok, ith, nth, 1, &lo, &hi);
-    for (long t = lo; t < hi; t++)
-        for (int64_t h = 0; h < 2 * nk; h++) op_l2norm(f->r_conv + t * C + h * d, d, hp->rms_eps);
+    for (long t = lo; t < hi; t++) op_l2norm_rows(f->r_conv + t * C, d, 2 * nk, hp->rms_eps);
 }
 
 void block_deltanet(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer) {

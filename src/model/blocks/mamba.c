@@ -144,6 +144,10 @@ static void mamba2_norm_job(void *arg, int ith, int nth) {
     const int64_t di = hp->ssm_d_inner, gs = di / hp->ssm_n_group;
     long lo, hi;
     tp_split(f->n_tok, ith, nth, 1, &lo, &hi);
+    if (hp->ssm_n_group == 1) {   /* one weight: the rows are contiguous */
+        op_rmsnorm_rows(f->r_y + lo * di, f->r_y + lo * di, j->L->ssm_norm.data, di, hi - lo, hp->rms_eps);
+        return;
+    }
     for (long t = lo; t < hi; t++)
         for (int64_t g = 0; g < hp->ssm_n_group; g++)
             op_rmsnorm(f->r_y + t * di + g * gs, f->r_y + t * di + g * gs, (const float *)j->L->ssm_norm.data + g * gs,
