@@ -132,7 +132,7 @@ static void test_conv_step(void **state) {
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
     rng r = { 5 };
-    const int Ks[] = { 1, 2, 4 };
+    const int Ks[] = { 1, 2, 3, 4, 5 };   /* SIMD: K <= 4 permuted, K = 5 gathered */
     const int64_t C = 75, ranges[][2] = { { 0, 75 }, { 16, 48 }, { 3, 70 }, { 74, 75 } };
     for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
         for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {

@@ -320,22 +320,37 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
     }
 }
 
-/* rt_conv_step, 16 channels per vector (the weights of a channel are K apart: gathered); the
- * channels past the last whole vector as there. */
+/* rt_conv_step, 16 channels per vector. The weights of a channel are K apart: for K <= 4 the
+ * 16 K weights of 16 channels are K whole vectors, and weight k of each channel is picked
+ * out of them by two permutes (a gather costs far more); other K gather. The channels past
+ * the last whole vector go as there. */
+static inline __m512 conv_wk(__m512 v0, __m512 v1, __m512 v2, __m512 v3, __m512i base, int k) {
+    const __m512i e = _mm512_add_epi32(base, _mm512_set1_epi32(k));   /* c K + k, < 64 */
+    const __mmask16 hi = _mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(32));
+    return _mm512_mask_blend_ps(hi, _mm512_permutex2var_ps(v0, e, v1), _mm512_permutex2var_ps(v2, e, v3));
+}
+
 static void conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
                       float *out) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(K));
+    const __m512i base = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(K));
     int64_t ch = lo;
     for (; ch + 16 <= hi; ch += 16) {
         const float *wc = w + ch * K;
-        __m512 sum = _mm512_setzero_ps();
-        for (int k = 0; k < K - 1; k++) {
-            const float *p = wc + k;
-            sum = _mm512_fmadd_ps(_mm512_loadu_ps(state + k * C + ch), _mm512_i32gather_ps(idx, p, 4), sum);
-        }
-        const float *p = wc + K - 1;
         const __m512 v = _mm512_loadu_ps(in + ch);
-        sum = _mm512_fmadd_ps(v, _mm512_i32gather_ps(idx, p, 4), sum);
+        __m512 sum = _mm512_setzero_ps();
+        if (K <= 4) {
+            const __m512 z = _mm512_setzero_ps();
+            const __m512 v0 = _mm512_loadu_ps(wc), v1 = K > 1 ? _mm512_loadu_ps(wc + 16) : z;
+            const __m512 v2 = K > 2 ? _mm512_loadu_ps(wc + 32) : z, v3 = K > 3 ? _mm512_loadu_ps(wc + 48) : z;
+            for (int k = 0; k < K - 1; k++)
+                sum = _mm512_fmadd_ps(_mm512_loadu_ps(state + k * C + ch), conv_wk(v0, v1, v2, v3, base, k), sum);
+            sum = _mm512_fmadd_ps(v, conv_wk(v0, v1, v2, v3, base, K - 1), sum);
+        } else {
+            for (int k = 0; k < K - 1; k++)
+                sum = _mm512_fmadd_ps(_mm512_loadu_ps(state + k * C + ch), _mm512_i32gather_ps(base, wc + k, 4), sum);
+            sum = _mm512_fmadd_ps(v, _mm512_i32gather_ps(base, wc + K - 1, 4), sum);
+        }
         for (int k = 0; k < K - 2; k++) _mm512_storeu_ps(state + k * C + ch, _mm512_loadu_ps(state + (k + 1) * C + ch));
         if (K > 1) _mm512_storeu_ps(state + (int64_t)(K - 2) * C + ch, v);
         _mm512_storeu_ps(out + ch, sum);
