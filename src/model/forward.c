@@ -11,26 +11,26 @@ void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y) {
                   f->mm_scratch);
 }
 
-/* Rows are independent, so a batch's rows are split among the threads (each row is normed
- * by one thread, in its own order: the split changes no bit). */
-typedef struct norm_job {
+typedef struct fwd_norm_job {
+    model_fwd   *f;
     float       *out;
     const float *in, *w;
     int64_t      n;
     float        eps;
-    int32_t      n_tok;
-} norm_job;
+} fwd_norm_job;
 
-static void norm_rows_fn(void *arg, int ith, int nth) {
-    const norm_job *j = arg;
+static void fwd_norm_rows(void *arg, int ith, int nth) {
+    const fwd_norm_job *j = arg;
     long lo, hi;
-    tp_split(j->n_tok, ith, nth, 1, &lo, &hi);
-    for (long t = lo; t < hi; t++) op_rmsnorm(j->out + t * j->n, j->in + t * j->n, j->w, j->n, j->eps);
+    tp_split(j->f->n_tok, ith, nth, 1, &lo, &hi);
+    op_rmsnorm_rows(j->out + lo * j->n, j->in + lo * j->n, j->w, j->n, hi - lo, j->eps);
 }
 
+/* Each row is one op_rmsnorm (a serial double sum) on one thread: tokens split over threads. */
 void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps) {
-    norm_job j = { out, in, w ? (const float *)w->data : NULL, n, eps, f->n_tok };
-    tp_run(f->n_tok > 1 && (int64_t)f->n_tok * n >= FWD_MIN_PARALLEL ? f->pool : NULL, norm_rows_fn, &j);
+    fwd_norm_job j = { f, out, in, w ? (const float *)w->data : NULL, n, eps };
+    if (f->n_tok > 1) tp_run(f->pool, fwd_norm_rows, &j);
+    else fwd_norm_rows(&j, 0, 1);
 }
 
 void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n) {

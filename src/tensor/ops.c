@@ -4,15 +4,51 @@
 
 #include "tensor/tensor_impl.h"
 
+/* y = (x * scale) * w. Groups of 4 load everything before storing (y may be x), so the
+ * compiler may pack each group into one vector op: the same products, element by element. */
+static void rms_apply(float *y, const float *x, const float *w, int64_t n, double sum, float eps) {
+    const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
+    int64_t i = 0;
+    if (w) {
+        for (; i + 4 <= n; i += 4) {
+            const float a0 = x[i] * scale, a1 = x[i + 1] * scale, a2 = x[i + 2] * scale, a3 = x[i + 3] * scale;
+            const float b0 = a0 * w[i], b1 = a1 * w[i + 1], b2 = a2 * w[i + 2], b3 = a3 * w[i + 3];
+            y[i] = b0;
+            y[i + 1] = b1;
+            y[i + 2] = b2;
+            y[i + 3] = b3;
+        }
+        for (; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    } else {
+        for (; i < n; i++) y[i] = x[i] * scale;
+    }
+}
+
 void op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
-    if (w) {
-        for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
-    } else {
-        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+    rms_apply(y, x, w, n, sum, eps);
+}
+
+/* Four rows' sums side by side: four independent add chains instead of one, each row's
+ * still in index order. */
+void op_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, int64_t rows, float eps) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        const float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            s0 += (double)(x0[i] * x0[i]);
+            s1 += (double)(x1[i] * x1[i]);
+            s2 += (double)(x2[i] * x2[i]);
+            s3 += (double)(x3[i] * x3[i]);
+        }
+        rms_apply(y + r * n, x0, w, n, s0, eps);
+        rms_apply(y + (r + 1) * n, x1, w, n, s1, eps);
+        rms_apply(y + (r + 2) * n, x2, w, n, s2, eps);
+        rms_apply(y + (r + 3) * n, x3, w, n, s3, eps);
     }
+    for (; r < rows; r++) op_rmsnorm(y + r * n, x + r * n, w, n, eps);
 }
 
 void op_l2norm(float *x, int64_t n, float eps) {
@@ -20,6 +56,26 @@ void op_l2norm(float *x, int64_t n, float eps) {
     for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
     const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
     for (int64_t i = 0; i < n; i++) x[i] *= scale;
+}
+
+/* As op_rmsnorm_rows: four rows' sums side by side, each in index order. */
+void op_l2norm_rows(float *x, int64_t n, int64_t rows, float eps) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+        double s[4] = { 0.0, 0.0, 0.0, 0.0 };
+        for (int64_t i = 0; i < n; i++) {
+            s[0] += (double)(x0[i] * x0[i]);
+            s[1] += (double)(x1[i] * x1[i]);
+            s[2] += (double)(x2[i] * x2[i]);
+            s[3] += (double)(x3[i] * x3[i]);
+        }
+        for (int k = 0; k < 4; k++) {
+            const float scale = 1.0f / fmaxf(sqrtf((float)s[k]), eps);
+            for (int64_t i = 0; i < n; i++) x0[k * n + i] *= scale;
+        }
+    }
+    for (; r < rows; r++) op_l2norm(x + r * n, n, eps);
 }
 
 void op_rope_cache(float *cos_sin, int32_t pos, int n_rot, float base, float freq_scale,

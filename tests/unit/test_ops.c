@@ -31,6 +31,37 @@ static void test_l2norm(void **state) {
     assert_float_equal(z[0], 0.0f, 0);
 }
 
+/* The many-row forms give each row the bits of one call per row: 1..9 rows (the groups of 4
+ * and the rest), with and without a weight, in place and not. */
+static void test_norm_rows(void **state) {
+    (void)state;
+    enum { N = 37, R = 9 };
+    float x[R * N], w[N], ref[R * N], got[R * N];
+    uint32_t u = 12345;
+    for (int i = 0; i < R * N; i++) {
+        u = u * 1664525u + 1013904223u;
+        x[i] = (float)((int)(u >> 8) - (1 << 23)) * 0x1p-20f;
+    }
+    for (int i = 0; i < N; i++) w[i] = 0.5f + 0.01f * (float)i;
+    for (int rows = 1; rows <= R; rows++)
+        for (int wi = 0; wi < 2; wi++) {
+            const float *wp = wi ? w : NULL;
+            for (int r = 0; r < rows; r++) op_rmsnorm(ref + r * N, x + r * N, wp, N, 1e-6f);
+            op_rmsnorm_rows(got, x, wp, N, rows, 1e-6f);
+            assert_memory_equal(got, ref, (size_t)rows * N * sizeof(float));
+            memcpy(got, x, sizeof got);
+            op_rmsnorm_rows(got, got, wp, N, rows, 1e-6f);
+            assert_memory_equal(got, ref, (size_t)rows * N * sizeof(float));
+        }
+    for (int rows = 1; rows <= R; rows++) {
+        memcpy(ref, x, sizeof ref);
+        memcpy(got, x, sizeof got);
+        for (int r = 0; r < rows; r++) op_l2norm(ref + r * N, N, 1e-6f);
+        op_l2norm_rows(got, N, rows, 1e-6f);
+        assert_memory_equal(got, ref, sizeof ref);
+    }
+}
+
 static void test_rope(void **state) {
     (void)state;
     /* head of 6 dims, 4 rotated: angles pos*base^(-2i/4) for i = 0, 1 */
@@ -151,7 +182,7 @@ static void test_softmax_lanes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_l2norm), cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_l2norm), cmocka_unit_test(test_norm_rows), cmocka_unit_test(test_rope),
         cmocka_unit_test(test_softmax_silu), cmocka_unit_test(test_ggml_lanes), cmocka_unit_test(test_softmax_lanes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -65,7 +65,7 @@ static void test_gdn_step(void **state) {
     (void)state;
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
-    const int64_t dims[] = { 1, 5, 63, 64, 65, 128, 130, 192 };
+    const int64_t dims[] = { 1, 5, 8, 17, 63, 64, 65, 128, 130, 192 };   /* SIMD: groups of 8 rows and the rest */
     rng r = { 3 };
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
         const int64_t d = dims[di];
@@ -86,40 +86,43 @@ static void test_gdn_step(void **state) {
     }
 }
 
+/* ssm2_rows for n rows of ds: the reference against double math, every table against its bits.
+ * n covers the SIMD tables' groups of 8 rows and the rows past the last group. */
+static void check_ssm2(const tensor_kernels *tab[], int nt, rng *r, int64_t ds, int64_t n) {
+    float *s0 = randv(r, n * ds, 2.0f), *B = randv(r, ds, 1.0f), *C = randv(r, ds, 1.0f), *x = randv(r, n, 1.0f);
+    float *ref = malloc((size_t)(n * ds + 1) * 4), *got = malloc((size_t)(n * ds + 1) * 4);
+    float *yref = malloc((size_t)n * 4), *ygot = malloc((size_t)(n + 1) * 4);
+    const float dA = 0.87f, dt = 0.35f;
+    memcpy(ref, s0, (size_t)n * ds * 4);
+    tab[0]->ssm2_rows(ds, n, ref, B, C, dA, dt, x, yref);
+    for (int64_t p = 0; p < n; p++) {
+        const float x_dt = x[p] * dt;
+        double y = 0, m = 0;
+        for (int64_t i = 0; i < ds; i++) {
+            const double st = (double)s0[p * ds + i] * dA + (double)B[i] * x_dt;
+            if (fabs(st - ref[p * ds + i]) > SCAN_REL * (fabs(st) + 1)) fail_msg("ssm2 ds %lld: state", (long long)ds);
+            y += st * C[i];
+            m += fabs(st * C[i]);
+        }
+        if (fabs(y - yref[p]) > SCAN_REL * (m + 1e-30)) fail_msg("ssm2 ds %lld: y[%lld] %g vs %g", (long long)ds, (long long)p, yref[p], y);
+    }
+    for (int t = 1; t < nt; t++) {
+        memcpy(got + 1, s0, (size_t)n * ds * 4);
+        tab[t]->ssm2_rows(ds, n, got + 1, B, C, dA, dt, x, ygot + 1);
+        if (memcmp(got + 1, ref, (size_t)n * ds * 4) != 0) fail_msg("%s: ssm2_rows state ds %lld n %lld", tab[t]->isa, (long long)ds, (long long)n);
+        if (memcmp(ygot + 1, yref, (size_t)n * 4) != 0) fail_msg("%s: ssm2_rows y ds %lld n %lld", tab[t]->isa, (long long)ds, (long long)n);
+    }
+    free(s0); free(B); free(C); free(x); free(ref); free(got); free(yref); free(ygot);
+}
+
 static void test_ssm2_rows(void **state) {
     (void)state;
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
-    const int64_t dss[] = { 1, 16, 63, 64, 100, 128, 200 };
-    const int64_t n = 7;
+    const int64_t dss[] = { 1, 16, 63, 64, 100, 128, 200 }, ns[] = { 1, 7, 8, 19, 64 };
     rng r = { 4 };
-    for (size_t di = 0; di < sizeof dss / sizeof dss[0]; di++) {
-        const int64_t ds = dss[di];
-        float *s0 = randv(&r, n * ds, 2.0f), *B = randv(&r, ds, 1.0f), *C = randv(&r, ds, 1.0f), *x = randv(&r, n, 1.0f);
-        float *ref = malloc((size_t)(n * ds + 1) * 4), *got = malloc((size_t)(n * ds + 1) * 4);
-        float yref[7], ygot[8];
-        const float dA = 0.87f, dt = 0.35f;
-        memcpy(ref, s0, (size_t)n * ds * 4);
-        tab[0]->ssm2_rows(ds, n, ref, B, C, dA, dt, x, yref);
-        for (int64_t p = 0; p < n; p++) {
-            const float x_dt = x[p] * dt;
-            double y = 0, m = 0;
-            for (int64_t i = 0; i < ds; i++) {
-                const double st = (double)s0[p * ds + i] * dA + (double)B[i] * x_dt;
-                if (fabs(st - ref[p * ds + i]) > SCAN_REL * (fabs(st) + 1)) fail_msg("ssm2 ds %lld: state", (long long)ds);
-                y += st * C[i];
-                m += fabs(st * C[i]);
-            }
-            if (fabs(y - yref[p]) > SCAN_REL * (m + 1e-30)) fail_msg("ssm2 ds %lld: y[%lld] %g vs %g", (long long)ds, (long long)p, yref[p], y);
-        }
-        for (int t = 1; t < nt; t++) {
-            memcpy(got + 1, s0, (size_t)n * ds * 4);
-            tab[t]->ssm2_rows(ds, n, got + 1, B, C, dA, dt, x, ygot + 1);
-            if (memcmp(got + 1, ref, (size_t)n * ds * 4) != 0) fail_msg("%s: ssm2_rows state ds %lld", tab[t]->isa, (long long)ds);
-            if (memcmp(ygot + 1, yref, (size_t)n * 4) != 0) fail_msg("%s: ssm2_rows y ds %lld", tab[t]->isa, (long long)ds);
-        }
-        free(s0); free(B); free(C); free(x); free(ref); free(got);
-    }
+    for (size_t di = 0; di < sizeof dss / sizeof dss[0]; di++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) check_ssm2(tab, nt, &r, dss[di], ns[ni]);
 }
 
 /* conv_step: every table gives the reference's bits (state and output, in == out too), for
@@ -129,7 +132,7 @@ static void test_conv_step(void **state) {
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
     rng r = { 5 };
-    const int Ks[] = { 1, 2, 4 };
+    const int Ks[] = { 1, 2, 3, 4, 5 };   /* SIMD: K <= 4 permuted, K = 5 gathered */
     const int64_t C = 75, ranges[][2] = { { 0, 75 }, { 16, 48 }, { 3, 70 }, { 74, 75 } };
     for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
         for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {

@@ -29,6 +29,13 @@ typedef struct dn_job {
     int                       rs_layer;
 } dn_job;
 
+/* Shares for a scan job over n_heads heads: more than threads (a thread the OS holds back
+ * then delays fewer heads), each head still in one share. */
+static int dn_scan_shares(const model_fwd *f, int64_t n_heads) {
+    const int64_t n = 4 * (int64_t)tp_n_threads(f->pool);
+    return (int)(n < n_heads ? n : n_heads);
+}
+
 static float dn_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
 /* Causal conv (no bias) + silu of channels [lo, hi) for every token: r_in rows into r_conv. */
@@ -75,7 +82,6 @@ static void dn_delta_job(void *arg, int ith, int nth) {
     const int64_t C = hp->rs_n_conv, r = nv / nk;
     const float *A = j->L->ssm_a.data, *dt_b = j->L->ssm_dt_b.data, *nw = j->L->ssm_norm.data;
     const float scale = 1.0f / sqrtf((float)d);
-    float *gate = f->att_ws + (int64_t)ith * f->att_ws_floats;
     long lo, hi;
     tp_split(nv, ith, nth, 1, &lo, &hi);
     for (long h = lo; h < hi; h++) {
@@ -90,16 +96,29 @@ static void dn_delta_job(void *arg, int ith, int nth) {
             const float *z = f->r_dt + (int64_t)t * di + h * d;
             f->kern->gdn_step(d, S, q + kh * d, k + kh * d, v + h * d, expf(g), beta, scale, o);
             op_rmsnorm(o, o, nw, d, hp->rms_eps);
-            op_silu(f->kern, gate, z, d);   /* ggml's silu op on rows of d */
-            for (int64_t e = 0; e < d; e++) o[e] *= gate[e];
+            /* ggml's silu op on rows of d, then o * gate: swiglu's silu(z) * o is the same
+             * product (tensor.h: swiglu_f32 is silu_f32 times g), and needs no scratch */
+            op_swiglu(f->kern, o, z, o, d);
             fwd_capture_ssm(f, j->rs_layer, t, h * d * d, (h + 1) * d * d);
         }
     }
 }
 
+/* The L2 norms of the q and k heads of tokens [lo, hi) (ggml_l2_norm, eps = rms eps): each is
+ * a serial double sum, so tokens are split over threads. */
+static void dn_l2norm_job(void *arg, int ith, int nth) {
+    const dn_job *j = arg;
+    model_fwd *f = j->f;
+    const model_hparams *hp = &j->m->hp;
+    const int64_t d = hp->ssm_d_state, nk = hp->ssm_n_group, C = hp->rs_n_conv;
+    long lo, hi;
+    tp_split(f->n_tok, ith, nth, 1, &lo, &hi);
+    for (long t = lo; t < hi; t++) op_l2norm_rows(f->r_conv + t * C, d, 2 * nk, hp->rms_eps);
+}
+
 void block_deltanet(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer) {
     const model_hparams *hp = &m->hp;
-    const int64_t d = hp->ssm_d_state, nk = hp->ssm_n_group, nv = hp->ssm_dt_rank, C = hp->rs_n_conv;
+    const int64_t nv = hp->ssm_dt_rank;
     dn_job j = { m, f, L, rs_layer };
     fwd_matmul(f, &L->wqkv, f->xb, f->r_in);
     fwd_matmul(f, &L->attn_gate, f->xb, f->r_dt);   /* z */
@@ -110,9 +129,9 @@ void block_deltanet(const struct recur_model *m, model_fwd *f, const model_layer
         fwd_matmul(f, &L->ssm_alpha, f->xb, f->r_xdb + (int64_t)f->n_tok * nv);
     }
     tp_run(f->pool, dn_conv_job, &j);
-    for (int32_t t = 0; t < f->n_tok; t++)   /* q and k heads: L2 norm (ggml_l2_norm, eps = rms eps) */
-        for (int64_t h = 0; h < 2 * nk; h++) op_l2norm(f->r_conv + (int64_t)t * C + h * d, d, hp->rms_eps);
-    tp_run(f->pool, dn_delta_job, &j);
+    if (f->n_tok > 1) tp_run(f->pool, dn_l2norm_job, &j);
+    else dn_l2norm_job(&j, 0, 1);
+    tp_run_n(f->pool, dn_delta_job, &j, dn_scan_shares(f, nv));
     fwd_matmul(f, &L->ssm_out, f->r_y, f->tmp);
     fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }

@@ -30,6 +30,13 @@ typedef struct mb_job {
     int64_t                   conv_off;   /* where the conv input starts in an r_in row */
 } mb_job;
 
+/* Shares for a scan job over n_heads heads: more than threads (a thread the OS holds back
+ * then delays fewer heads), each head still in one share. */
+static int mb_scan_shares(const model_fwd *f, int64_t n_heads) {
+    const int64_t n = 4 * (int64_t)tp_n_threads(f->pool);
+    return (int)(n < n_heads ? n : n_heads);
+}
+
 static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
 /* conv + bias + silu of channels [lo, hi) for every token: in rows of in_stride floats at
@@ -128,17 +135,34 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
     }
 }
 
+/* The grouped RMSNorm of the r_y rows of tokens [lo, hi): each row is one op_rmsnorm (a serial
+ * double sum), so tokens are split over threads. */
+static void mamba2_norm_job(void *arg, int ith, int nth) {
+    const mb_job *j = arg;
+    model_fwd *f = j->f;
+    const model_hparams *hp = &j->m->hp;
+    const int64_t di = hp->ssm_d_inner, gs = di / hp->ssm_n_group;
+    long lo, hi;
+    tp_split(f->n_tok, ith, nth, 1, &lo, &hi);
+    if (hp->ssm_n_group == 1) {   /* one weight: the rows are contiguous */
+        op_rmsnorm_rows(f->r_y + lo * di, f->r_y + lo * di, j->L->ssm_norm.data, di, hi - lo, hp->rms_eps);
+        return;
+    }
+    for (long t = lo; t < hi; t++)
+        for (int64_t g = 0; g < hp->ssm_n_group; g++)
+            op_rmsnorm(f->r_y + t * di + g * gs, f->r_y + t * di + g * gs, (const float *)j->L->ssm_norm.data + g * gs,
+                       gs, hp->rms_eps);
+}
+
 void block_mamba2(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer) {
     const model_hparams *hp = &m->hp;
-    const int64_t di = hp->ssm_d_inner, gs = di / hp->ssm_n_group;
+    const int64_t di = hp->ssm_d_inner;
     mb_job j = { m, f, L, rs_layer, di };   /* z | xBC | dt */
     fwd_matmul(f, &L->ssm_in, f->xb, f->r_in);
     tp_run(f->pool, mamba_conv_job, &j);
-    tp_run(f->pool, mamba2_scan_job, &j);
-    for (int32_t t = 0; t < f->n_tok; t++)
-        for (int64_t g = 0; g < hp->ssm_n_group; g++)
-            op_rmsnorm(f->r_y + t * di + g * gs, f->r_y + t * di + g * gs, (const float *)L->ssm_norm.data + g * gs,
-                       gs, hp->rms_eps);
+    tp_run_n(f->pool, mamba2_scan_job, &j, mb_scan_shares(f, hp->ssm_dt_rank));
+    if (f->n_tok > 1) tp_run(f->pool, mamba2_norm_job, &j);
+    else mamba2_norm_job(&j, 0, 1);
     fwd_matmul(f, &L->ssm_out, f->r_y, f->tmp);
     fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }

@@ -6,12 +6,35 @@
 #include "tensor/x86/simd_x86.h"
 
 /* rt_scan_reduce64 of the eight accumulators: v[0..7] = (a0 + a4) + (a2 + a6),
- * v[8..15] = (a1 + a5) + (a3 + a7), then rt_hsum16_ggml. */
-static inline float red64(const __m256 a[8]) {
-    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
-    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+ * v[8..15] = (a1 + a5) + (a3 + a7), then rt_hsum16_ggml. The accumulators are named
+ * variables, not an array: an array of vectors indexed in a loop lands on the stack at -O2,
+ * and every FMA then waits on a store-forward. */
+static inline float red64(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6, __m256 a7) {
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a0, a4), _mm256_add_ps(a2, a6));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a1, a5), _mm256_add_ps(a3, a7));
     return x86_hsum_ps(_mm256_add_ps(lo, hi));
 }
+
+#define ZERO8(a)                                                                                     \
+    __m256 a##0 = _mm256_setzero_ps(), a##1 = _mm256_setzero_ps(), a##2 = _mm256_setzero_ps(),        \
+           a##3 = _mm256_setzero_ps(), a##4 = _mm256_setzero_ps(), a##5 = _mm256_setzero_ps(),        \
+           a##6 = _mm256_setzero_ps(), a##7 = _mm256_setzero_ps()
+#define EACH8(M, a) M(0, a##0); M(1, a##1); M(2, a##2); M(3, a##3); M(4, a##4); M(5, a##5); M(6, a##6); M(7, a##7)
+
+/* row *= decay and a += row k, lanes 8c .. 8c+7 of the block at i */
+#define GDN_DEC(c, acc)                                                                 \
+    do {                                                                                \
+        const __m256 r_ = _mm256_mul_ps(_mm256_loadu_ps(row + i + 8 * (c)), vdec);      \
+        _mm256_storeu_ps(row + i + 8 * (c), r_);                                        \
+        acc = _mm256_fmadd_ps(r_, _mm256_loadu_ps(k + i + 8 * (c)), acc);               \
+    } while (0)
+/* row += k delta and a += row q */
+#define GDN_UPD(c, acc)                                                                                    \
+    do {                                                                                                   \
+        const __m256 r_ = _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 8 * (c)), vd, _mm256_loadu_ps(row + i + 8 * (c))); \
+        _mm256_storeu_ps(row + i + 8 * (c), r_);                                                           \
+        acc = _mm256_fmadd_ps(r_, _mm256_loadu_ps(q + i + 8 * (c)), acc);                                  \
+    } while (0)
 
 static void gdn_step(int64_t d, float *S, const float *q, const float *k, const float *v, float decay, float beta,
                      float scale, float *o) {
@@ -19,29 +42,18 @@ static void gdn_step(int64_t d, float *S, const float *q, const float *k, const 
     const __m256 vdec = _mm256_set1_ps(decay);
     for (int64_t j = 0; j < d; j++) {
         float *row = S + j * d;
-        __m256 a[8];
-        for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
-        for (int64_t i = 0; i < np; i += 64)
-            for (int c = 0; c < 8; c++) {
-                const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i + 8 * c), vdec);
-                _mm256_storeu_ps(row + i + 8 * c, r);
-                a[c] = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i + 8 * c), a[c]);
-            }
-        float sum = red64(a);
+        ZERO8(a);
+        for (int64_t i = 0; i < np; i += 64) { EACH8(GDN_DEC, a); }
+        float sum = red64(a0, a1, a2, a3, a4, a5, a6, a7);
         for (int64_t i = np; i < d; i++) {
             row[i] *= decay;
             sum += row[i] * k[i];
         }
         const float delta = (v[j] - sum) * beta;
         const __m256 vd = _mm256_set1_ps(delta);
-        for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
-        for (int64_t i = 0; i < np; i += 64)
-            for (int c = 0; c < 8; c++) {
-                const __m256 r = _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 8 * c), vd, _mm256_loadu_ps(row + i + 8 * c));
-                _mm256_storeu_ps(row + i + 8 * c, r);
-                a[c] = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i + 8 * c), a[c]);
-            }
-        float out = red64(a);
+        ZERO8(b);
+        for (int64_t i = 0; i < np; i += 64) { EACH8(GDN_UPD, b); }
+        float out = red64(b0, b1, b2, b3, b4, b5, b6, b7);
         for (int64_t i = np; i < d; i++) {
             row[i] = fmaf(k[i], delta, row[i]);
             out += row[i] * q[i];
@@ -50,6 +62,15 @@ static void gdn_step(int64_t d, float *S, const float *q, const float *k, const 
     }
 }
 
+/* s = s dA + B x_dt and a += s C, lanes 8c .. 8c+7 of the block at i */
+#define SSM2_STEP(c, acc)                                                                                         \
+    do {                                                                                                          \
+        const int64_t e_ = i + 8 * (c);                                                                           \
+        const __m256 st_ = _mm256_fmadd_ps(_mm256_loadu_ps(s + e_), va, _mm256_mul_ps(_mm256_loadu_ps(B + e_), vx)); \
+        acc = _mm256_fmadd_ps(st_, _mm256_loadu_ps(C + e_), acc);                                                 \
+        _mm256_storeu_ps(s + e_, st_);                                                                            \
+    } while (0)
+
 static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
                       const float *x, float *y) {
     const int64_t np = ds & ~(int64_t)63;
@@ -57,16 +78,9 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
     for (int64_t p = 0; p < n; p++, s += ds) {
         const float x_dt = x[p] * dt;
         const __m256 vx = _mm256_set1_ps(x_dt);
-        __m256 a[8];
-        for (int c = 0; c < 8; c++) a[c] = _mm256_setzero_ps();
-        for (int64_t i = 0; i < np; i += 64)
-            for (int c = 0; c < 8; c++) {
-                const int64_t e = i + 8 * c;
-                const __m256 st = _mm256_fmadd_ps(_mm256_loadu_ps(s + e), va, _mm256_mul_ps(_mm256_loadu_ps(B + e), vx));
-                a[c] = _mm256_fmadd_ps(st, _mm256_loadu_ps(C + e), a[c]);
-                _mm256_storeu_ps(s + e, st);
-            }
-        float sum = red64(a);
+        ZERO8(a);
+        for (int64_t i = 0; i < np; i += 64) { EACH8(SSM2_STEP, a); }
+        float sum = red64(a0, a1, a2, a3, a4, a5, a6, a7);
         for (int64_t i = np; i < ds; i++) {
             const float st = fmaf(s[i], dA, B[i] * x_dt);
             sum = fmaf(st, C[i], sum);
@@ -75,6 +89,11 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
         y[p] = sum;
     }
 }
+#undef ZERO8
+#undef EACH8
+#undef GDN_DEC
+#undef GDN_UPD
+#undef SSM2_STEP
 
 /* rt_conv_step, 8 channels per vector (the weights of a channel are K apart: gathered); the
  * channels past the last whole vector as there. */

@@ -1,95 +1,356 @@
 /* scan_avx512.c — the recurrent scan steps of scan_ref.c on 16-lane vectors: the 64 lanes of
  * the reference are four accumulators (lanes 0-15, 16-31, 32-47, 48-63), reduced in the
  * reference's tree; tails go element by element as there. Same operations, same bits.
- * Any sizes, no alignment. */
+ * Any sizes, no alignment.
+ *
+ * Speed: the accumulators are named variables (an array of vectors indexed in a loop lands on
+ * the stack at -O2, and every FMA then waits on a store-forward), and rows go in groups of 8
+ * whose reduction trees run side by side in one transposed pass (red8): each row's sum
+ * still meets exactly the reference's additions, in its order, only 8 rows share each
+ * shuffle and add. */
 #include <math.h>
 
 #include "tensor/x86/simd_x86.h"
 
-/* rt_scan_reduce64 of the four accumulators. */
-static inline float red64(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-    const __m512 v = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+/* The first level of rt_scan_reduce64: v[l] = (acc[l] + acc[32+l]) + (acc[16+l] + acc[48+l]). */
+static inline __m512 red64_v(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    return _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+}
+
+/* [a.lo 8 + a.hi 8 | b.lo 8 + b.hi 8]: the 256-bit step of one row's tree for two rows. */
+static inline __m512 red_halves(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+/* From [w0 | w1] and [w2 | w3] (8 lanes each): 128-bit lane q holds w_q.lo 4 + w_q.hi 4. */
+static inline __m512 red_quarters(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* x86_hsum_ps's tree (lo 8 + hi 8, lo 4 + hi 4, [0] + [2] and [1] + [3], then those two) of
+ * eight 16-lane vectors side by side: lane r of the result is the sum of v_r. Each add takes
+ * the same two operands, in the same order, as the one-row tree, so the bits are its bits. */
+static inline __m256 red8(__m512 v0, __m512 v1, __m512 v2, __m512 v3, __m512 v4, __m512 v5, __m512 v6,
+                          __m512 v7) {
+    const __m512 s0 = red_quarters(red_halves(v0, v1), red_halves(v2, v3));   /* lane q: row q */
+    const __m512 s1 = red_quarters(red_halves(v4, v5), red_halves(v6, v7));   /* lane q: row 4 + q */
+    /* lane q: [s_q[0] + s_q[2], s_q[1] + s_q[3], the same of row 4 + q] */
+    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s0, s1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lane q: [row q, row 4 + q, row q, row 4 + q] */
+    const __m512 u = _mm512_add_ps(_mm512_shuffle_ps(t, t, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(t, t, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, u));
+}
+
+static inline __m256 red8v(const __m512 v[8]) { return red8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]); }
+
+/* One row's tree (x86_hsum_ps of lo 8 + hi 8). */
+static inline float red1(__m512 v) {
     return x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
-/* Row by row (rt_gdn_step): decay and dot with k, then the rank-1 update and dot with q. */
-static void gdn_step(int64_t d, float *S, const float *q, const float *k, const float *v, float decay, float beta,
-                     float scale, float *o) {
+/* ---- gated delta rule ------------------------------------------------------------------- */
+
+/* Row *= decay over the whole blocks, and the first level of its dot with k. */
+static inline __m512 gdn_decay(int64_t np, float *row, const float *k, __m512 vdec) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < np; i += 64) {
+        const __m512 r0 = _mm512_mul_ps(_mm512_loadu_ps(row + i), vdec);
+        const __m512 r1 = _mm512_mul_ps(_mm512_loadu_ps(row + i + 16), vdec);
+        const __m512 r2 = _mm512_mul_ps(_mm512_loadu_ps(row + i + 32), vdec);
+        const __m512 r3 = _mm512_mul_ps(_mm512_loadu_ps(row + i + 48), vdec);
+        _mm512_storeu_ps(row + i, r0);
+        _mm512_storeu_ps(row + i + 16, r1);
+        _mm512_storeu_ps(row + i + 32, r2);
+        _mm512_storeu_ps(row + i + 48, r3);
+        a0 = _mm512_fmadd_ps(r0, _mm512_loadu_ps(k + i), a0);
+        a1 = _mm512_fmadd_ps(r1, _mm512_loadu_ps(k + i + 16), a1);
+        a2 = _mm512_fmadd_ps(r2, _mm512_loadu_ps(k + i + 32), a2);
+        a3 = _mm512_fmadd_ps(r3, _mm512_loadu_ps(k + i + 48), a3);
+    }
+    return red64_v(a0, a1, a2, a3);
+}
+
+static inline float gdn_decay_tail(int64_t np, int64_t d, float *row, const float *k, float decay, float sum) {
+    for (int64_t i = np; i < d; i++) {
+        row[i] *= decay;
+        sum += row[i] * k[i];
+    }
+    return sum;
+}
+
+/* Row += k delta over the whole blocks, and the first level of its dot with q. */
+static inline __m512 gdn_update(int64_t np, float *row, const float *k, const float *q, __m512 vd) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < np; i += 64) {
+        const __m512 r0 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i), vd, _mm512_loadu_ps(row + i));
+        const __m512 r1 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16), vd, _mm512_loadu_ps(row + i + 16));
+        const __m512 r2 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 32), vd, _mm512_loadu_ps(row + i + 32));
+        const __m512 r3 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 48), vd, _mm512_loadu_ps(row + i + 48));
+        _mm512_storeu_ps(row + i, r0);
+        _mm512_storeu_ps(row + i + 16, r1);
+        _mm512_storeu_ps(row + i + 32, r2);
+        _mm512_storeu_ps(row + i + 48, r3);
+        a0 = _mm512_fmadd_ps(r0, _mm512_loadu_ps(q + i), a0);
+        a1 = _mm512_fmadd_ps(r1, _mm512_loadu_ps(q + i + 16), a1);
+        a2 = _mm512_fmadd_ps(r2, _mm512_loadu_ps(q + i + 32), a2);
+        a3 = _mm512_fmadd_ps(r3, _mm512_loadu_ps(q + i + 48), a3);
+    }
+    return red64_v(a0, a1, a2, a3);
+}
+
+static inline float gdn_update_tail(int64_t np, int64_t d, float *row, const float *k, const float *q, float delta,
+                                    float out) {
+    for (int64_t i = np; i < d; i++) {
+        row[i] = fmaf(k[i], delta, row[i]);
+        out += row[i] * q[i];
+    }
+    return out;
+}
+
+/* Rows j .. j+7 (rt_gdn_step): the eight decays and k dots, their deltas, then the eight
+ * updates and q dots. Each row sees the reference's operations in its order. */
+static void gdn_rows8(int64_t d, float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                      float scale, float *o) {
     const int64_t np = d & ~(int64_t)63;
     const __m512 vdec = _mm512_set1_ps(decay);
-    for (int64_t j = 0; j < d; j++) {
-        float *row = S + j * d;
-        __m512 a[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
-        for (int64_t i = 0; i < np; i += 64)
-            for (int c = 0; c < 4; c++) {
-                const __m512 r = _mm512_mul_ps(_mm512_loadu_ps(row + i + 16 * c), vdec);
-                _mm512_storeu_ps(row + i + 16 * c, r);
-                a[c] = _mm512_fmadd_ps(r, _mm512_loadu_ps(k + i + 16 * c), a[c]);
+    __m512 r[8];
+    float t[8];
+    for (int i = 0; i < 8; i++) r[i] = gdn_decay(np, S + i * d, k, vdec);
+    __m256 sum = red8v(r);
+    if (np < d) {
+        _mm256_storeu_ps(t, sum);
+        for (int i = 0; i < 8; i++) t[i] = gdn_decay_tail(np, d, S + i * d, k, decay, t[i]);
+        sum = _mm256_loadu_ps(t);
+    }
+    float dl[8];
+    _mm256_storeu_ps(dl, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v), sum), _mm256_set1_ps(beta)));
+    for (int i = 0; i < 8; i++) r[i] = gdn_update(np, S + i * d, k, q, _mm512_set1_ps(dl[i]));
+    __m256 out = red8v(r);
+    if (np < d) {
+        _mm256_storeu_ps(t, out);
+        for (int i = 0; i < 8; i++) t[i] = gdn_update_tail(np, d, S + i * d, k, q, dl[i], t[i]);
+        out = _mm256_loadu_ps(t);
+    }
+    _mm256_storeu_ps(o, _mm256_mul_ps(out, _mm256_set1_ps(scale)));
+}
+
+/* d = 128 (the models' state size): k and q stay in registers. The decay's product is not
+ * stored by the first pass but formed again by the second (the same rounded product), so a
+ * row is written once; and the first pass of the next 8 rows is issued before the second
+ * pass of these, so the reduction chain of one group overlaps the other's work. */
+#define GDN_DEC(j, acc) acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(row + 16 * (j)), vdec), k##j, acc)
+#define GDN_UPD(j, acc)                                                                                      \
+    do {                                                                                                     \
+        const __m512 r_ = _mm512_fmadd_ps(k##j, vd, _mm512_mul_ps(_mm512_loadu_ps(row + 16 * (j)), vdec)); \
+        _mm512_storeu_ps(row + 16 * (j), r_);                                                                \
+        acc = _mm512_fmadd_ps(r_, q##j, acc);                                                                \
+    } while (0)
+
+static void gdn_step128(float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                        float scale, float *o) {
+    const __m512 vdec = _mm512_set1_ps(decay);
+    const __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16), k2 = _mm512_loadu_ps(k + 32),
+                 k3 = _mm512_loadu_ps(k + 48), k4 = _mm512_loadu_ps(k + 64), k5 = _mm512_loadu_ps(k + 80),
+                 k6 = _mm512_loadu_ps(k + 96), k7 = _mm512_loadu_ps(k + 112);
+    const __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16), q2 = _mm512_loadu_ps(q + 32),
+                 q3 = _mm512_loadu_ps(q + 48), q4 = _mm512_loadu_ps(q + 64), q5 = _mm512_loadu_ps(q + 80),
+                 q6 = _mm512_loadu_ps(q + 96), q7 = _mm512_loadu_ps(q + 112);
+    __m512 r[8];
+    __m256 sum = _mm256_setzero_ps();
+    for (int j = 0; j < 128; j += 8) {
+        if (j == 0) {   /* the first group's first pass; later groups' come one group early */
+            for (int i = 0; i < 8; i++) {
+                const float *row = S + i * 128;
+                __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+                GDN_DEC(0, a0); GDN_DEC(1, a1); GDN_DEC(2, a2); GDN_DEC(3, a3);
+                GDN_DEC(4, a0); GDN_DEC(5, a1); GDN_DEC(6, a2); GDN_DEC(7, a3);
+                r[i] = red64_v(a0, a1, a2, a3);
             }
-        float sum = red64(a[0], a[1], a[2], a[3]);
-        for (int64_t i = np; i < d; i++) {
-            row[i] *= decay;
-            sum += row[i] * k[i];
+            sum = red8v(r);
         }
-        const float delta = (v[j] - sum) * beta;
-        const __m512 vd = _mm512_set1_ps(delta);
-        __m512 b[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
-        for (int64_t i = 0; i < np; i += 64)
-            for (int c = 0; c < 4; c++) {
-                const __m512 r = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16 * c), vd, _mm512_loadu_ps(row + i + 16 * c));
-                _mm512_storeu_ps(row + i + 16 * c, r);
-                b[c] = _mm512_fmadd_ps(r, _mm512_loadu_ps(q + i + 16 * c), b[c]);
+        float dl[8];
+        _mm256_storeu_ps(dl, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + j), sum), _mm256_set1_ps(beta)));
+        if (j + 8 < 128) {
+            for (int i = 0; i < 8; i++) {
+                const float *row = S + (j + 8 + i) * 128;
+                __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+                GDN_DEC(0, a0); GDN_DEC(1, a1); GDN_DEC(2, a2); GDN_DEC(3, a3);
+                GDN_DEC(4, a0); GDN_DEC(5, a1); GDN_DEC(6, a2); GDN_DEC(7, a3);
+                r[i] = red64_v(a0, a1, a2, a3);
             }
-        float out = red64(b[0], b[1], b[2], b[3]);
-        for (int64_t i = np; i < d; i++) {
-            row[i] = fmaf(k[i], delta, row[i]);
-            out += row[i] * q[i];
+            sum = red8v(r);
         }
-        o[j] = out * scale;
+        __m512 u[8];
+        for (int i = 0; i < 8; i++) {
+            float *row = S + (j + i) * 128;
+            const __m512 vd = _mm512_set1_ps(dl[i]);
+            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+            GDN_UPD(0, a0); GDN_UPD(1, a1); GDN_UPD(2, a2); GDN_UPD(3, a3);
+            GDN_UPD(4, a0); GDN_UPD(5, a1); GDN_UPD(6, a2); GDN_UPD(7, a3);
+            u[i] = red64_v(a0, a1, a2, a3);
+        }
+        _mm256_storeu_ps(o + j, _mm256_mul_ps(red8v(u), _mm256_set1_ps(scale)));
     }
 }
+#undef GDN_DEC
+#undef GDN_UPD
+
+static void gdn_step(int64_t d, float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                     float scale, float *o) {
+    if (d == 128) {
+        gdn_step128(S, q, k, v, decay, beta, scale, o);
+        return;
+    }
+    const int64_t np = d & ~(int64_t)63;
+    const __m512 vdec = _mm512_set1_ps(decay);
+    int64_t j = 0;
+    for (; j + 8 <= d; j += 8) gdn_rows8(d, S + j * d, q, k, v + j, decay, beta, scale, o + j);
+    for (; j < d; j++) {
+        float *row = S + j * d;
+        const float sum = gdn_decay_tail(np, d, row, k, decay, red1(gdn_decay(np, row, k, vdec)));
+        const float delta = (v[j] - sum) * beta;
+        o[j] = gdn_update_tail(np, d, row, k, q, delta, red1(gdn_update(np, row, k, q, _mm512_set1_ps(delta)))) * scale;
+    }
+}
+
+/* ---- Mamba-2 ------------------------------------------------------------------------------ */
+
+/* Row s stepped over the whole blocks (s = s dA + B x_dt), and the first level of its dot with C. */
+static inline __m512 ssm2_row(int64_t np, float *s, const float *B, const float *C, __m512 va, __m512 vx) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < np; i += 64) {
+        const __m512 s0 = _mm512_fmadd_ps(_mm512_loadu_ps(s + i), va, _mm512_mul_ps(_mm512_loadu_ps(B + i), vx));
+        const __m512 s1 = _mm512_fmadd_ps(_mm512_loadu_ps(s + i + 16), va, _mm512_mul_ps(_mm512_loadu_ps(B + i + 16), vx));
+        const __m512 s2 = _mm512_fmadd_ps(_mm512_loadu_ps(s + i + 32), va, _mm512_mul_ps(_mm512_loadu_ps(B + i + 32), vx));
+        const __m512 s3 = _mm512_fmadd_ps(_mm512_loadu_ps(s + i + 48), va, _mm512_mul_ps(_mm512_loadu_ps(B + i + 48), vx));
+        _mm512_storeu_ps(s + i, s0);
+        _mm512_storeu_ps(s + i + 16, s1);
+        _mm512_storeu_ps(s + i + 32, s2);
+        _mm512_storeu_ps(s + i + 48, s3);
+        a0 = _mm512_fmadd_ps(s0, _mm512_loadu_ps(C + i), a0);
+        a1 = _mm512_fmadd_ps(s1, _mm512_loadu_ps(C + i + 16), a1);
+        a2 = _mm512_fmadd_ps(s2, _mm512_loadu_ps(C + i + 32), a2);
+        a3 = _mm512_fmadd_ps(s3, _mm512_loadu_ps(C + i + 48), a3);
+    }
+    return red64_v(a0, a1, a2, a3);
+}
+
+static inline float ssm2_tail(int64_t np, int64_t ds, float *s, const float *B, const float *C, float dA, float x_dt,
+                              float sum) {
+    for (int64_t i = np; i < ds; i++) {
+        const float st = fmaf(s[i], dA, B[i] * x_dt);
+        sum = fmaf(st, C[i], sum);
+        s[i] = st;
+    }
+    return sum;
+}
+
+/* ds = 128 (Mamba-2's d_state): B and C stay in registers for all the rows, so a row costs
+ * only its own loads and stores. Same operations as ssm2_row. */
+#define SSM2_V(k, acc)                                                                                   \
+    do {                                                                                                 \
+        const __m512 st_ = _mm512_fmadd_ps(_mm512_loadu_ps(sp + 16 * (k)), va, _mm512_mul_ps(b##k, vx)); \
+        _mm512_storeu_ps(sp + 16 * (k), st_);                                                            \
+        acc = _mm512_fmadd_ps(st_, c##k, acc);                                                           \
+    } while (0)
+
+static void ssm2_rows128(int64_t n, float *s, const float *B, const float *C, float dA, float dt, const float *x,
+                         float *y) {
+    const __m512 va = _mm512_set1_ps(dA);
+    const __m512 b0 = _mm512_loadu_ps(B), b1 = _mm512_loadu_ps(B + 16), b2 = _mm512_loadu_ps(B + 32),
+                 b3 = _mm512_loadu_ps(B + 48), b4 = _mm512_loadu_ps(B + 64), b5 = _mm512_loadu_ps(B + 80),
+                 b6 = _mm512_loadu_ps(B + 96), b7 = _mm512_loadu_ps(B + 112);
+    const __m512 c0 = _mm512_loadu_ps(C), c1 = _mm512_loadu_ps(C + 16), c2 = _mm512_loadu_ps(C + 32),
+                 c3 = _mm512_loadu_ps(C + 48), c4 = _mm512_loadu_ps(C + 64), c5 = _mm512_loadu_ps(C + 80),
+                 c6 = _mm512_loadu_ps(C + 96), c7 = _mm512_loadu_ps(C + 112);
+    int64_t p = 0;
+    for (; p + 8 <= n; p += 8) {
+        __m512 r[8];
+        for (int i = 0; i < 8; i++) {
+            float *sp = s + (p + i) * 128;
+            const __m512 vx = _mm512_set1_ps(x[p + i] * dt);
+            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+            SSM2_V(0, a0); SSM2_V(1, a1); SSM2_V(2, a2); SSM2_V(3, a3);
+            SSM2_V(4, a0); SSM2_V(5, a1); SSM2_V(6, a2); SSM2_V(7, a3);
+            r[i] = red64_v(a0, a1, a2, a3);
+        }
+        _mm256_storeu_ps(y + p, red8v(r));
+    }
+    for (; p < n; p++) {
+        float *sp = s + p * 128;
+        const __m512 vx = _mm512_set1_ps(x[p] * dt);
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+        SSM2_V(0, a0); SSM2_V(1, a1); SSM2_V(2, a2); SSM2_V(3, a3);
+        SSM2_V(4, a0); SSM2_V(5, a1); SSM2_V(6, a2); SSM2_V(7, a3);
+        y[p] = red1(red64_v(a0, a1, a2, a3));
+    }
+}
+#undef SSM2_V
 
 static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
                       const float *x, float *y) {
+    if (ds == 128) {
+        ssm2_rows128(n, s, B, C, dA, dt, x, y);
+        return;
+    }
     const int64_t np = ds & ~(int64_t)63;
     const __m512 va = _mm512_set1_ps(dA);
-    for (int64_t p = 0; p < n; p++, s += ds) {
-        const float x_dt = x[p] * dt;
-        const __m512 vx = _mm512_set1_ps(x_dt);
-        __m512 a[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
-        for (int64_t i = 0; i < np; i += 64)
-            for (int c = 0; c < 4; c++) {
-                const int64_t e = i + 16 * c;
-                const __m512 st = _mm512_fmadd_ps(_mm512_loadu_ps(s + e), va, _mm512_mul_ps(_mm512_loadu_ps(B + e), vx));
-                a[c] = _mm512_fmadd_ps(st, _mm512_loadu_ps(C + e), a[c]);
-                _mm512_storeu_ps(s + e, st);
-            }
-        float sum = red64(a[0], a[1], a[2], a[3]);
-        for (int64_t i = np; i < ds; i++) {
-            const float st = fmaf(s[i], dA, B[i] * x_dt);
-            sum = fmaf(st, C[i], sum);
-            s[i] = st;
+    int64_t p = 0;
+    for (; p + 8 <= n; p += 8) {   /* eight rows, one transposed reduction */
+        __m512 r[8];
+        for (int i = 0; i < 8; i++) r[i] = ssm2_row(np, s + (p + i) * ds, B, C, va, _mm512_set1_ps(x[p + i] * dt));
+        const __m256 sum = red8v(r);
+        if (np < ds) {
+            float t[8];
+            _mm256_storeu_ps(t, sum);
+            for (int i = 0; i < 8; i++) y[p + i] = ssm2_tail(np, ds, s + (p + i) * ds, B, C, dA, x[p + i] * dt, t[i]);
+        } else {
+            _mm256_storeu_ps(y + p, sum);
         }
-        y[p] = sum;
+    }
+    for (; p < n; p++) {
+        const float x_dt = x[p] * dt;
+        float *sp = s + p * ds;
+        y[p] = ssm2_tail(np, ds, sp, B, C, dA, x_dt, red1(ssm2_row(np, sp, B, C, va, _mm512_set1_ps(x_dt))));
     }
 }
 
-/* rt_conv_step, 16 channels per vector (the weights of a channel are K apart: gathered); the
- * channels past the last whole vector as there. */
+/* rt_conv_step, 16 channels per vector. The weights of a channel are K apart: for K <= 4 the
+ * 16 K weights of 16 channels are K whole vectors, and weight k of each channel is picked
+ * out of them by two permutes (a gather costs far more); other K gather. The channels past
+ * the last whole vector go as there. */
+static inline __m512 conv_wk(__m512 v0, __m512 v1, __m512 v2, __m512 v3, __m512i base, int k) {
+    const __m512i e = _mm512_add_epi32(base, _mm512_set1_epi32(k));   /* c K + k, < 64 */
+    const __mmask16 hi = _mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(32));
+    return _mm512_mask_blend_ps(hi, _mm512_permutex2var_ps(v0, e, v1), _mm512_permutex2var_ps(v2, e, v3));
+}
+
 static void conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
                       float *out) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(K));
+    const __m512i base = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(K));
     int64_t ch = lo;
     for (; ch + 16 <= hi; ch += 16) {
         const float *wc = w + ch * K;
-        __m512 sum = _mm512_setzero_ps();
-        for (int k = 0; k < K - 1; k++) {
-            const float *p = wc + k;
-            sum = _mm512_fmadd_ps(_mm512_loadu_ps(state + k * C + ch), _mm512_i32gather_ps(idx, p, 4), sum);
-        }
-        const float *p = wc + K - 1;
         const __m512 v = _mm512_loadu_ps(in + ch);
-        sum = _mm512_fmadd_ps(v, _mm512_i32gather_ps(idx, p, 4), sum);
+        __m512 sum = _mm512_setzero_ps();
+        if (K <= 4) {
+            const __m512 z = _mm512_setzero_ps();
+            const __m512 v0 = _mm512_loadu_ps(wc), v1 = K > 1 ? _mm512_loadu_ps(wc + 16) : z;
+            const __m512 v2 = K > 2 ? _mm512_loadu_ps(wc + 32) : z, v3 = K > 3 ? _mm512_loadu_ps(wc + 48) : z;
+            for (int k = 0; k < K - 1; k++)
+                sum = _mm512_fmadd_ps(_mm512_loadu_ps(state + k * C + ch), conv_wk(v0, v1, v2, v3, base, k), sum);
+            sum = _mm512_fmadd_ps(v, conv_wk(v0, v1, v2, v3, base, K - 1), sum);
+        } else {
+            for (int k = 0; k < K - 1; k++)
+                sum = _mm512_fmadd_ps(_mm512_loadu_ps(state + k * C + ch), _mm512_i32gather_ps(base, wc + k, 4), sum);
+            sum = _mm512_fmadd_ps(v, _mm512_i32gather_ps(base, wc + K - 1, 4), sum);
+        }
         for (int k = 0; k < K - 2; k++) _mm512_storeu_ps(state + k * C + ch, _mm512_loadu_ps(state + (k + 1) * C + ch));
         if (K > 1) _mm512_storeu_ps(state + (int64_t)(K - 2) * C + ch, v);
         _mm512_storeu_ps(out + ch, sum);
