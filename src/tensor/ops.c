@@ -32,10 +32,10 @@ void op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) 
 
 /* Four rows' sums side by side: four independent add chains instead of one, each row's
  * still in index order. */
-void op_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, int64_t rows, float eps) {
+void op_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, int64_t rows, int64_t stride, float eps) {
     int64_t r = 0;
     for (; r + 4 <= rows; r += 4) {
-        const float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+        const float *x0 = x + r * stride, *x1 = x0 + stride, *x2 = x1 + stride, *x3 = x2 + stride;
         double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
         for (int64_t i = 0; i < n; i++) {
             s0 += (double)(x0[i] * x0[i]);
@@ -43,12 +43,12 @@ void op_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, int64_
             s2 += (double)(x2[i] * x2[i]);
             s3 += (double)(x3[i] * x3[i]);
         }
-        rms_apply(y + r * n, x0, w, n, s0, eps);
-        rms_apply(y + (r + 1) * n, x1, w, n, s1, eps);
-        rms_apply(y + (r + 2) * n, x2, w, n, s2, eps);
-        rms_apply(y + (r + 3) * n, x3, w, n, s3, eps);
+        rms_apply(y + r * stride, x0, w, n, s0, eps);
+        rms_apply(y + (r + 1) * stride, x1, w, n, s1, eps);
+        rms_apply(y + (r + 2) * stride, x2, w, n, s2, eps);
+        rms_apply(y + (r + 3) * stride, x3, w, n, s3, eps);
     }
-    for (; r < rows; r++) op_rmsnorm(y + r * n, x + r * n, w, n, eps);
+    for (; r < rows; r++) op_rmsnorm(y + r * stride, x + r * stride, w, n, eps);
 }
 
 void op_l2norm(float *x, int64_t n, float eps) {

@@ -47,11 +47,17 @@ static void test_norm_rows(void **state) {
         for (int wi = 0; wi < 2; wi++) {
             const float *wp = wi ? w : NULL;
             for (int r = 0; r < rows; r++) op_rmsnorm(ref + r * N, x + r * N, wp, N, 1e-6f);
-            op_rmsnorm_rows(got, x, wp, N, rows, 1e-6f);
+            op_rmsnorm_rows(got, x, wp, N, rows, N, 1e-6f);
             assert_memory_equal(got, ref, (size_t)rows * N * sizeof(float));
             memcpy(got, x, sizeof got);
-            op_rmsnorm_rows(got, got, wp, N, rows, 1e-6f);
+            op_rmsnorm_rows(got, got, wp, N, rows, N, 1e-6f);
             assert_memory_equal(got, ref, (size_t)rows * N * sizeof(float));
+            if (rows > R / 2) continue;   /* strided: rows of N - 5 floats, N apart, in place */
+            memcpy(got, x, sizeof got);
+            memcpy(ref, x, sizeof ref);
+            for (int r = 0; r < rows; r++) op_rmsnorm(ref + 2 * r * N, ref + 2 * r * N, wp, N - 5, 1e-6f);
+            op_rmsnorm_rows(got, got, wp, N - 5, rows, 2 * N, 1e-6f);
+            assert_memory_equal(got, ref, sizeof ref);
         }
     for (int rows = 1; rows <= R; rows++) {
         memcpy(ref, x, sizeof ref);

@@ -93,14 +93,16 @@ static void dn_delta_job(void *arg, int ith, int nth) {
             dn_ba(j, t, h, &b, &a);
             const float beta = 1.0f / (1.0f + expf(-b)), g = dn_softplus(a + dt_b[h]) * A[h];
             float *o = f->r_y + (int64_t)t * di + h * d;
-            const float *z = f->r_dt + (int64_t)t * di + h * d;
             f->kern->gdn_step(d, S, q + kh * d, k + kh * d, v + h * d, expf(g), beta, scale, o);
-            op_rmsnorm(o, o, nw, d, hp->rms_eps);
-            /* ggml's silu op on rows of d, then o * gate: swiglu's silu(z) * o is the same
-             * product (tensor.h: swiglu_f32 is silu_f32 times g), and needs no scratch */
-            op_swiglu(f->kern, o, z, o, d);
             fwd_capture_ssm(f, j->rs_layer, t, h * d * d, (h + 1) * d * d);
         }
+        /* The gated norm of the head's rows once its scan is done: several tokens' norms side
+         * by side (each row's bits as alone); then ggml's silu op on rows of d times o, as
+         * swiglu: silu(z) * o is the same product (tensor.h: swiglu_f32 is silu_f32 times g). */
+        float *o = f->r_y + h * d;
+        op_rmsnorm_rows(o, o, nw, d, f->n_tok, di, hp->rms_eps);
+        for (int32_t t = 0; t < f->n_tok; t++)
+            op_swiglu(f->kern, o + (int64_t)t * di, f->r_dt + (int64_t)t * di + h * d, o + (int64_t)t * di, d);
     }
 }
 
