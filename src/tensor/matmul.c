@@ -6,9 +6,10 @@
  *     who quantizes it);
  *  2. output rows are split into shares (tp_split, MM_SHARES per thread, so a thread the OS
  *     holds back delays little); each Y element is exactly one vec_dot call, one lane of a
- *     vec_dot4 call or one element of a gemm call, which give the same bits (tensor.h
+ *     vec_dot4 call or one element of a gemm or gemv call, which give the same bits (tensor.h
  *     invariant 2; the dot is tensor_matmul_dot's, a property of the weight). A table with a
- *     gemm for the type gets a share's whole row range (it tiles rows x tokens itself).
+ *     gemm for the type gets a share's whole row range (it tiles rows x tokens itself), and so
+ *     does a gemv for a single token (it runs several rows side by side).
  *     Otherwise rows are walked in tiles of MM_TILE weight rows, and each tile is dotted with
  *     every token before the next, so a batch reads W from memory once.
  *
@@ -71,6 +72,11 @@ static void mm_dot(void *arg, int ith, int nth) {
     if (gemm && j->n_tok > 1) {   /* tiles rows x tokens itself; each element is vec_dot's */
         gemm(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok, j->Y + lo,
              j->ldy);
+        return;
+    }
+    const tensor_gemv_fn gemv = plain ? j->k->gemv[j->wtype] : dot == j->k->dot_q4_K_rp ? j->k->gemv_q4_K_rp : NULL;
+    if (gemv && j->n_tok == 1) {   /* rows side by side, x loaded once; each element is dot's */
+        gemv(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->Y + lo);
         return;
     }
     const tensor_vec_dot4_fn dot4 = plain ? j->k->vec_dot4[j->wtype] : NULL;

@@ -46,6 +46,12 @@ typedef void (*tensor_vec_dot4_fn)(int64_t n, const void *w, const void *x, size
 typedef void (*tensor_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *x,
                                size_t x_stride, int64_t n_tok, float *y, int64_t ldy);
 
+/* y[r] = dot(n, w + r*w_stride, x) for r < n_rows: one activation row against many weight rows
+ * (single-token matmul), each element bit-identical to the dot named where the field is (the
+ * same operations in the same order; only rows are interleaved, so x is loaded once per block
+ * for several rows). Unaligned rows and strides; y must not alias w or x. */
+typedef void (*tensor_gemv_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *x, float *y);
+
 typedef struct tensor_kernels {
     const char          *isa;                       /* "scalar", "avx2", "avx512" */
     tensor_to_float_fn   to_float[GGUF_T_COUNT];    /* NULL where the type is not supported */
@@ -125,6 +131,12 @@ typedef struct tensor_kernels {
      * in may be out; nothing else overlaps. */
     void  (*conv_step)(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
                        float *out);
+
+    /* Single-token matmul (optional, NULL: matmul calls the dot row by row). gemv[t] gives
+     * vec_dot[t]'s bits; gemv_q4_K_rp gives dot_q4_K_rp's. tensor_matmul takes them for
+     * one-token calls. */
+    tensor_gemv_fn       gemv[GGUF_T_COUNT];
+    tensor_gemv_fn       gemv_q4_K_rp;
 } tensor_kernels;
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */

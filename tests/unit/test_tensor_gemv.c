@@ -1,0 +1,235 @@
+/* test_tensor_gemv.c — tensor/: the single-token matmul kernels (gemv[], gemv_q4_K_rp).
+ *
+ * Their contract is bit-identity with the dot they stand for, row by row (tensor.h): a token's
+ * logits must not depend on whether it was computed alone or in a batch, nor on how a matmul's
+ * rows are split among threads. So every comparison here is memcmp (no tolerance), over
+ *  - row counts around the kernels' row groups (0..9, 15-17, 23, 33, 67), so every tail runs;
+ *  - row lengths with odd block counts (n not a multiple of 64 for Q8_0) and long rows;
+ *  - rows at odd addresses and row strides longer than a row;
+ *  - quantized rough data, and raw weight bytes (every byte value, -128 included, random
+ *    fp16 scales), with activations as the quantizer makes them (|q| <= 127).
+ * Outputs past n_rows must stay untouched. The last test shows the data is order-sensitive:
+ * the same sums in double precision round to other bits for many rows, so equal bits are no
+ * accident of exact arithmetic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/fp16.h"
+#include "tensor/tensor.h"
+
+#define MAX_ROWS 67
+#define PAD 5   /* extra bytes of the padded row stride */
+
+typedef struct rng { uint64_t s; } rng;
+
+static uint64_t rng_u64(rng *r) {   /* splitmix64 */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unif(rng *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
+
+static float rng_gauss(rng *r) {
+    const double u = rng_unif(r) + 1e-300, v = rng_unif(r);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* Gaussian with a per-32 scale spread over two orders of magnitude and rare outliers. */
+static void fill_rough(rng *r, float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 32) {
+        const float s = expf(4.0f * (float)rng_unif(r) - 2.0f) * 0.3f;
+        for (int64_t j = i; j < i + 32 && j < n; j++) {
+            x[j] = s * rng_gauss(r);
+            if ((rng_u64(r) & 255) == 0) x[j] *= 8.0f;
+        }
+    }
+}
+
+static void *xalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
+static int get_tables(const tensor_kernels *t[3]) {
+    int n = 0;
+    t[n++] = tensor_kernels_scalar();
+    if (tensor_kernels_avx2()) t[n++] = tensor_kernels_avx2();
+    if (tensor_kernels_avx512()) t[n++] = tensor_kernels_avx512();
+    return n;
+}
+
+/* A finite fp16 of either sign between 2^-12 and 2^3 (a weight scale). */
+static uint16_t rand_scale(rng *r) {
+    const float m = ldexpf(1.0f + (float)rng_unif(r), (int)(rng_u64(r) % 16) - 12);
+    return rt_f32_to_f16((rng_u64(r) & 1) ? -m : m);
+}
+
+/* Raw weight rows: random bytes everywhere, then every fp16 scale field made finite. */
+static void fill_raw(rng *r, uint32_t wt, uint8_t *w, int64_t n, int64_t rows) {
+    const size_t wb = tensor_row_bytes(wt, n);
+    for (size_t i = 0; i < wb * (size_t)rows; i++) w[i] = (uint8_t)rng_u64(r);
+    const size_t bb = wt == GGUF_T_Q8_0 ? 34 : wt == GGUF_T_Q4_K ? 144 : 210;
+    const size_t f16s[2] = { wt == GGUF_T_Q6_K ? 208 : 0, wt == GGUF_T_Q4_K ? 2 : SIZE_MAX };
+    for (size_t b = 0; b < wb * (size_t)rows / bb; b++)
+        for (int f = 0; f < 2; f++) {
+            if (f16s[f] == SIZE_MAX) continue;
+            const uint16_t h = rand_scale(r);
+            memcpy(w + b * bb + f16s[f], &h, 2);
+        }
+}
+
+typedef struct gv_case {
+    const tensor_kernels *k;
+    uint32_t          wt;
+    tensor_gemv_fn    gemv;
+    tensor_vec_dot_fn dot;
+    const char       *what;
+} gv_case;
+
+/* gemv over rows[] row counts of the weight at w (stride ws) against x equals dot row by row;
+ * y past n_rows is untouched. */
+static void check_rows(const gv_case *c, int64_t n, const uint8_t *w, size_t ws, const uint8_t *x) {
+    static const int64_t rows[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 23, 33, MAX_ROWS };
+    float y[MAX_ROWS + 4];
+    for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++) {
+        for (int i = 0; i < MAX_ROWS + 4; i++) y[i] = -7.0f;
+        c->gemv(n, w, ws, rows[a], x, y);
+        for (int64_t o = 0; o < MAX_ROWS + 4; o++) {
+            const float want = o < rows[a] ? c->dot(n, w + (size_t)o * ws, x) : -7.0f;
+            if (memcmp(&want, &y[o], 4) != 0)
+                fail_msg("%s %s type %u n %lld rows %lld stride %zu: y[%lld] %a vs %a", c->k->isa, c->what,
+                         (unsigned)c->wt, (long long)n, (long long)rows[a], ws, (long long)o, y[o], want);
+        }
+    }
+}
+
+/* One (kernel, n): quantized and raw weights, packed and padded strides, odd addresses. */
+static void check_gemv(const gv_case *c, int64_t n, rng *r) {
+    const uint32_t vt = tensor_vec_dot_type(c->wt);
+    const size_t wb = tensor_row_bytes(c->wt, n), ws = wb + PAD;
+    float *f = xalloc((size_t)n * MAX_ROWS * 4);
+    uint8_t *wbuf = xalloc(ws * MAX_ROWS + 1), *xbuf = xalloc(tensor_row_bytes(vt, n) + 1);
+    uint8_t *w = wbuf + 1, *x = xbuf + 1;   /* odd addresses */
+    fill_rough(r, f, n);
+    c->k->from_float[vt](f, x, n);
+    for (int raw = 0; raw < 2; raw++) {
+        if (raw) {
+            fill_raw(r, c->wt, w, n, MAX_ROWS);
+        } else {
+            fill_rough(r, f, n * MAX_ROWS);
+            tensor_kernels_scalar()->from_float[c->wt](f, w, n * MAX_ROWS);
+        }
+        check_rows(c, n, w, wb, x);
+        for (int64_t o = MAX_ROWS - 1; o >= 0; o--) memmove(w + (size_t)o * ws, w + (size_t)o * wb, wb);
+        check_rows(c, n, w, ws, x);
+    }
+    free(f); free(wbuf); free(xbuf);
+}
+
+/* The kernels of every table with their dots. */
+static int list_cases(gv_case *out, int max) {
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    static const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q4_K, GGUF_T_Q6_K };
+    int m = 0;
+    for (int k = 0; k < nt; k++) {
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+            if (tab[k]->gemv[types[i]] && m < max)
+                out[m++] = (gv_case){ tab[k], types[i], tab[k]->gemv[types[i]], tab[k]->vec_dot[types[i]], "gemv" };
+        if (tab[k]->gemv_q4_K_rp && m < max)
+            out[m++] = (gv_case){ tab[k], GGUF_T_Q4_K, tab[k]->gemv_q4_K_rp, tab[k]->dot_q4_K_rp, "gemv_q4_K_rp" };
+    }
+    return m;
+}
+
+static void test_gemv_bits(void **state) {
+    (void)state;
+    rng r = { 2024 };
+    gv_case cs[16];
+    const int m = list_cases(cs, 16);
+    static const int64_t n_q8[] = { 32, 64, 96, 160, 1056, 3072 + 32 }, n_k[] = { 256, 768, 2816 };
+    for (int i = 0; i < m; i++) {
+        const bool q8 = cs[i].wt == GGUF_T_Q8_0;
+        const int64_t *ns = q8 ? n_q8 : n_k;
+        const size_t nn = q8 ? sizeof n_q8 / sizeof n_q8[0] : sizeof n_k / sizeof n_k[0];
+        for (size_t l = 0; l < nn; l++) check_gemv(&cs[i], ns[l], &r);
+    }
+    /* the AVX-512 table has the Q8_0 and Q4_K kernels: they were compared above */
+    if (tensor_kernels_avx512()) {
+        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q8_0]);
+        assert_non_null(tensor_kernels_avx512()->gemv_q4_K_rp);
+    }
+}
+
+/* Activations with every quantized value (-127..127, as the quantizer makes them) and random
+ * scales, not only what from_float of smooth data gives. */
+static void test_gemv_q8_raw_x(void **state) {
+    (void)state;
+    rng r = { 77 };
+    gv_case cs[16];
+    const int m = list_cases(cs, 16);
+    const int64_t n = 1056;
+    const size_t wb = tensor_row_bytes(GGUF_T_Q8_0, n);
+    uint8_t *w = xalloc(wb * MAX_ROWS), *x = xalloc(wb);
+    for (int i = 0; i < m; i++) {
+        if (cs[i].wt != GGUF_T_Q8_0) continue;
+        for (int rep = 0; rep < 4; rep++) {
+            fill_raw(&r, GGUF_T_Q8_0, w, n, MAX_ROWS);
+            for (size_t b = 0; b < wb / 34; b++) {
+                const uint16_t h = rand_scale(&r);
+                memcpy(x + 34 * b, &h, 2);
+                for (int j = 0; j < 32; j++) x[34 * b + 2 + j] = (uint8_t)(int8_t)((int)(rng_u64(&r) % 255) - 127);
+            }
+            check_rows(&cs[i], n, w, wb, x);
+        }
+    }
+    free(w); free(x);
+}
+
+/* The data above is sensitive to the order of the sums: rounding the exact (double) dot of the
+ * dequantized rows gives other bits than the kernel for many rows, so the bit comparisons
+ * above could not pass by chance with another order. */
+static void test_order_sensitive(void **state) {
+    (void)state;
+    rng r = { 5 };
+    const tensor_kernels *s = tensor_kernels_scalar();
+    const int64_t n = 1056;
+    const size_t wb = tensor_row_bytes(GGUF_T_Q8_0, n);
+    float *f = xalloc((size_t)n * MAX_ROWS * 4), *wf = xalloc((size_t)n * 4), *xf = xalloc((size_t)n * 4);
+    uint8_t *w = xalloc(wb * MAX_ROWS), *x = xalloc(wb);
+    fill_rough(&r, f, n * MAX_ROWS);
+    s->from_float[GGUF_T_Q8_0](f, w, n * MAX_ROWS);
+    fill_rough(&r, f, n);
+    s->from_float[GGUF_T_Q8_0](f, x, n);
+    s->to_float[GGUF_T_Q8_0](x, xf, n);
+    int differ = 0;
+    for (int o = 0; o < MAX_ROWS; o++) {
+        s->to_float[GGUF_T_Q8_0](w + (size_t)o * wb, wf, n);
+        double e = 0;
+        for (int64_t i = 0; i < n; i++) e += (double)wf[i] * xf[i];
+        const float exact = (float)e, got = s->vec_dot[GGUF_T_Q8_0](n, w + (size_t)o * wb, x);
+        differ += memcmp(&exact, &got, 4) != 0;
+    }
+    assert_true(differ >= MAX_ROWS / 4);
+    free(f); free(wf); free(xf); free(w); free(x);
+}
+
+int main(void) {
+    tensor_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemv_bits),
+        cmocka_unit_test(test_gemv_q8_raw_x),
+        cmocka_unit_test(test_order_sensitive),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
