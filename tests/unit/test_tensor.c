@@ -28,6 +28,7 @@
 #include "core/alloc.h"
 #include "tensor/fp16.h"
 #include "tensor/tensor.h"
+#include "tensor_test_util.h"
 #include "tensor/tensor_impl.h"
 
 #define DOT_REL 1e-5
@@ -50,22 +51,6 @@ static const type_case k_types[] = {
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-typedef struct rng { uint64_t s; } rng;
-
-static uint64_t rng_u64(rng *r) {   /* splitmix64 */
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unif(rng *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
-
-static float rng_gauss(rng *r) {
-    const double u = rng_unif(r) + 1e-300, v = rng_unif(r);
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
-
 static void fill_gauss(rng *r, float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = rng_gauss(r);
 }
@@ -79,15 +64,6 @@ static void fill_rough(rng *r, float *x, int64_t n) {
             if ((rng_u64(r) & 255) == 0) x[j] *= 8.0f;
         }
     }
-}
-
-/* The scalar table first, then every SIMD table this CPU has. */
-static int get_tables(const tensor_kernels *t[3]) {
-    int n = 0;
-    t[n++] = tensor_kernels_scalar();
-    if (tensor_kernels_avx2()) t[n++] = tensor_kernels_avx2();
-    if (tensor_kernels_avx512()) t[n++] = tensor_kernels_avx512();
-    return n;
 }
 
 static void *xalloc(size_t n) {

@@ -20,6 +20,7 @@
 
 #include "tensor/fp16.h"
 #include "tensor/tensor.h"
+#include "tensor_test_util.h"
 
 #define MAX_N   300   /* positions */
 #define MAX_D   260   /* head size */
@@ -28,29 +29,7 @@
 static const int64_t k_dims[] = { 1, 7, 16, 17, 64, 80, 128, 130, 256 };
 static const int32_t k_ns[] = { 1, 3, 4, 5, 16, 17, 33, 100, 300 };
 
-typedef struct rng { uint64_t s; } rng;
-
-static uint64_t rng_u64(rng *r) {   /* splitmix64 */
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* mixed signs and magnitudes, so another summation order would round differently */
-static float rng_val(rng *r) {
-    const float u = (float)((double)(rng_u64(r) >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
-    return (rng_u64(r) & 15) == 0 ? u * 37.0f : u;
-}
-
-static int get_tables(const tensor_kernels *t[3]) {
-    int n = 0;
-    t[n++] = tensor_kernels_scalar();
-    if (tensor_kernels_avx2()) t[n++] = tensor_kernels_avx2();
-    if (tensor_kernels_avx512()) t[n++] = tensor_kernels_avx512();
-    return n;
-}
-
 /* ggml's 16-lane tree (_mm512_reduce_add_ps): halves, quarters, then the last pairs */
 static float tree16(const float l[16]) {
     float h[8], q[4];

@@ -16,36 +16,13 @@
 
 #include "tensor/fp16.h"
 #include "tensor/tensor.h"
+#include "tensor_test_util.h"
 
 /* lengths around the 8/16-lane blocks and their tails, and attention's head sizes */
 static const int64_t k_lens[] = { 0, 1, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 80, 127, 128, 129, 256, 1000 };
 #define N_LENS (sizeof k_lens / sizeof k_lens[0])
 #define MAX_LEN 1000
 #define MAX_OFF 3   /* element offsets tried for every row: SIMD loads must not assume alignment */
-
-typedef struct rng { uint64_t s; } rng;
-
-static uint64_t rng_u64(rng *r) {   /* splitmix64 */
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Values of mixed sign and magnitude (a few large ones), so that sums in another order would
- * round differently. */
-static float rng_val(rng *r) {
-    const float u = (float)((double)(rng_u64(r) >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
-    return (rng_u64(r) & 15) == 0 ? u * 37.0f : u;
-}
-
-static int get_tables(const tensor_kernels *t[3]) {
-    int n = 0;
-    t[n++] = tensor_kernels_scalar();
-    if (tensor_kernels_avx2()) t[n++] = tensor_kernels_avx2();
-    if (tensor_kernels_avx512()) t[n++] = tensor_kernels_avx512();
-    return n;
-}
 
 /* Shared buffers: one F16 row and four float rows, each with room for an offset. */
 typedef struct bufs {

@@ -23,25 +23,10 @@
 
 #include "tensor/fp16.h"
 #include "tensor/tensor.h"
+#include "tensor_test_util.h"
 
 #define MAX_ROWS 67
 #define PAD 5   /* extra bytes of the padded row stride */
-
-typedef struct rng { uint64_t s; } rng;
-
-static uint64_t rng_u64(rng *r) {   /* splitmix64 */
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unif(rng *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
-
-static float rng_gauss(rng *r) {
-    const double u = rng_unif(r) + 1e-300, v = rng_unif(r);
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
 
 /* Gaussian with a per-32 scale spread over two orders of magnitude and rare outliers. */
 static void fill_rough(rng *r, float *x, int64_t n) {
@@ -58,14 +43,6 @@ static void *xalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     assert_non_null(p);
     return p;
-}
-
-static int get_tables(const tensor_kernels *t[3]) {
-    int n = 0;
-    t[n++] = tensor_kernels_scalar();
-    if (tensor_kernels_avx2()) t[n++] = tensor_kernels_avx2();
-    if (tensor_kernels_avx512()) t[n++] = tensor_kernels_avx512();
-    return n;
 }
 
 /* A finite fp16 of either sign between 2^-12 and 2^3 (a weight scale). */

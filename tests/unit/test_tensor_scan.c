@@ -13,32 +13,15 @@
 #include <string.h>
 
 #include "tensor/tensor.h"
+#include "tensor_test_util.h"
 
 #define SCAN_REL 1e-5
-
-typedef struct rng { uint64_t s; } rng;
-
-static float rng_f(rng *r) {   /* uniform in [-1, 1) from splitmix64 */
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)((double)(z >> 11) * 0x1.0p-52 - 1.0);
-}
 
 static float *randv(rng *r, int64_t n, float amp) {
     float *x = malloc((size_t)(n + 1) * sizeof *x);   /* +1: callers use x + 1 (unaligned) */
     assert_non_null(x);
     for (int64_t i = 0; i < n + 1; i++) x[i] = amp * rng_f(r);
     return x;
-}
-
-static int get_tables(const tensor_kernels *t[3]) {
-    int n = 0;
-    t[n++] = tensor_kernels_scalar();
-    if (tensor_kernels_avx2()) t[n++] = tensor_kernels_avx2();
-    if (tensor_kernels_avx512()) t[n++] = tensor_kernels_avx512();
-    return n;
 }
 
 /* The reference against a plain double computation of one step. */

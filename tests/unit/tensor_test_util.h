@@ -1,0 +1,48 @@
+/* tensor_test_util.h — what the tensor tests share: a splitmix64 generator with the value
+ * shapes they draw, and the kernel tables of this CPU. Header-only (static inline): each test
+ * executable gets its own copy. */
+#ifndef RECUR_TENSOR_TEST_UTIL_H
+#define RECUR_TENSOR_TEST_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+typedef struct rng { uint64_t s; } rng;
+
+static inline uint64_t rng_u64(rng *r) {   /* splitmix64 */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [0, 1) */
+static inline double rng_unif(rng *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
+
+/* uniform in [-1, 1) */
+static inline float rng_f(rng *r) { return (float)(2.0 * rng_unif(r) - 1.0); }
+
+static inline float rng_gauss(rng *r) {
+    const double u = rng_unif(r) + 1e-300, v = rng_unif(r);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* Values of mixed sign and magnitude (a few large ones), so that sums in another order would
+ * round differently. */
+static inline float rng_val(rng *r) {
+    const float u = (float)((double)(rng_u64(r) >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+    return (rng_u64(r) & 15) == 0 ? u * 37.0f : u;
+}
+
+/* The scalar table first, then every SIMD table this CPU has. */
+static inline int get_tables(const tensor_kernels *t[3]) {
+    int n = 0;
+    t[n++] = tensor_kernels_scalar();
+    if (tensor_kernels_avx2()) t[n++] = tensor_kernels_avx2();
+    if (tensor_kernels_avx512()) t[n++] = tensor_kernels_avx512();
+    return n;
+}
+
+#endif
