@@ -122,6 +122,28 @@ static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const floa
     }
 }
 
+/* Positions p, p + 16, ... below `end` into the accumulators of rows 0..R-1, outputs
+ * d0..d0+63; `check`: only the rows whose context reaches p (else every row sees them). */
+static inline __attribute__((always_inline)) void wsum_span(int R, bool check, int32_t p, int32_t end, int64_t d0,
+                                                             const __mmask16 m[4], const uint16_t *const *v,
+                                                             const float *const *pr, const int32_t *n_ctx,
+                                                             __m512 acc[4][4]) {
+    for (; p < end; p += 16) {
+        const uint16_t *vp = v[p];
+        if (!vp) continue;
+        __m512 x[4];
+        _Pragma("GCC unroll 16")
+        for (int c = 0; c < 4; c++) x[c] = ld_h(vp + d0 + 16 * c, m[c]);
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < R; i++) {
+            if (check && p >= n_ctx[i]) continue;
+            const __m512 b = _mm512_set1_ps(pr[i][p]);
+            _Pragma("GCC unroll 16")
+            for (int c = 0; c < 4; c++) acc[i][c] = _mm512_fmadd_ps(b, x[c], acc[i][c]);
+        }
+    }
+}
+
 /* One weighted-sum pass: outputs d0..d0+63 (valid lanes in m) of rows 0..R-1. */
 static inline __attribute__((always_inline)) void wsum_pass(int R, int64_t d0, const __mmask16 m[4],
                                                              const uint16_t *const *v, const float *const *pr,
@@ -134,34 +156,10 @@ static inline __attribute__((always_inline)) void wsum_pass(int R, int64_t d0, c
         for (int i = 0; i < R; i++)
             _Pragma("GCC unroll 16")
             for (int c = 0; c < 4; c++) acc[i][c] = _mm512_setzero_ps();
-        int32_t p = l;
-        for (; p < n_min; p += 16) {   /* every row sees p */
-            const uint16_t *vp = v[p];
-            if (!vp) continue;
-            __m512 x[4];
-            _Pragma("GCC unroll 16")
-            for (int c = 0; c < 4; c++) x[c] = ld_h(vp + d0 + 16 * c, m[c]);
-            _Pragma("GCC unroll 16")
-            for (int i = 0; i < R; i++) {
-                const __m512 b = _mm512_set1_ps(pr[i][p]);
-                _Pragma("GCC unroll 16")
-                for (int c = 0; c < 4; c++) acc[i][c] = _mm512_fmadd_ps(b, x[c], acc[i][c]);
-            }
-        }
-        for (; p < n_max; p += 16) {   /* only the rows whose context reaches p */
-            const uint16_t *vp = v[p];
-            if (!vp) continue;
-            __m512 x[4];
-            _Pragma("GCC unroll 16")
-            for (int c = 0; c < 4; c++) x[c] = ld_h(vp + d0 + 16 * c, m[c]);
-            _Pragma("GCC unroll 16")
-            for (int i = 0; i < R; i++) {
-                if (p >= n_ctx[i]) continue;
-                const __m512 b = _mm512_set1_ps(pr[i][p]);
-                _Pragma("GCC unroll 16")
-                for (int c = 0; c < 4; c++) acc[i][c] = _mm512_fmadd_ps(b, x[c], acc[i][c]);
-            }
-        }
+        /* lane l's positions: those every row sees, then the rest of the longest context */
+        const int32_t p_mid = n_min <= l ? l : l + (n_min - l + 15) / 16 * 16;
+        wsum_span(R, false, l, n_min, d0, m, v, pr, n_ctx, acc);
+        wsum_span(R, true, p_mid, n_max, d0, m, v, pr, n_ctx, acc);
         _Pragma("GCC unroll 16")
         for (int i = 0; i < R; i++)
             _Pragma("GCC unroll 16")
