@@ -4,8 +4,9 @@
  *
  * Prints llama-bench's table (model, size, params, backend, threads, test, t/s as mean ±
  * stddev) or its JSON / JSONL / CSV fields, then, measured in the same run on the same thread
- * counts, the read bandwidth and fp32 FMA peak of the machine, and per model two efficiency
- * figures: tg t/s x bytes read per token / bandwidth, pp FLOP/s / FMA peak; and the resident
+ * counts, the read bandwidth, fp32 FMA peak and int8 dot peak of the machine, and per model two
+ * efficiency figures: tg t/s x bytes read per token / bandwidth, pp FLOP/s / the peak its weights
+ * run at (int8 for quantized weights where the CPU has VNNI, else fp32 FMA); and the resident
  * memory. `--checkpoints` instead measures prefill with checkpoint capture on vs off and the
  * time to take and restore one checkpoint (bench_ckpt.c). */
 #include <stdio.h>

@@ -47,6 +47,8 @@ typedef struct bench_hw {
     double read_gbs;       /* streaming read, best pass, GB/s (1e9 bytes) */
     double fma_gflops;     /* fp32 FMA peak, all threads, GFLOP/s */
     char   fma_isa[16];    /* "avx512", "avx2" or "scalar": the FMA kernel that ran */
+    double int8_gops;      /* int8 dot peak (vpdpbusd, 2 ops per byte product), all threads,
+                            * GOP/s; 0 where the CPU has no AVX512-VNNI */
     size_t bw_bytes;       /* buffer read per pass */
 } bench_hw;
 
@@ -104,6 +106,12 @@ double bench_bytes_per_token(const bench_result *r);
 double bench_flops_per_token(const bench_result *r);
 double bench_bw_efficiency(const bench_result *r);
 double bench_fma_efficiency(const bench_result *r);
+/* pp: the peak the test's weights are multiplied at: the int8 dot peak for quantized weights
+ * (under 1.5 bytes per weight element: their dots run on vpdpbusd) where measured, else the
+ * fp32 FMA peak. Sets *int8 to which one. GFLOP/s (GOP/s); NaN when not measured. */
+double bench_pp_peak(const bench_result *r, bool *int8);
+/* pp t/s x FLOPs per token / bench_pp_peak. */
+double bench_pp_efficiency(const bench_result *r);
 double bench_avg_ts(const bench_result *r);
 double bench_stddev_ts(const bench_result *r);
 /* Writes s as a JSON string literal (quotes included). */

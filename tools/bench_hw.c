@@ -6,7 +6,9 @@
  *  - FMA peak: each thread runs independent fp32 FMA chains that live in registers (16 chains of
  *    16 lanes on AVX-512, 12 of 8 on AVX2: more chains than FMA latency x ports, so the ports
  *    are the limit); 2 FLOPs per lane per FMA; best of FMA_PASSES.
- * Both run in a forked child, so the buffer never counts in the benchmark's peak RSS; the ISA
+ *  - int8 dot peak (AVX512-VNNI only): the same with 16 vpdpbusd chains, 2 ops per byte product:
+ *    what the quantized dots (Q8_0, K-quants) are built on, so their pp is held against it.
+ * All run in a forked child, so the buffer never counts in the benchmark's peak RSS; the ISA
  * kernels are compiled per function (target attributes) and chosen with the CPU's flags. */
 #include <immintrin.h>
 #include <pthread.h>
@@ -105,6 +107,22 @@ static float fma_scalar(long iters) {
     return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
 }
 
+/* int8 dot peak: 16 independent vpdpbusd chains (64 byte products each). */
+__attribute__((target("avx512f,avx512vnni"))) static int32_t dp_avx512(long iters) {
+    const __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
+#define DECL(k) __m512i a##k = _mm512_set1_epi32(k);
+#define STEP(k) a##k = _mm512_dpbusd_epi32(a##k, u, v);
+#define SUM(k) s = _mm512_add_epi32(s, a##k);
+    FMA_CHAINS(DECL) DECL(12) DECL(13) DECL(14) DECL(15)
+    for (long it = 0; it < iters; it++) { FMA_CHAINS(STEP) STEP(12) STEP(13) STEP(14) STEP(15) }
+    __m512i s = _mm512_setzero_si512();
+    FMA_CHAINS(SUM) SUM(12) SUM(13) SUM(14) SUM(15)
+#undef DECL
+#undef STEP
+#undef SUM
+    return _mm512_reduce_add_epi32(s);
+}
+
 typedef enum hw_isa { HW_SCALAR, HW_AVX2, HW_AVX512 } hw_isa;
 
 static hw_isa hw_detect(void) {
@@ -130,7 +148,8 @@ typedef struct hw_shared {
     long              fma_iters;
     pthread_barrier_t bar;
     volatile uint64_t sink;           /* keeps the results alive */
-    double            best_read_s, best_fma_s;
+    double            best_read_s, best_fma_s, best_dp_s;
+    bool              vnni;           /* measure the int8 dot peak too */
 } hw_shared;
 
 typedef struct hw_thread {
@@ -169,12 +188,22 @@ static void *hw_worker(void *arg) {
         if (v == 42.0f) s->sink = 1;
         if (t->ith == 0 && (s->best_fma_s == 0 || dt < s->best_fma_s)) s->best_fma_s = dt;
     }
+    for (int pass = 0; s->vnni && pass < FMA_PASSES; pass++) {
+        pthread_barrier_wait(&s->bar);
+        const uint64_t t0 = bench_now_ns();
+        const int32_t v = dp_avx512(s->fma_iters);
+        pthread_barrier_wait(&s->bar);
+        const double dt = (double)(bench_now_ns() - t0) * 1e-9;
+        if (v == 42) s->sink = 1;
+        if (t->ith == 0 && (s->best_dp_s == 0 || dt < s->best_dp_s)) s->best_dp_s = dt;
+    }
     return NULL;
 }
 
 /* Runs in the child: fills out, returns 0 on success. */
 static int hw_measure_here(int n_threads, size_t bw_bytes, bench_hw *out) {
     hw_shared s = { .isa = hw_detect(), .n_threads = n_threads, .bytes = bw_bytes, .fma_iters = FMA_ITERS };
+    s.vnni = s.isa == HW_AVX512 && __builtin_cpu_supports("avx512vnni");
     hw_thread th[BENCH_MAX_LIST * 8];
     pthread_t tid[BENCH_MAX_LIST * 8];
     if (n_threads < 1 || n_threads > (int)(sizeof th / sizeof th[0])) return 1;
@@ -193,6 +222,8 @@ static int hw_measure_here(int n_threads, size_t bw_bytes, bench_hw *out) {
     out->read_gbs = (double)(per * (size_t)n_threads) / s.best_read_s * 1e-9;
     out->fma_gflops = fma_flops(s.isa, s.fma_iters) * n_threads / s.best_fma_s * 1e-9;
     snprintf(out->fma_isa, sizeof out->fma_isa, "%s", s.isa == HW_AVX512 ? "avx512" : s.isa == HW_AVX2 ? "avx2" : "scalar");
+    /* 16 chains x 64 byte products x 2 ops per iteration */
+    out->int8_gops = s.best_dp_s > 0 ? 16.0 * 64 * 2 * (double)s.fma_iters * n_threads / s.best_dp_s * 1e-9 : 0;
     return 0;
 }
 

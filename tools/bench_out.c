@@ -83,6 +83,19 @@ double bench_fma_efficiency(const bench_result *r) {
     return bench_avg_ts(r) * bench_flops_per_token(r) / (r->hw->fma_gflops * 1e9);
 }
 
+double bench_pp_peak(const bench_result *r, bool *int8) {
+    *int8 = false;
+    if (!r->hw || !r->hw->ok) return NAN;
+    const recur_model_cost *c = &r->bm->cost;
+    *int8 = r->hw->int8_gops > 0 && (double)c->weight_bytes < 1.5 * (double)c->weight_macs;
+    return *int8 ? r->hw->int8_gops : r->hw->fma_gflops;
+}
+
+double bench_pp_efficiency(const bench_result *r) {
+    bool int8;
+    return bench_avg_ts(r) * bench_flops_per_token(r) / (bench_pp_peak(r, &int8) * 1e9);
+}
+
 /* ---- fields -------------------------------------------------------------------------------- */
 
 #define S(n, v) f[k++] = (bench_field){ .name = n, .kind = 's', .s = v }
@@ -118,6 +131,8 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
     D("flops_per_token", bench_flops_per_token(r));
     D("bw_efficiency", bench_bw_efficiency(r));
     D("fma_efficiency", bench_fma_efficiency(r));
+    D("int8_peak_gops", hw ? r->hw->int8_gops : NAN);
+    D("pp_efficiency", bench_pp_efficiency(r));
     I("rss_load_bytes", r->bm->rss_load);
     I("rss_bytes", r->rss);
     I("rss_peak_bytes", r->rss_peak);
@@ -225,8 +240,9 @@ static void md_efficiency(const bench_out *out) {
         if (dup || n_seen == BENCH_MAX_LIST) continue;
         seen[n_seen++] = hw;
         if (hw->ok)
-            printf("machine, %d threads: read %.1f GB/s (%zu MiB buffer, best of 5 passes), fp32 FMA peak %.1f GFLOP/s (%s)\n",
-                   hw->n_threads, hw->read_gbs, hw->bw_bytes >> 20, hw->fma_gflops, hw->fma_isa);
+            printf("machine, %d threads: read %.1f GB/s (%zu MiB buffer, best of 5 passes), fp32 FMA peak %.1f GFLOP/s (%s)"
+                   ", int8 dot peak %.1f GOP/s%s\n", hw->n_threads, hw->read_gbs, hw->bw_bytes >> 20, hw->fma_gflops,
+                   hw->fma_isa, hw->int8_gops, hw->int8_gops > 0 ? " (vpdpbusd)" : " (no VNNI: not measured)");
         else
             printf("machine, %d threads: not measured (the measurement failed)\n", hw->n_threads);
     }
@@ -239,8 +255,9 @@ static void md_efficiency(const bench_out *out) {
         const double ts = out->avg_ts[i], bpt = bench_bytes_per_token(r), fpt = bench_flops_per_token(r);
         if (isnan(bpt) && isnan(fpt)) continue;   /* pp+tg mixes both limits */
         const bool tg = !isnan(bpt);
-        /* the limit: t/s at the measured bandwidth (tg) or FMA peak (pp) */
-        const double limit = !(r->hw && r->hw->ok) ? NAN : tg ? r->hw->read_gbs * 1e9 / bpt : r->hw->fma_gflops * 1e9 / fpt;
+        /* the limit: t/s at the measured bandwidth (tg) or at the peak the weights run at (pp) */
+        bool int8 = false;
+        const double limit = !(r->hw && r->hw->ok) ? NAN : tg ? r->hw->read_gbs * 1e9 / bpt : bench_pp_peak(r, &int8) * 1e9 / fpt;
         char test[48], per[32], got[32], lim[32] = "-", eff[48] = "-";
         if (tg) {
             snprintf(per, sizeof per, "%.1f MB", bpt / 1e6);
@@ -251,7 +268,7 @@ static void md_efficiency(const bench_out *out) {
         }
         if (!isnan(limit)) {
             snprintf(lim, sizeof lim, "%.2f", limit);
-            snprintf(eff, sizeof eff, "%.1f %% of %s", 100 * ts / limit, tg ? "read bw" : "FMA peak");
+            snprintf(eff, sizeof eff, "%.1f %% of %s", 100 * ts / limit, tg ? "read bw" : int8 ? "int8 peak" : "FMA peak");
         }
         test_name(r, test, sizeof test);
         printf("| %-30s | %7d | %15s | %10.2f | %14s | %16s | %11s | %22s |\n", r->bm->type, r->n_threads, test, ts, per,
@@ -260,7 +277,8 @@ static void md_efficiency(const bench_out *out) {
     printf("\ntg: bytes per token = weight bytes one token reads (every weight once; MoE: only the used experts' share;"
            " token embedding: one row; KV cache and recurrent state not counted).\n"
            "pp: FLOPs per token = 2 x MACs: every weight element but the lm head, attention Q.K and P.V over the"
-           " causal prefix, 3 per recurrent-state float; the lm head once per -b call.\n");
+           " causal prefix, 3 per recurrent-state float; the lm head once per -b call. Quantized weights (under 1.5 bytes"
+           " per element) are held against the int8 dot peak where the CPU has VNNI, others against the fp32 FMA peak.\n");
 }
 
 static void md_memory(const bench_out *out) {

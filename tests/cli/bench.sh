@@ -32,9 +32,9 @@ grep -qE '^\| qwen3 [^|]*Q8_0 +\| +2\.27 MiB \| +2\.23 M \| CPU +\| +2 \| +pp16 
     fail "md pp16 row"
 grep -qE '^\| qwen3 [^|]*Q8_0 +\| +2\.27 MiB \| +2\.23 M \| CPU +\| +2 \| +tg4 \| +[0-9]+\.[0-9]{2} ± 0\.00 \|$' "$tmp/md.txt" ||
     fail "md tg4 row"
-grep -qE '^machine, 2 threads: read [0-9.]+ GB/s .*FMA peak [0-9.]+ GFLOP/s' "$tmp/md.txt" || fail "md machine line"
+grep -qE '^machine, 2 threads: read [0-9.]+ GB/s .*FMA peak [0-9.]+ GFLOP/s .*, int8 dot peak [0-9.]+ GOP/s' "$tmp/md.txt" || fail "md machine line"
 grep -qE '\| +tg4 \|.* MB \|.* GB/s \| +[0-9.]+ \| +[0-9.]+ % of read bw \|$' "$tmp/md.txt" || fail "md tg efficiency row"
-grep -qE '\| +pp16 \|.* GFLOP \|.* GFLOP/s \| +[0-9.]+ \| +[0-9.]+ % of FMA peak \|$' "$tmp/md.txt" || fail "md pp efficiency row"
+grep -qE '\| +pp16 \|.* GFLOP \|.* GFLOP/s \| +[0-9.]+ \| +[0-9.]+ % of (FMA|int8) peak \|$' "$tmp/md.txt" || fail "md pp efficiency row"
 grep -qE '^\| qwen3 .*\| +[0-9.]+ MiB \| +[0-9.]+ MiB \| +[0-9.]+ MiB \|$' "$tmp/md.txt" || fail "md memory row"
 
 # ---- json: llama-bench's fields, recur's, the values of the file ----
@@ -48,7 +48,7 @@ llama_fields = ["model_filename", "model_type", "model_size", "model_n_params", 
                 "n_threads", "n_prompt", "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
                 "samples_ns", "samples_ts"]
 ours = ["read_bw_gbs", "fma_peak_gflops", "bytes_per_token", "flops_per_token", "bw_efficiency",
-        "fma_efficiency", "rss_load_bytes", "rss_bytes", "rss_peak_bytes"]
+        "fma_efficiency", "int8_peak_gops", "pp_efficiency", "rss_load_bytes", "rss_bytes", "rss_peak_bytes"]
 for r in rows:
     missing = [f for f in llama_fields + ours if f not in r]
     assert not missing, f"missing {missing}"
@@ -57,7 +57,7 @@ for r in rows:
     assert r["stddev_ts"] == 0 and r["avg_ts"] > 0
     toks = r["n_prompt"] + r["n_gen"]
     assert abs(r["avg_ts"] - 1e9 * toks / r["samples_ns"][0]) <= 1e-3 * r["avg_ts"], "avg_ts != tokens / time"
-    assert r["read_bw_gbs"] > 0 and r["fma_peak_gflops"] > 0
+    assert r["read_bw_gbs"] > 0 and r["fma_peak_gflops"] > 0 and r["int8_peak_gops"] >= 0
     assert 0 < r["rss_load_bytes"] <= r["rss_peak_bytes"] and r["rss_bytes"] <= r["rss_peak_bytes"]
 by = {(r["model_filename"], r["n_prompt"], r["n_gen"]): r for r in rows}
 assert set(by) == {(qwen3, 16, 0), (qwen3, 0, 4), (moe, 16, 0), (moe, 0, 4)}, sorted(by)
@@ -67,7 +67,11 @@ for m in (qwen3, moe):
     pp, tg = by[(m, 16, 0)], by[(m, 0, 4)]
     assert pp["bytes_per_token"] is None and pp["bw_efficiency"] is None and pp["fma_efficiency"] > 0
     assert tg["flops_per_token"] is None and tg["fma_efficiency"] is None and tg["bw_efficiency"] > 0
-    assert pp["flops_per_token"] > 0
+    assert pp["flops_per_token"] > 0 and tg["pp_efficiency"] is None
+    # pp against the peak its weights run at: the int8 dot peak (quantized, VNNI) or the fp32 one
+    got = pp["avg_ts"] * pp["flops_per_token"] / 1e9
+    peaks = [pp["fma_peak_gflops"]] + ([pp["int8_peak_gops"]] if pp["int8_peak_gops"] > 0 else [])
+    assert any(abs(pp["pp_efficiency"] - got / p) < 1e-3 * pp["pp_efficiency"] for p in peaks), pp["pp_efficiency"]
     assert abs(tg["bw_efficiency"] - tg["avg_ts"] * tg["bytes_per_token"] / (tg["read_bw_gbs"] * 1e9)) < 1e-3 * tg["bw_efficiency"]
 # dense with a tied lm head: one token reads every weight; MoE: only the used experts
 assert by[(qwen3, 0, 4)]["bytes_per_token"] == by[(qwen3, 0, 4)]["model_size"]
