@@ -55,16 +55,8 @@ static void fill_gauss(rng *r, float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = rng_gauss(r);
 }
 
-/* Gaussian with a per-32 scale spread over two orders of magnitude and rare outliers. */
-static void fill_rough(rng *r, float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i += 32) {
-        const float s = expf(2.0f * (float)rng_unif(r) - 1.0f) * 0.3f;
-        for (int64_t j = i; j < i + 32 && j < n; j++) {
-            x[j] = s * rng_gauss(r);
-            if ((rng_u64(r) & 255) == 0) x[j] *= 8.0f;
-        }
-    }
-}
+/* rows of rough values (tensor_test_util.h) */
+static void fill_rough(rng *r, float *x, int64_t n) { fill_rough_spread(r, x, n, 1.0f); }
 
 static void *xalloc(size_t n) {
     void *p = malloc(n ? n : 1);
