@@ -11,6 +11,12 @@ void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y) {
                   f->mm_scratch);
 }
 
+void fwd_matmul_n(model_fwd *f, const float *X, int n, const model_w *const *w, float *const *Y) {
+    tensor_mm mm[TENSOR_MM_MAX];
+    for (int i = 0; i < n; i++) mm[i] = (tensor_mm){ w[i]->type, w[i]->data, w[i]->ne[1], Y[i], w[i]->ne[1] };
+    tensor_matmul_n(f->pool, f->kern, mm, n, w[0]->ne[0], X, f->n_tok, f->mm_scratch);
+}
+
 typedef struct fwd_norm_job {
     model_fwd   *f;
     float       *out;

@@ -62,6 +62,9 @@ typedef struct model_fwd {
 
 /* Y[n_tok][w.ne[1]] = X[n_tok][w.ne[0]] * W^T */
 void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y);
+/* fwd_matmul of each w[i] into Y[i] over the same X (equal ne[0]) as one job
+ * (tensor_matmul_n: X quantized once, one barrier); the same values. n <= TENSOR_MM_MAX. */
+void fwd_matmul_n(model_fwd *f, const float *X, int n, const model_w *const *w, float *const *Y);
 /* out[t] = rmsnorm(in[t]) * w for every token row (n floats per row). */
 void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps);
 /* x[t] += y[t] for every token row. */

@@ -94,6 +94,8 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->gdn_step = rt_gdn_step;
     k->ssm2_rows = rt_ssm2_rows;
     k->conv_step = rt_conv_step;
+    k->rope_f32 = rt_rope_f32;
+    k->exp_sum_f32 = rt_exp_sum_f32;
 }
 
 static void init_once(void) {

@@ -46,6 +46,15 @@ void rt_exp_f32(int64_t n, const float *x, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] = rt_vexpf(x[i]);
 }
 
+double rt_exp_sum_f32(int64_t n, float *x, float max) {
+    double sum = 0.0;
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
+        for (int j = 0; j < 16; j++) x[i + j] = rt_vexpf(x[i + j] - max);
+        sum += (double)rt_hsum16_ggml(x + i);
+    }
+    return sum;
+}
+
 void rt_silu_f32(int64_t n, const float *x, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + rt_vexpf(0.0f - x[i]));
 }

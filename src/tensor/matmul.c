@@ -13,6 +13,9 @@
  *     Otherwise rows are walked in tiles of MM_TILE weight rows, and each tile is dotted with
  *     every token before the next, so a batch reads W from memory once.
  *
+ * tensor_matmul_n does the same for several matrices over one X: X is quantized once, and
+ * the matrices' shares form one job (one barrier instead of one per matrix).
+ *
  * Scratch layout: n_tok rows, each tensor_row_bytes(vec_dot_type, n_in) rounded up to 64
  * bytes (so every row starts 64-byte aligned when scratch is). */
 #include "tensor/tensor_impl.h"
@@ -99,21 +102,76 @@ static void mm_dot(void *arg, int ith, int nth) {
     }
 }
 
+static mm_job mm_job_of(const tensor_kernels *k, const tensor_mm *m, int64_t n_in, const float *X, int64_t n_tok,
+                        void *scratch) {
+    return (mm_job){
+        .k = k, .wtype = m->wtype, .vtype = tensor_vec_dot_type(m->wtype), .W = m->W,
+        .w_stride = tensor_row_bytes(m->wtype, n_in), .x_stride = act_stride(m->wtype, n_in),
+        .n_in = n_in, .n_out = m->n_out, .n_tok = n_tok, .ldy = m->ldy, .X = X, .Y = m->Y, .Xq = scratch,
+    };
+}
+
+static bool mm_small(int64_t n_in, int64_t n_out, int64_t n_tok) {
+    return (double)n_out * (double)n_in * (double)n_tok < MM_MIN_PARALLEL;
+}
+
+/* Row shares of one matrix: MM_SHARES per thread, never more than its tiles. */
+static int mm_shares(int64_t n_out, int nth) {
+    const long tiles = (n_out + MM_TILE - 1) / MM_TILE, want = (long)MM_SHARES * nth;
+    return (int)(tiles < want ? tiles : want);
+}
+
 void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                    int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                    float *Y, int64_t ldy, void *scratch) {
     if (n_out <= 0 || n_tok <= 0) return;
-    mm_job j = {
-        .k = k, .wtype = wtype, .vtype = tensor_vec_dot_type(wtype), .W = W,
-        .w_stride = tensor_row_bytes(wtype, n_in), .x_stride = act_stride(wtype, n_in),
-        .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .ldy = ldy, .X = X, .Y = Y,
-        .Xq = scratch,
-    };
-    const bool small = (double)n_out * (double)n_in * (double)n_tok < MM_MIN_PARALLEL;
+    const tensor_mm m = { wtype, W, n_out, Y, ldy };
+    mm_job j = mm_job_of(k, &m, n_in, X, n_tok, scratch);
+    const bool small = mm_small(n_in, n_out, n_tok);
     tp_run(n_tok > 1 && !small ? pool : NULL, mm_quantize, &j);
     /* more shares than threads: when the OS holds a thread back, the others take its rows */
-    const long tiles = (n_out + MM_TILE - 1) / MM_TILE, want = (long)MM_SHARES * tp_n_threads(pool);
-    tp_run_n(small ? NULL : pool, mm_dot, &j, (int)(tiles < want ? tiles : want));
+    tp_run_n(small ? NULL : pool, mm_dot, &j, mm_shares(n_out, tp_n_threads(pool)));
+}
+
+/* Several matrices over one X: share s of the job is share s - first[i] of matrix i. */
+typedef struct mm_multi {
+    mm_job jobs[TENSOR_MM_MAX];
+    int    first[TENSOR_MM_MAX + 1];
+    int    n;
+} mm_multi;
+
+static void mm_multi_dot(void *arg, int ith, int nth) {
+    (void)nth;
+    const mm_multi *mj = arg;
+    int i = 0;
+    while (ith >= mj->first[i + 1]) i++;
+    mm_dot((void *)&mj->jobs[i], ith - mj->first[i], mj->first[i + 1] - mj->first[i]);
+}
+
+void tensor_matmul_n(tp_pool *pool, const tensor_kernels *k, const tensor_mm *mats, int n_mats, int64_t n_in,
+                     const float *X, int64_t n_tok, void *scratch) {
+    /* the matrices sharing the first one's vec_dot type form the job; any other runs alone after */
+    mm_multi mj = { .n = 0 };
+    double work = 0;
+    const uint32_t vt = n_mats > 0 ? tensor_vec_dot_type(mats[0].wtype) : 0;
+    for (int i = 0; i < n_mats && i < TENSOR_MM_MAX; i++) {
+        if (tensor_vec_dot_type(mats[i].wtype) != vt || mats[i].n_out <= 0) continue;
+        mj.jobs[mj.n] = mm_job_of(k, &mats[i], n_in, X, n_tok, scratch);
+        mj.first[mj.n + 1] = mj.first[mj.n] + mm_shares(mats[i].n_out, tp_n_threads(pool));
+        mj.n++;
+        work += (double)mats[i].n_out * (double)n_in * (double)n_tok;
+    }
+    const bool joint = mj.n > 1 && n_tok > 0 && work >= MM_MIN_PARALLEL && tp_n_threads(pool) > 1;
+    if (joint) {   /* one quantized X serves them all: same vec_dot type, same row bytes */
+        tp_run(n_tok > 1 ? pool : NULL, mm_quantize, &mj.jobs[0]);
+        tp_run_n(pool, mm_multi_dot, &mj, mj.first[mj.n]);
+    }
+    for (int i = 0; i < n_mats; i++) {
+        const bool done = joint && i < TENSOR_MM_MAX && tensor_vec_dot_type(mats[i].wtype) == vt;
+        if (!done)
+            tensor_matmul(pool, k, mats[i].wtype, mats[i].W, n_in, mats[i].n_out, X, n_tok, mats[i].Y, mats[i].ldy,
+                          scratch);
+    }
 }
 
 void tensor_get_row(const tensor_kernels *k, uint32_t type, const void *W, int64_t n_in,

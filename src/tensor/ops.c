@@ -90,30 +90,31 @@ void op_rope_cache(float *cos_sin, int32_t pos, int n_rot, float base, float fre
     }
 }
 
-void op_rope_apply(float *head, const float *cos_sin, int n_rot, op_rope_kind kind) {
-    const int half = n_rot / 2;
-    for (int i = 0; i < half; i++) {
-        const int a = kind == OP_ROPE_NEOX ? i : 2 * i;
-        const int b = kind == OP_ROPE_NEOX ? i + half : 2 * i + 1;
-        const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
-        const float x0 = head[a], x1 = head[b];
-        /* the contractions of ggml's build (GCC, -ffp-contract=fast): bit-exact with it */
-        head[a] = fmaf(x0, c, -(x1 * s));
-        head[b] = fmaf(x0, s, x1 * c);
-    }
+void op_rope_apply(const tensor_kernels *k, float *head, const float *cos_sin, int n_rot, op_rope_kind kind) {
+    k->rope_f32(head, cos_sin, n_rot, kind == OP_ROPE_NEOX);   /* ggml's contractions: rope_ref.c */
 }
 
 /* ggml_vec_soft_max_f32 on AVX-512: exps in chunks of 16 (the vectorised exp) whose float
  * sums (reduced as _mm512_reduce_add_ps) are added in double, the tail element by element
  * (libm's expf) in double; then one multiplication by (float)(1/sum). */
+/* The largest element (-INFINITY when n == 0; NaNs never win). 16 running maxima let the
+ * compiler use vector max instructions; the maximum is the same value in any order (only a
+ * zero's sign may differ, and x - (+0) and x - (-0) have the same exp). */
+static float row_max(const float *x, int64_t n) {
+    float m[16], max = -INFINITY;
+    for (int j = 0; j < 16; j++) m[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) max = x[i] > max ? x[i] : max;
+    for (int j = 0; j < 16; j++) max = m[j] > max ? m[j] : max;
+    return max;
+}
+
 void op_softmax(const tensor_kernels *k, float *x, int64_t n) {
-    float max = -INFINITY;
-    for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    const float max = row_max(x, n);
     const int64_t nv = n - n % OP_GGML_LANES;
-    for (int64_t i = 0; i < nv; i++) x[i] -= max;
-    k->exp_f32(nv, x, x);
-    double sum = 0.0;
-    for (int64_t i = 0; i < nv; i += OP_GGML_LANES) sum += (double)rt_hsum16_ggml(x + i);
+    double sum = nv > 0 ? k->exp_sum_f32(nv, x, max) : 0.0;
     for (int64_t i = nv; i < n; i++) {
         x[i] = expf(x[i] - max);
         sum += (double)x[i];

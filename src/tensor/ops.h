@@ -35,7 +35,7 @@ void op_rope_cache(float *cos_sin, int32_t pos, int n_rot, float base, float fre
                    const float *freq_factors);
 /* Applies a cache from op_rope_cache to one head: x0*c - x1*s and x0*s + x1*c with the
  * first product fused (fmaf), as ggml's compiled kernel does. */
-void op_rope_apply(float *head, const float *cos_sin, int n_rot, op_rope_kind kind);
+void op_rope_apply(const tensor_kernels *k, float *head, const float *cos_sin, int n_rot, op_rope_kind kind);
 
 /* Where ggml's AVX-512 build computes an exp, SiLU or SwiGLU with its vectorised expf (the
  * kernel table's exp_f32 / silu_f32 / swiglu_f32) and where with libm's expf: each row of its

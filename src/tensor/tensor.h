@@ -109,6 +109,14 @@ typedef struct tensor_kernels {
     void  (*silu_f32)(int64_t n, const float *x, float *y);
     /* y[i] = silu_f32(x[i]) * g[i]         (ggml_vec_swiglu_f32's vector body) */
     void  (*swiglu_f32)(int64_t n, const float *x, const float *g, float *y);
+    /* Softmax's vector part (ggml_vec_soft_max_f32): x[i] = exp_f32(x[i] - max) for i < n (a
+     * multiple of 16); returns the sum over the chunks of 16, in order, of
+     * (double)rt_hsum16_ggml(chunk). */
+    double (*exp_sum_f32)(int64_t n, float *x, float max);
+    /* Rotary embedding of one head (ops.h op_rope_apply): pairs (2i, 2i+1), or (i, i + n_rot/2)
+     * when neox, rotated by cos_sin[2i], cos_sin[2i+1] as fmaf(x0, c, -(x1*s)) and
+     * fmaf(x0, s, x1*c) (rope_ref.c). n_rot even; no alignment. */
+    void  (*rope_f32)(float *head, const float *cos_sin, int n_rot, bool neox);
 
     /* Recurrent scans, one token of one head. Every table gives identical bits: each sum over
      * the state dimension is ggml's AVX-512 order (scan_ref.c): 64 lanes over the whole
@@ -178,6 +186,23 @@ size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                      float *Y, int64_t ldy, void *scratch);
+/* One matrix of a tensor_matmul_n call: n_out rows of wtype at W (n_in per row, the call's),
+ * Y rows at a stride of ldy floats. */
+typedef struct tensor_mm {
+    uint32_t    wtype;
+    const void *W;
+    int64_t     n_out;
+    float      *Y;
+    int64_t     ldy;
+} tensor_mm;
+#define TENSOR_MM_MAX 4
+/* tensor_matmul for each of mats[0..n_mats) over the same X (q/k/v, gate/up): those whose
+ * vec_dot type is mats[0]'s (among the first TENSOR_MM_MAX) run as one job, X quantized
+ * once, one barrier; any other runs alone after them. Every Y element is the one
+ * tensor_matmul gives (the same dot on the same quantized row), so results do not depend
+ * on the grouping. scratch: the largest tensor_matmul_scratch_bytes of them. */
+void tensor_matmul_n(tp_pool *pool, const tensor_kernels *k, const tensor_mm *mats, int n_mats, int64_t n_in,
+                     const float *X, int64_t n_tok, void *scratch);
 /* The dot tensor_matmul computes each Y element with, for a weight of n_out rows: vec_dot,
  * except BF16 with n_out % 4 != 0 (rt_dot_bf16_vec's order) and Q4_K with n_out % 8 == 0
  * (dot_q4_K_rp: ggml repacks those). A property of the weight, never of the batch. */

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "tensor/ops.h"
+#include "tensor_test_util.h"
 
 static void test_rmsnorm(void **state) {
     (void)state;
@@ -79,11 +80,12 @@ static void test_rope(void **state) {
     assert_float_equal(cs[0], cosf(t0), 1e-5);
     assert_float_equal(cs[3], sinf(t1), 1e-5);
     float a[6] = { 1, 2, 3, 4, 5, 6 }, b[6] = { 1, 2, 3, 4, 5, 6 };
-    op_rope_apply(a, cs, 4, OP_ROPE_NORM);        /* pairs (0,1), (2,3) */
+    const tensor_kernels *k = tensor_kernels_active();
+    op_rope_apply(k, a, cs, 4, OP_ROPE_NORM);        /* pairs (0,1), (2,3) */
     assert_float_equal(a[0], 1 * cosf(t0) - 2 * sinf(t0), 1e-5);
     assert_float_equal(a[1], 1 * sinf(t0) + 2 * cosf(t0), 1e-5);
     assert_float_equal(a[3], 3 * sinf(t1) + 4 * cosf(t1), 1e-5);
-    op_rope_apply(b, cs, 4, OP_ROPE_NEOX);        /* pairs (0,2), (1,3) */
+    op_rope_apply(k, b, cs, 4, OP_ROPE_NEOX);        /* pairs (0,2), (1,3) */
     assert_float_equal(b[0], 1 * cosf(t0) - 3 * sinf(t0), 1e-5);
     assert_float_equal(b[2], 1 * sinf(t0) + 3 * cosf(t0), 1e-5);
     assert_float_equal(b[3], 2 * sinf(t1) + 4 * cosf(t1), 1e-5);
@@ -94,6 +96,32 @@ static void test_rope(void **state) {
     assert_float_equal(cs[3], sinf(t1 / 4.0f), 1e-5);
     op_rope_cache(cs, pos, 4, base, 0.5f, NULL);  /* linear scaling */
     assert_float_equal(cs[1], sinf(t0 * 0.5f), 1e-5);
+}
+
+/* Every table's rope gives the scalar reference's bits (NORM and NEOX, whole groups of 8
+ * pairs and tails), and leaves the dims past n_rot alone. */
+static void test_rope_tables(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    rng r = { 5 };
+    static const int rots[] = { 2, 4, 14, 16, 18, 32, 48, 64, 96, 128, 130, 256 };
+    for (size_t ri = 0; ri < sizeof rots / sizeof rots[0]; ri++)
+        for (int neox = 0; neox <= 1; neox++) {
+            const int n_rot = rots[ri];
+            float cs[256], x[260], ref[260], got[260];
+            for (int i = 0; i < n_rot; i++) cs[i] = rng_f(&r);
+            for (int i = 0; i < n_rot + 4; i++) x[i] = rng_gauss(&r) * (i % 7 == 0 ? 1e-3f : 10.0f);
+            memcpy(ref, x, sizeof x);
+            tab[0]->rope_f32(ref, cs, n_rot, neox);
+            for (int i = n_rot; i < n_rot + 4; i++) assert_memory_equal(&ref[i], &x[i], 4);
+            for (int k = 1; k < nt; k++) {
+                memcpy(got, x, sizeof x);
+                tab[k]->rope_f32(got, cs, n_rot, neox);
+                if (memcmp(got, ref, (size_t)(n_rot + 4) * 4) != 0)
+                    fail_msg("%s rope n_rot %d neox %d differs from the scalar reference", tab[k]->isa, n_rot, neox);
+            }
+        }
 }
 
 static void test_softmax_silu(void **state) {
@@ -186,10 +214,49 @@ static void test_softmax_lanes(void **state) {
     assert_float_equal(y[3], 0.0f, 0);
 }
 
+/* op_softmax of every table, many lengths and scales (zeros of both signs, -INFINITY, equal
+ * maxima), against ggml_vec_soft_max_f32's steps written out with the scalar exp. */
+static void test_softmax_tables(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    rng r = { 11 };
+    float x[400], want[400], got[400], d[16];
+    for (int n = 1; n <= 400; n += (n < 40 ? 1 : 13)) {
+        const float scale = n % 3 == 0 ? 30.0f : n % 3 == 1 ? 1.0f : 1e-3f;
+        for (int i = 0; i < n; i++) {
+            const uint64_t u = rng_u64(&r);
+            x[i] = u % 11 == 0 ? (u % 2 ? 0.0f : -0.0f) : u % 17 == 0 ? -INFINITY : rng_gauss(&r) * scale;
+        }
+        if (n > 20) x[n / 2] = x[n / 3] = 0.0f, x[n / 4] = -0.0f;   /* zeros may be the maximum */
+        float max = -INFINITY;
+        for (int i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+        double sum = 0;
+        const int nv = n - n % 16;
+        for (int c = 0; c < nv; c += 16) {
+            for (int l = 0; l < 16; l++) d[l] = x[c + l] - max;
+            tab[0]->exp_f32(16, d, want + c);
+            float h[8], q[4];
+            for (int l = 0; l < 8; l++) h[l] = want[c + l] + want[c + l + 8];
+            for (int l = 0; l < 4; l++) q[l] = h[l] + h[l + 4];
+            sum += (double)((q[0] + q[2]) + (q[1] + q[3]));
+        }
+        for (int i = nv; i < n; i++) sum += (double)(want[i] = expf(x[i] - max));
+        const float inv = (float)(1.0 / sum);
+        for (int i = 0; i < n; i++) want[i] *= inv;
+        for (int k = 0; k < nt; k++) {
+            memcpy(got, x, (size_t)n * 4);
+            op_softmax(tab[k], got, n);
+            if (memcmp(got, want, (size_t)n * 4) != 0) fail_msg("%s softmax n %d differs", tab[k]->isa, n);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_l2norm), cmocka_unit_test(test_norm_rows), cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_l2norm), cmocka_unit_test(test_norm_rows), cmocka_unit_test(test_rope), cmocka_unit_test(test_rope_tables),
         cmocka_unit_test(test_softmax_silu), cmocka_unit_test(test_ggml_lanes), cmocka_unit_test(test_softmax_lanes),
+        cmocka_unit_test(test_softmax_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -712,6 +712,62 @@ static void test_matmul(void **state) {
     tp_free(p1); tp_free(p2); tp_free(p3);
 }
 
+/* tensor_matmul_n: every matrix's Y equals its own tensor_matmul (one thread), whatever the
+ * grouping (same vec_dot type run as one job, others after), tokens, threads; nothing is
+ * written past a matrix's n_out. */
+static void test_matmul_n(void **state) {
+    (void)state;
+    tp_pool *p2 = tp_new(2), *p3 = tp_new(3);
+    assert_non_null(p2); assert_non_null(p3);
+    rng r = { 7 };
+    enum { NIN = 512, NM = 4, LDY = 800 };
+    /* Q8_0 and Q4_0 share Q8_0 activations; F32 does not; the first decides the group */
+    static const struct { uint32_t wt[NM]; int64_t n_out[NM]; } sets[] = {
+        { { GGUF_T_Q8_0, GGUF_T_Q4_0, GGUF_T_F32, GGUF_T_Q8_0 }, { 700, 350, 20, 40 } },
+        { { GGUF_T_F32, GGUF_T_Q8_0, GGUF_T_F32, GGUF_T_Q4_K }, { 30, 720, 17, 600 } },
+        { { GGUF_T_Q4_K, GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_Q4_K }, { 640, 8, 300, 37 } },
+    };
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    float *X = xalloc((size_t)NIN * 9 * 4), *wf = xalloc((size_t)NIN * 720 * 4);
+    fill_rough(&r, X, NIN * 9);
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        tensor_mm mm[NM];
+        float *ref[NM];
+        size_t sb = 0;
+        for (int i = 0; i < NM; i++) {
+            const uint32_t wt = sets[si].wt[i];
+            const int64_t no = sets[si].n_out[i];
+            uint8_t *W = xalloc(tensor_row_bytes(wt, NIN) * (size_t)no);
+            fill_rough(&r, wf, NIN * no);
+            tensor_kernels_scalar()->from_float[wt](wf, W, NIN * no);
+            mm[i] = (tensor_mm){ wt, W, no, xalloc((size_t)9 * LDY * 4), LDY };
+            ref[i] = xalloc((size_t)9 * LDY * 4);
+            if (tensor_matmul_scratch_bytes(wt, NIN, 9) > sb) sb = tensor_matmul_scratch_bytes(wt, NIN, 9);
+        }
+        void *scratch = rc_alloc_aligned(sb);
+        assert_non_null(scratch);
+        for (int k = 0; k < nt; k++)
+            for (int64_t ntok = 1; ntok <= 9; ntok += 8)
+                for (int n = 1; n <= NM; n++) {
+                    for (int i = 0; i < n; i++) {
+                        memset(ref[i], 0x7f, (size_t)9 * LDY * 4);
+                        memset(mm[i].Y, 0x7f, (size_t)9 * LDY * 4);
+                        tensor_matmul(NULL, tab[k], mm[i].wtype, mm[i].W, NIN, mm[i].n_out, X, ntok, ref[i], LDY, scratch);
+                    }
+                    tensor_matmul_n(n % 2 ? p2 : p3, tab[k], mm, n, NIN, X, ntok, scratch);
+                    for (int i = 0; i < n; i++)
+                        if (memcmp(ref[i], mm[i].Y, (size_t)9 * LDY * 4) != 0)
+                            fail_msg("%s set %zu: %d matrices, %lld tokens: matrix %d differs", tab[k]->isa, si, n,
+                                     (long long)ntok, i);
+                }
+        rc_free_aligned(scratch);
+        for (int i = 0; i < NM; i++) { free((void *)mm[i].W); free(mm[i].Y); free(ref[i]); }
+    }
+    free(X); free(wf);
+    tp_free(p2); tp_free(p3);
+}
+
 /* ---- RECUR_ISA ------------------------------------------------------------------------------ */
 
 static int isa_index(const char *isa) {
@@ -759,6 +815,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_vexp),
         cmocka_unit_test(test_bf16_dot),
         cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_n),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -159,11 +159,11 @@ static void att_prepare_fn(void *arg, int ith, int nth) {
         const float *cs = f->rope + (int64_t)t * hp->n_rot;
         for (int h = 0; h < hp->n_head; h++) {
             if (L->q_norm.data) op_rmsnorm(q + h * dk, q + h * dk, L->q_norm.data, dk, hp->rms_eps);
-            op_rope_apply(q + h * dk, cs, hp->n_rot, hp->rope_kind);
+            op_rope_apply(f->kern, q + h * dk, cs, hp->n_rot, hp->rope_kind);
         }
         for (int h = 0; h < hp->n_head_kv; h++) {
             if (L->k_norm.data) op_rmsnorm(k + h * dk, k + h * dk, L->k_norm.data, dk, hp->rms_eps);
-            op_rope_apply(k + h * dk, cs, hp->n_rot, hp->rope_kind);
+            op_rope_apply(f->kern, k + h * dk, cs, hp->n_rot, hp->rope_kind);
         }
         f->kern->f32_to_f16_row(k, kv_k_row(f->kv, j->kv_layer, f->cell[t]), (int64_t)hp->n_head_kv * dk);
         f->kern->f32_to_f16_row(f->v + (int64_t)t * hp->n_head_kv * dv, kv_v_row(f->kv, j->kv_layer, f->cell[t]),
@@ -182,13 +182,11 @@ static void att_run(const struct recur_model *m, model_fwd *f, const model_layer
     att_job j = { m, f, kv_layer };
     /* a small job runs on the caller alone: waking the workers would cost more */
     const double work = (double)f->n_tok * m->hp.n_head * (f->pos[f->n_tok - 1] + 1) * m->hp.head_dim_k;
-    tp_run(work < (1 << 18) ? NULL : f->pool, att_job_fn, &j);
+    tp_run(work < (1 << 15) ? NULL : f->pool, att_job_fn, &j);
 }
 
 void block_attention(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
-    fwd_matmul(f, &L->wq, f->xb, f->q);
-    fwd_matmul(f, &L->wk, f->xb, f->k);
-    fwd_matmul(f, &L->wv, f->xb, f->v);
+    fwd_matmul_n(f, f->xb, 3, (const model_w *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ f->q, f->k, f->v });
     att_run(m, f, L, kv_layer);
     fwd_matmul(f, &L->wo, f->att, f->tmp);
     if (L->bo.data) {
@@ -200,12 +198,10 @@ void block_attention(const struct recur_model *m, model_fwd *f, const model_laye
 void block_attention_gated(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
     const model_hparams *hp = &m->hp;
     const int64_t H = hp->n_head, D = hp->head_dim_k, dv = hp->head_dim_v;
-    fwd_matmul(f, &L->wq, f->xb, f->qg);
+    fwd_matmul_n(f, f->xb, 3, (const model_w *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ f->qg, f->k, f->v });
     for (int32_t t = 0; t < f->n_tok; t++)
         for (int64_t h = 0; h < H; h++)
             memcpy(f->q + (t * H + h) * D, f->qg + t * 2 * H * D + h * 2 * D, (size_t)D * sizeof(float));
-    fwd_matmul(f, &L->wk, f->xb, f->k);
-    fwd_matmul(f, &L->wv, f->xb, f->v);
     att_run(m, f, L, kv_layer);
     for (int32_t t = 0; t < f->n_tok; t++)   /* output gate (dv == D for these models) */
         for (int64_t h = 0; h < H; h++) {

@@ -122,14 +122,13 @@ void block_deltanet(const struct recur_model *m, model_fwd *f, const model_layer
     const model_hparams *hp = &m->hp;
     const int64_t nv = hp->ssm_dt_rank;
     dn_job j = { m, f, L, rs_layer };
-    fwd_matmul(f, &L->wqkv, f->xb, f->r_in);
-    fwd_matmul(f, &L->attn_gate, f->xb, f->r_dt);   /* z */
-    if (L->ssm_ba.data) {
-        fwd_matmul(f, &L->ssm_ba, f->xb, f->r_xdb);
-    } else {
-        fwd_matmul(f, &L->ssm_beta, f->xb, f->r_xdb);
-        fwd_matmul(f, &L->ssm_alpha, f->xb, f->r_xdb + (int64_t)f->n_tok * nv);
-    }
+    /* qkv, z (the output gate) and beta/alpha in one job */
+    if (L->ssm_ba.data)
+        fwd_matmul_n(f, f->xb, 3, (const model_w *[]){ &L->wqkv, &L->attn_gate, &L->ssm_ba },
+                     (float *[]){ f->r_in, f->r_dt, f->r_xdb });
+    else
+        fwd_matmul_n(f, f->xb, 4, (const model_w *[]){ &L->wqkv, &L->attn_gate, &L->ssm_beta, &L->ssm_alpha },
+                     (float *[]){ f->r_in, f->r_dt, f->r_xdb, f->r_xdb + (int64_t)f->n_tok * nv });
     tp_run(f->pool, dn_conv_job, &j);
     if (f->n_tok > 1) tp_run(f->pool, dn_l2norm_job, &j);
     else dn_l2norm_job(&j, 0, 1);

@@ -126,14 +126,17 @@ void block_ffn_moe(const struct recur_model *m, model_fwd *f, const model_layer 
     const model_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, S = hp->n_ff_shexp;
     fwd_rmsnorm_rows(f, f->xb, f->x, &L->ffn_norm, E, hp->rms_eps);
-    fwd_matmul(f, &L->ffn_gate_inp, f->xb, f->moe);
-    if (L->ffn_up_shexp.data) {   /* shared expert, gated, into tmp */
-        fwd_matmul(f, &L->ffn_gate_shexp, f->xb, f->hb);
-        fwd_matmul(f, &L->ffn_up_shexp, f->xb, f->hb2);
+    if (!L->ffn_up_shexp.data) {
+        fwd_matmul(f, &L->ffn_gate_inp, f->xb, f->moe);
+    } else {   /* the shared expert (gated) into tmp; the router in the same job (first: the
+                * big matrices, whose type decides which run together) */
+        fwd_matmul_n(f, f->xb, 4,
+                     (const model_w *[]){ &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_gate_inp,
+                                          &L->ffn_gate_inp_shexp },
+                     (float *[]){ f->hb, f->hb2, f->moe, f->moe_g });
         for (int32_t t = 0; t < f->n_tok; t++)
             op_swiglu(f->kern, f->hb + t * S, f->hb + t * S, f->hb2 + t * S, S);
         fwd_matmul(f, &L->ffn_down_shexp, f->hb, f->tmp);
-        fwd_matmul(f, &L->ffn_gate_inp_shexp, f->xb, f->moe_g);
         for (int32_t t = 0; t < f->n_tok; t++) {
             const float g = 1.0f / (1.0f + expf(-f->moe_g[t]));
             for (int64_t d = 0; d < E; d++) f->tmp[t * E + d] *= g;

@@ -59,7 +59,20 @@ static void swiglu_f32(int64_t n, const float *x, const float *g, float *y) {
     }
 }
 
+/* rt_exp_sum_f32: each chunk's sum as rt_hsum16_ggml (lane l + lane l+8, then x86_hsum_ps). */
+static double exp_sum_f32(int64_t n, float *x, float max) {
+    const __m512 m = _mm512_set1_ps(max);
+    double sum = 0.0;
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
+        const __m512 e = vexp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(x + i, e);
+        sum += (double)x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(e), _mm512_extractf32x8_ps(e, 1)));
+    }
+    return sum;
+}
+
 void rt_fill_exp_avx512(tensor_kernels *k) {
+    k->exp_sum_f32 = exp_sum_f32;
     k->exp_f32 = exp_f32;
     k->silu_f32 = silu_f32;
     k->swiglu_f32 = swiglu_f32;
