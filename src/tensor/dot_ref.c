@@ -276,3 +276,7 @@ float rt_dot_f32_f32(int64_t n, const float *a, const float *b) {
 void rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = rt_f32_to_f16(src[i]);
 }
+
+void rt_scale_round_f16(int64_t n, float *x, float s) {
+    for (int64_t i = 0; i < n; i++) x[i] = rt_f16_to_f32(rt_f32_to_f16(x[i] * s));
+}

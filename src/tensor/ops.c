@@ -111,7 +111,7 @@ static float row_max(const float *x, int64_t n) {
     return max;
 }
 
-void op_softmax(const tensor_kernels *k, float *x, int64_t n) {
+float op_softmax_exp(const tensor_kernels *k, float *x, int64_t n) {
     const float max = row_max(x, n);
     const int64_t nv = n - n % OP_GGML_LANES;
     double sum = nv > 0 ? k->exp_sum_f32(nv, x, max) : 0.0;
@@ -119,7 +119,11 @@ void op_softmax(const tensor_kernels *k, float *x, int64_t n) {
         x[i] = expf(x[i] - max);
         sum += (double)x[i];
     }
-    const float inv = (float)(1.0 / sum);
+    return (float)(1.0 / sum);
+}
+
+void op_softmax(const tensor_kernels *k, float *x, int64_t n) {
+    const float inv = op_softmax_exp(k, x, n);
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 

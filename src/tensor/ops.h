@@ -48,6 +48,9 @@ void op_rope_apply(const tensor_kernels *k, float *head, const float *cos_sin, i
 /* In-place softmax over one row of n values, max-subtracted, in ggml's order (ops.c): the
  * exps of each chunk of 16 summed in float as a tree, the chunk sums and the tail in double. */
 void op_softmax(const tensor_kernels *k, float *x, int64_t n);
+/* op_softmax without its last step: leaves the exps in x and returns inv, the factor
+ * op_softmax multiplies them by (so x[i] * inv is op_softmax's x[i]). */
+float op_softmax_exp(const tensor_kernels *k, float *x, int64_t n);
 
 /* y[i] = silu(x[i]) for i in [lo, hi) of a row of n values (x, y point at the row), each
  * element as ggml's silu op computes it on that row; y may be x. */

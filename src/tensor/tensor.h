@@ -99,6 +99,9 @@ typedef struct tensor_kernels {
     float (*dot_f32)(int64_t n, const float *a, const float *b);
     /* dst[i] = rt_f32_to_f16(src[i]) (fp16.h), bit-identical in every table, NaN included. */
     void  (*f32_to_f16_row)(const float *src, uint16_t *dst, int64_t n);
+    /* x[i] = rt_f16_to_f32(rt_f32_to_f16(x[i] * s)): attention's probabilities as ggml feeds
+     * them to the F16 weighted sum (the scale of its softmax, then F16 rounding) in one pass. */
+    void  (*scale_round_f16)(int64_t n, float *x, float s);
 
     /* The exponential of ggml's vectorised kernels (its AVX-512 ggml_v_expf, exp_ref.c),
      * element by element: every table gives identical bits for any n >= 0, and y may be x

@@ -187,6 +187,7 @@ void  rt_att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *co
                    float *const out[4]);
 float rt_dot_f32_f32(int64_t n, const float *a, const float *b);
 void  rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
+void  rt_scale_round_f16(int64_t n, float *x, float s);
 void  rt_exp_f32(int64_t n, const float *x, float *y);
 void  rt_silu_f32(int64_t n, const float *x, float *y);
 void  rt_swiglu_f32(int64_t n, const float *x, const float *g, float *y);

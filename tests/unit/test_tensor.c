@@ -451,6 +451,23 @@ static void test_f32_to_f16_row(void **state) {
             if (memcmp(ref, got + 1, (size_t)len * 2) != 0) fail_msg("%s: f32_to_f16_row differs", tab[k]->isa);
         }
     }
+    /* scale_round_f16: the scaled value rounded to F16 and back, the tail too, nothing past n */
+    enum { NS = 4099 };
+    float *want = xalloc((NS + 1) * 4), *y = xalloc((NS + 1) * 4);
+    const float scales[] = { 1.0f, 0.37f, 3e-5f, 65504.0f };
+    for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++)
+        for (int64_t len = NS - 17; len <= NS; len += 17) {
+            for (int64_t i = 0; i < len; i++) want[i] = rt_f16_to_f32(rt_f32_to_f16(x[i < 16 ? i : i * 97] * scales[si]));
+            want[len] = 12345.0f;
+            for (int k = 0; k < nt; k++) {
+                for (int64_t i = 0; i < len; i++) y[i] = x[i < 16 ? i : i * 97];
+                y[len] = 12345.0f;
+                tab[k]->scale_round_f16(len, y, scales[si]);
+                if (memcmp(want, y, (size_t)(len + 1) * 4) != 0)
+                    fail_msg("%s: scale_round_f16 len %lld scale %g differs", tab[k]->isa, (long long)len, scales[si]);
+            }
+        }
+    free(want); free(y);
     free(x); free(ref); free(got);
 }
 

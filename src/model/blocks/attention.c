@@ -47,9 +47,6 @@ typedef struct att_scratch {
     int32_t          n;
 } att_scratch;
 
-/* Probabilities are rounded to F16 through a stack buffer of this many values. */
-#define ATT_ROUND 256
-
 /* nr (<= ATT_ROWS) rows of one sequence sharing KV head g: scores (q.k scaled, llama.cpp's
  * tinyBLAS order), softmax, weighted sum of V (llama.cpp's order over its transposed V). Each
  * row's scores row is padded with -inf to a multiple of 16, as llama.cpp's padded KV view is,
@@ -62,7 +59,6 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
     int32_t n_ctx[ATT_ROWS], n_max = 0;
     const float *q[ATT_ROWS], *pr[ATT_ROWS];
     float *sc[ATT_ROWS], *out[ATT_ROWS];
-    uint16_t h16[ATT_ROUND];
     for (int i = 0; i < nr; i++) {
         f->kern->f32_to_f16_row(f->q + (int64_t)r[i].t * hp->n_head * dk + (int64_t)r[i].h * dk, w->q16, dk);
         f->kern->to_float[GGUF_T_F16](w->q16, r[i].qr, dk);
@@ -84,12 +80,8 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
         float *s = r[i].sc;
         const int32_t n_pad = (n_ctx[i] + 15) & ~15;
         for (int32_t p = n_ctx[i]; p < n_pad; p++) s[p] = -INFINITY;
-        op_softmax(f->kern, s, n_pad);
-        for (int32_t p = 0; p < n_ctx[i]; p += ATT_ROUND) {   /* probabilities rounded to F16 */
-            const int32_t n = n_ctx[i] - p < ATT_ROUND ? n_ctx[i] - p : ATT_ROUND;
-            f->kern->f32_to_f16_row(s + p, h16, n);
-            f->kern->to_float[GGUF_T_F16](h16, s + p, n);
-        }
+        /* the softmax's scaling and the F16 rounding of the probabilities in one pass */
+        f->kern->scale_round_f16(n_ctx[i], s, op_softmax_exp(f->kern, s, n_pad));
     }
     f->kern->att_wsum4(nr, dv, w->vp, pr, n_ctx, out);
 }

@@ -128,7 +128,19 @@ static void to_float_bf16(const void *src, float *dst, int64_t n) {
     for (; i < n; i++) dst[i] = rt_bf16_to_f32(rd_u16(s + 2 * i));
 }
 
+static void scale_round_f16(int64_t n, float *x, float s) {
+    const __m256 vs = _mm256_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(x86_canon_nan(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_ps(x + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++) x[i] = rt_f16_to_f32(rt_f32_to_f16(x[i] * s));
+}
+
 void rt_fill_quant_avx2(tensor_kernels *k) {
+    k->scale_round_f16 = scale_round_f16;
     k->from_float[GGUF_T_Q8_0] = from_float_q8_0;
     k->from_float[GGUF_T_Q8_K] = from_float_q8_K;
     k->from_float[GGUF_T_F16] = from_float_f16;

@@ -125,7 +125,19 @@ static void to_float_bf16(const void *src, float *dst, int64_t n) {
     }
 }
 
+static void scale_round_f16(int64_t n, float *x, float s) {
+    const __m512 vs = _mm512_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_cvtph_ps(f16x16(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs))));
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_cvtph_ps(f16x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs))));
+    }
+}
+
 void rt_fill_quant_avx512(tensor_kernels *k) {
+    k->scale_round_f16 = scale_round_f16;
     k->from_float[GGUF_T_Q8_0] = from_float_q8_0;
     k->from_float[GGUF_T_Q8_K] = from_float_q8_K;
     k->from_float[GGUF_T_F16] = from_float_f16;
