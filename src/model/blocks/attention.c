@@ -149,14 +149,11 @@ static void att_prepare_fn(void *arg, int ith, int nth) {
         float *q = f->q + (int64_t)t * hp->n_head * dk;
         float *k = f->k + (int64_t)t * hp->n_head_kv * dk;
         const float *cs = f->rope + (int64_t)t * hp->n_rot;
-        for (int h = 0; h < hp->n_head; h++) {
-            if (L->q_norm.data) op_rmsnorm(q + h * dk, q + h * dk, L->q_norm.data, dk, hp->rms_eps);
-            op_rope_apply(f->kern, q + h * dk, cs, hp->n_rot, hp->rope_kind);
-        }
-        for (int h = 0; h < hp->n_head_kv; h++) {
-            if (L->k_norm.data) op_rmsnorm(k + h * dk, k + h * dk, L->k_norm.data, dk, hp->rms_eps);
-            op_rope_apply(f->kern, k + h * dk, cs, hp->n_rot, hp->rope_kind);
-        }
+        /* per-head norms: each head a row (the same bits as one op_rmsnorm per head) */
+        if (L->q_norm.data) op_rmsnorm_rows(q, q, L->q_norm.data, dk, hp->n_head, dk, hp->rms_eps);
+        if (L->k_norm.data) op_rmsnorm_rows(k, k, L->k_norm.data, dk, hp->n_head_kv, dk, hp->rms_eps);
+        for (int h = 0; h < hp->n_head; h++) op_rope_apply(f->kern, q + h * dk, cs, hp->n_rot, hp->rope_kind);
+        for (int h = 0; h < hp->n_head_kv; h++) op_rope_apply(f->kern, k + h * dk, cs, hp->n_rot, hp->rope_kind);
         f->kern->f32_to_f16_row(k, kv_k_row(f->kv, j->kv_layer, f->cell[t]), (int64_t)hp->n_head_kv * dk);
         f->kern->f32_to_f16_row(f->v + (int64_t)t * hp->n_head_kv * dv, kv_v_row(f->kv, j->kv_layer, f->cell[t]),
                                 (int64_t)hp->n_head_kv * dv);
