@@ -129,6 +129,11 @@ static inline __attribute__((always_inline)) void wsum_span(int R, bool check, i
                                                              const float *const *pr, const int32_t *n_ctx,
                                                              __m512 acc[4][4]) {
     for (; p < end; p += 16) {
+        /* the lane's rows are 16 cells apart: out of the hardware prefetchers' reach */
+        if (p + 32 < end && v[p + 32]) {
+            _mm_prefetch((const char *)(v[p + 32] + d0), _MM_HINT_T0);
+            _mm_prefetch((const char *)(v[p + 32] + d0) + 64, _MM_HINT_T0);
+        }
         const uint16_t *vp = v[p];
         if (!vp) continue;
         __m512 x[4];
