@@ -26,6 +26,7 @@ static void usage(FILE *f) {
         "  -p, --n-prompt N,...      prompt tokens of the pp tests (default 512; 0 = none)\n"
         "  -n, --n-gen N,...         generated tokens of the tg tests (default 128; 0 = none)\n"
         "  -pg PP,TG                 a pp+tg test (repeatable)\n"
+        "  -d, --n-depth N,...       context tokens filled (untimed) before each run (default 0)\n"
         "  -b, --batch-size N,...    tokens per decode call (default 2048)\n"
         "  -ub, --ubatch-size N,...  tokens evaluated together (default 512)\n"
         "  -r, --repetitions N       timed runs per test (default 5), after one warmup\n"
@@ -83,6 +84,7 @@ static void defaults(bench_opts *o) {
     if (!o->n_threads) o->threads[o->n_threads++] = 2;
     if (!o->n_n_prompt) o->n_prompt[o->n_n_prompt++] = 512;
     if (!o->n_n_gen) o->n_gen[o->n_n_gen++] = 128;
+    if (!o->n_n_depth) o->n_depth[o->n_n_depth++] = 0;
     if (!o->n_n_batch) o->n_batch[o->n_n_batch++] = 2048;
     if (!o->n_n_ubatch) o->n_ubatch[o->n_n_ubatch++] = 512;
 }
@@ -100,6 +102,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (FLAG("-t", "--threads")) { NEED(); rc = parse_list(a, v, o->threads, &o->n_threads, 1); }
         else if (FLAG("-p", "--n-prompt")) { NEED(); rc = parse_list(a, v, o->n_prompt, &o->n_n_prompt, 0); }
         else if (FLAG("-n", "--n-gen")) { NEED(); rc = parse_list(a, v, o->n_gen, &o->n_n_gen, 0); }
+        else if (FLAG("-d", "--n-depth")) { NEED(); rc = parse_list(a, v, o->n_depth, &o->n_n_depth, 0); }
         else if (FLAG("-b", "--batch-size")) { NEED(); rc = parse_list(a, v, o->n_batch, &o->n_n_batch, 1); }
         else if (FLAG("-ub", "--ubatch-size")) { NEED(); rc = parse_list(a, v, o->n_ubatch, &o->n_n_ubatch, 1); }
         else if (FLAG("-pg", "--pg")) {
@@ -164,6 +167,31 @@ static void model_type(const recur_model *m, char *buf, size_t len) {
     if (snprintf(buf, len, "%s %s %s", recur_model_arch(m), label, ft) >= (int)len && len > 0) buf[len - 1] = '\0';
 }
 
+/* The pp, tg and pp+tg tests of one (threads, batch, ubatch, depth) setting, as set in *base;
+ * returns the number that failed. */
+static int bench_setting_tests(recur_model *m, const bench_opts *o, const bench_result *base, bench_out *out) {
+    int fails = 0;
+    const int n_tests = o->n_n_prompt + o->n_n_gen + o->n_pg;
+    for (int k = 0; k < n_tests; k++) {
+        bench_result r = *base;
+        if (k < o->n_n_prompt) r.n_prompt = o->n_prompt[k];
+        else if (k < o->n_n_prompt + o->n_n_gen) r.n_gen = o->n_gen[k - o->n_n_prompt];
+        else { r.n_prompt = o->pg[k - o->n_n_prompt - o->n_n_gen][0]; r.n_gen = o->pg[k - o->n_n_prompt - o->n_n_gen][1]; }
+        if (r.n_prompt == 0 && r.n_gen == 0) continue;
+        if (o->delay_s) sleep((unsigned)o->delay_s);
+        const time_t now = time(NULL);
+        strftime(r.test_time, sizeof r.test_time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        char err[256];
+        if (bench_run_test(m, o, &r, err, sizeof err)) {
+            fprintf(stderr, "recur-bench: %s: %s\n", r.bm->filename, err);
+            fails++;
+            continue;
+        }
+        bench_out_test(out, &r);
+    }
+    return fails;
+}
+
 /* Runs every test of one model; returns the number of failed tests. */
 static int bench_model_tests(recur_model *m, const bench_model *bm, const bench_opts *o, const bench_hw *hw,
                              bench_out *out) {
@@ -172,28 +200,15 @@ static int bench_model_tests(recur_model *m, const bench_model *bm, const bench_
     if (!samples) return 1;
     for (int ti = 0; ti < o->n_threads; ti++)
         for (int bi = 0; bi < o->n_n_batch; bi++)
-            for (int ui = 0; ui < o->n_n_ubatch; ui++) {
-                const int n_tests = o->n_n_prompt + o->n_n_gen + o->n_pg;
-                for (int k = 0; k < n_tests; k++) {
-                    bench_result r = { .bm = bm, .hw = hw && hw[ti].ok ? &hw[ti] : NULL, .n_batch = o->n_batch[bi],
-                                       .n_ubatch = o->n_ubatch[ui], .n_threads = o->threads[ti],
-                                       .n_samples = o->reps, .samples_ns = samples };
-                    if (k < o->n_n_prompt) r.n_prompt = o->n_prompt[k];
-                    else if (k < o->n_n_prompt + o->n_n_gen) r.n_gen = o->n_gen[k - o->n_n_prompt];
-                    else { r.n_prompt = o->pg[k - o->n_n_prompt - o->n_n_gen][0]; r.n_gen = o->pg[k - o->n_n_prompt - o->n_n_gen][1]; }
-                    if (r.n_prompt == 0 && r.n_gen == 0) continue;
-                    if (o->delay_s) sleep((unsigned)o->delay_s);
-                    const time_t now = time(NULL);
-                    strftime(r.test_time, sizeof r.test_time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-                    char err[256];
-                    if (bench_run_test(m, o, &r, err, sizeof err)) {
-                        fprintf(stderr, "recur-bench: %s: %s\n", bm->filename, err);
-                        fails++;
-                        continue;
-                    }
-                    bench_out_test(out, &r);
+            for (int ui = 0; ui < o->n_n_ubatch; ui++)
+                for (int di = 0; di < o->n_n_depth; di++) {
+                    const bench_result base = {
+                        .bm = bm, .hw = hw && hw[ti].ok ? &hw[ti] : NULL, .n_batch = o->n_batch[bi],
+                        .n_ubatch = o->n_ubatch[ui], .n_threads = o->threads[ti], .n_depth = o->n_depth[di],
+                        .n_samples = o->reps, .samples_ns = samples,
+                    };
+                    fails += bench_setting_tests(m, o, &base, out);
                 }
-            }
     free(samples);
     return fails;
 }

@@ -27,6 +27,7 @@ typedef struct bench_opts {
     int         threads[BENCH_MAX_LIST], n_threads;
     int         n_prompt[BENCH_MAX_LIST], n_n_prompt;
     int         n_gen[BENCH_MAX_LIST], n_n_gen;
+    int         n_depth[BENCH_MAX_LIST], n_n_depth;   /* -d: tokens in the context before each test */
     int         pg[BENCH_MAX_LIST][2], n_pg;
     int         n_batch[BENCH_MAX_LIST], n_n_batch;
     int         n_ubatch[BENCH_MAX_LIST], n_n_ubatch;
@@ -66,6 +67,7 @@ typedef struct bench_result {
     const bench_model *bm;
     const bench_hw    *hw;          /* measured on n_threads threads; NULL when not measured */
     int                n_prompt, n_gen, n_batch, n_ubatch, n_threads;
+    int                n_depth;     /* context filled (untimed) before every run */
     int                n_samples;
     uint64_t          *samples_ns;  /* [n_samples] */
     char               test_time[32];

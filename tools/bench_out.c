@@ -58,14 +58,15 @@ static uint64_t stddev_ns(const bench_result *r) {
 
 /* tg: every generated token reads the weights once (lm head included). */
 double bench_bytes_per_token(const bench_result *r) {
-    return r->n_gen > 0 && r->n_prompt == 0 ? (double)r->bm->cost.weight_bytes : NAN;
+    /* at a depth, the KV cache it reads (not counted) would flatter the efficiency: none */
+    return r->n_gen > 0 && r->n_prompt == 0 && r->n_depth == 0 ? (double)r->bm->cost.weight_bytes : NAN;
 }
 
 /* pp: per prompt token, 2 FLOPs per MAC: the weights but the lm head, the recurrent state,
  * attention over the causal prefix (position i attends i + 1 positions: (p + 1) / 2 on
  * average), and the lm head once per call (only the last token of a call wants logits). */
 double bench_flops_per_token(const bench_result *r) {
-    if (!(r->n_prompt > 0 && r->n_gen == 0)) return NAN;
+    if (!(r->n_prompt > 0 && r->n_gen == 0) || r->n_depth > 0) return NAN;   /* attention over a depth: not counted */
     const recur_model_cost *c = &r->bm->cost;
     const double p = r->n_prompt, calls = ceil(p / (r->n_batch < r->n_prompt ? r->n_batch : r->n_prompt));
     const double macs = (double)(c->weight_macs - c->head_macs + c->state_macs) + (double)c->head_macs * calls / p +
@@ -118,7 +119,7 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
     I("n_threads", r->n_threads);
     I("n_prompt", r->n_prompt);
     I("n_gen", r->n_gen);
-    I("n_depth", 0);
+    I("n_depth", r->n_depth);
     S("test_time", r->test_time);
     I("avg_ns", avg_ns(r));
     I("stddev_ns", stddev_ns(r));
@@ -210,9 +211,11 @@ static void md_header(const bench_out *out) {
 }
 
 static void test_name(const bench_result *r, char *buf, size_t len) {
-    if (r->n_prompt > 0 && r->n_gen == 0) snprintf(buf, len, "pp%d", r->n_prompt);
-    else if (r->n_gen > 0 && r->n_prompt == 0) snprintf(buf, len, "tg%d", r->n_gen);
-    else snprintf(buf, len, "pp%d+tg%d", r->n_prompt, r->n_gen);
+    char depth[24] = "";
+    if (r->n_depth > 0) snprintf(depth, sizeof depth, " @ d%d", r->n_depth);   /* llama-bench's suffix */
+    if (r->n_prompt > 0 && r->n_gen == 0) snprintf(buf, len, "pp%d%s", r->n_prompt, depth);
+    else if (r->n_gen > 0 && r->n_prompt == 0) snprintf(buf, len, "tg%d%s", r->n_gen, depth);
+    else snprintf(buf, len, "pp%d+tg%d%s", r->n_prompt, r->n_gen, depth);
 }
 
 static void md_row(const bench_out *out, const bench_result *r) {
@@ -253,7 +256,7 @@ static void md_efficiency(const bench_out *out) {
     for (int i = 0; i < out->n; i++) {
         const bench_result *r = &out->r[i];
         const double ts = out->avg_ts[i], bpt = bench_bytes_per_token(r), fpt = bench_flops_per_token(r);
-        if (isnan(bpt) && isnan(fpt)) continue;   /* pp+tg mixes both limits */
+        if (isnan(bpt) && isnan(fpt)) continue;   /* pp+tg mixes both limits; a -d depth adds uncounted work */
         const bool tg = !isnan(bpt);
         /* the limit: t/s at the measured bandwidth (tg) or at the peak the weights run at (pp) */
         bool int8 = false;
@@ -278,7 +281,8 @@ static void md_efficiency(const bench_out *out) {
            " token embedding: one row; KV cache and recurrent state not counted).\n"
            "pp: FLOPs per token = 2 x MACs: every weight element but the lm head, attention Q.K and P.V over the"
            " causal prefix, 3 per recurrent-state float; the lm head once per -b call. Quantized weights (under 1.5 bytes"
-           " per element) are held against the int8 dot peak where the CPU has VNNI, others against the fp32 FMA peak.\n");
+           " per element) are held against the int8 dot peak where the CPU has VNNI, others against the fp32 FMA peak.\n"
+           "Tests at a depth (-d) have no row here: the KV cache they read is not in these counts.\n");
 }
 
 static void md_memory(const bench_out *out) {

@@ -1,6 +1,7 @@
 /* bench_run.c — one recur-bench test, with llama-bench's method: a context sized for the test,
  * a warmup (the whole prompt for pp, one token for tg), then r timed runs, each on an emptied
- * sequence. pp evaluates an n_prompt-token prompt in calls of n_batch tokens (logits of the
+ * sequence (holding n_depth tokens first when -d asks: filled before the clock starts, as
+ * llama-bench does). pp evaluates an n_prompt-token prompt in calls of n_batch tokens (logits of the
  * last token of each call); tg generates n_gen tokens one call at a time. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "bench.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 uint64_t bench_now_ns(void) {
     struct timespec ts;
@@ -88,14 +90,27 @@ static int run_once(recur_ctx *ctx, const recur_model *m, int n_prompt, int n_ge
     return 0;
 }
 
+/* Empties the sequence, then fills r->n_depth tokens of context (llama-bench's -d). */
+static int fill_depth(recur_ctx *ctx, const recur_model *m, const bench_result *r, uint64_t *tok_state, char *err,
+                      size_t err_len) {
+    if (recur_seq_rm(ctx, 0, -1, -1)) {
+        snprintf(err, err_len, "could not empty the sequence");
+        return 1;
+    }
+    return r->n_depth > 0 ? bench_prefill(ctx, m, r->n_depth, MIN(r->n_batch, r->n_depth), tok_state, NULL, 0, err,
+                                          err_len)
+                          : 0;
+}
+
 int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *err, size_t err_len) {
     recur_ctx_params cp = recur_ctx_default_params();
-    cp.n_ctx = (uint32_t)(r->n_prompt + r->n_gen);
+    cp.n_ctx = (uint32_t)(r->n_depth + r->n_prompt + r->n_gen);
     cp.n_seq_max = 1;
-    /* a call never holds more than the prompt, so the logits buffer is sized for that */
+    /* a call never holds more than the prompt (or the depth fill), so the logits buffer is
+     * sized for that */
     const int n_batch = MIN(r->n_batch, r->n_prompt > 0 ? r->n_prompt : 1);
-    cp.n_batch = (uint32_t)n_batch;
-    cp.n_ubatch = (uint32_t)MIN(r->n_ubatch, n_batch);
+    cp.n_batch = (uint32_t)MIN(r->n_batch, MAX(n_batch, r->n_depth));
+    cp.n_ubatch = (uint32_t)MIN(r->n_ubatch, (int)cp.n_batch);
     cp.n_threads = r->n_threads;
     recur_ctx *ctx = NULL;
     if (recur_ctx_new(m, &cp, &ctx, err, err_len)) return 1;
@@ -109,10 +124,7 @@ int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *e
     for (int i = 0; i < r->n_samples; i++) {
         if (o->progress)
             fprintf(stderr, "recur-bench: %s: run %d/%d\n", r->bm->filename, i + 1, r->n_samples);
-        if (recur_seq_rm(ctx, 0, -1, -1)) {
-            snprintf(err, err_len, "could not empty the sequence");
-            goto done;
-        }
+        if (fill_depth(ctx, m, r, &tok_state, err, err_len)) goto done;
         const uint64_t t0 = bench_now_ns();
         if (run_once(ctx, m, r->n_prompt, r->n_gen, n_batch, &tok_state, err, err_len)) goto done;
         r->samples_ns[i] = bench_now_ns() - t0;

@@ -86,6 +86,24 @@ python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; as
 python3 -c 'import csv,sys; rows=list(csv.DictReader(open(sys.argv[1]))); assert len(rows)==2 and rows[1]["n_gen"]=="4" and float(rows[0]["avg_ts"])>0' \
     "$tmp/out.csv" || fail "csv content"
 
+# ---- -d: a context filled before each run (llama-bench's depth) ----
+"$bin" -m "$qwen3,$mamba2" -p 16 -n 4 -d 0,24 -r 2 -t 2 --bw-mib 0 >"$tmp/d.txt" 2>"$tmp/d.err" || fail "depth md run: $(cat "$tmp/d.err")"
+grep -qE '^\| qwen3 [^|]+\|[^|]+\|[^|]+\| CPU +\| +2 \| +tg4 @ d24 \| +[0-9]+\.[0-9]{2} ± [0-9.]+ \|$' "$tmp/d.txt" || fail "depth: tg4 @ d24 row"
+grep -qE '^\| mamba2 [^|]+\|[^|]+\|[^|]+\| CPU +\| +2 \| +pp16 @ d24 \|' "$tmp/d.txt" || fail "depth: mamba2 pp16 @ d24 row"
+"$bin" -m "$qwen3,$mamba2" -p 16 -n 4 -d 0,24 -r 2 -t 2 --bw-mib 64 -o json >"$tmp/d.json" || fail "depth json run"
+python3 - "$tmp/d.json" <<'PY' || fail "depth json content"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 8, len(rows)
+assert sorted({r["n_depth"] for r in rows}) == [0, 24]
+for r in rows:
+    assert r["avg_ts"] > 0 and len(r["samples_ns"]) == 2
+    if r["n_depth"] > 0:   # the KV cache read at a depth is not counted: no efficiency figures
+        assert r["bytes_per_token"] is None and r["flops_per_token"] is None and r["bw_efficiency"] is None
+    elif r["n_gen"] > 0:
+        assert r["bytes_per_token"] > 0
+PY
+
 # ---- --checkpoints ----
 "$bin" -m "$mamba2,$qwen3" --checkpoints -p 32 --ckpt-every 8 --ckpt-ops 5 -r 1 >"$tmp/ck.txt" 2>"$tmp/ck.err" ||
     fail "checkpoints md run: $(cat "$tmp/ck.err")"
