@@ -97,6 +97,57 @@ static inline __attribute__((always_inline)) void scores_tile(int R, int64_t dk,
     for (int i = 0; i < R; i++) memcpy(s[i] + p, r + 4 * i, 4 * sizeof(float));
 }
 
+/* scores_tile for R <= 2 rows at positions p..p+7 (a decode step: one token's heads). Row i's
+ * positions 4h..4h+3 take accumulator slots 4j + (i + 2h), so reduce16 still fills all 16
+ * outputs; per head-dim step 8 K rows are loaded and converted and each q vector feeds 8
+ * FMAs. Each chain is scores_tile's, hence the same bits. */
+static inline __attribute__((always_inline)) void scores_tile8(int R, int64_t dk, const uint16_t *const *k,
+                                                                const float *const *q, float scale,
+                                                                float *const *s, int32_t p) {
+    __m512 a[16];
+    _Pragma("GCC unroll 16")
+    for (int m = 0; m < 16; m++) a[m] = _mm512_setzero_ps();
+    int64_t d = 0;
+    for (; d + 16 <= dk; d += 16) {
+        __m512 kv[8];
+        _Pragma("GCC unroll 16")
+        for (int j = 0; j < 8; j++) kv[j] = ld_h(k[p + j] + d, 0xFFFF);
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < R; i++) {
+            const __m512 qv = _mm512_loadu_ps(q[i] + d);
+            _Pragma("GCC unroll 16")
+            for (int j = 0; j < 8; j++) a[4 * (j % 4) + i + 2 * (j / 4)] = _mm512_fmadd_ps(kv[j], qv, a[4 * (j % 4) + i + 2 * (j / 4)]);
+        }
+    }
+    if (d < dk) {
+        const __mmask16 m = mask_upto(dk - d);
+        __m512 kv[8];
+        _Pragma("GCC unroll 16")
+        for (int j = 0; j < 8; j++) kv[j] = ld_h(k[p + j] + d, m);
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < R; i++) {
+            const __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
+            _Pragma("GCC unroll 16")
+            for (int j = 0; j < 8; j++)
+                a[4 * (j % 4) + i + 2 * (j / 4)] = _mm512_mask3_fmadd_ps(kv[j], qv, a[4 * (j % 4) + i + 2 * (j / 4)], m);
+        }
+    }
+    float r[16];
+    _mm512_storeu_ps(r, _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale)));
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < R; i++) {
+        memcpy(s[i] + p, r + 4 * i, 4 * sizeof(float));
+        memcpy(s[i] + p + 4, r + 4 * (i + 2), 4 * sizeof(float));
+    }
+}
+
+/* K rows a few tiles ahead: in decode they come from memory, 2 KB or more apart. */
+static inline void prefetch_rows(const uint16_t *const *k, int32_t p, int32_t n, int64_t dk) {
+    for (int32_t j = 0; j < n; j++)
+        if (k[p + j])
+            for (int64_t b = 0; b < dk * 2; b += 64) _mm_prefetch((const char *)k[p + j] + b, _MM_HINT_T0);
+}
+
 static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
                         const int32_t n_ctx[4], float scale, float *const s[4]) {
     int32_t n_min = n_ctx[0], n_max = n_ctx[0];
@@ -106,6 +157,14 @@ static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const floa
     }
     int32_t p = 0;
     while (p < n_max) {
+        if (nr <= 2 && p + 8 <= n_min && k[p] && k[p + 1] && k[p + 2] && k[p + 3] && k[p + 4] && k[p + 5] && k[p + 6] &&
+            k[p + 7]) {
+            if (p + 24 <= n_min) prefetch_rows(k, p + 16, 8, dk);
+            if (nr == 1) scores_tile8(1, dk, k, q, scale, s, p);
+            else scores_tile8(2, dk, k, q, scale, s, p);
+            p += 8;
+            continue;
+        }
         if (p + 4 <= n_min && k[p] && k[p + 1] && k[p + 2] && k[p + 3]) {
             switch (nr) {
             case 1: scores_tile(1, dk, k, q, scale, s, p); break;
