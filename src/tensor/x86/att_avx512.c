@@ -1,7 +1,8 @@
 /* att_avx512.c — the attention tiles (tensor.h att_scores4, att_wsum4) on AVX-512.
  *
- * Scores: 4 positions x the group's rows per tile, one 16-lane accumulator per (row, position)
- * over the head dimension (dot_f16_f32's chain: lane d % 16, masked tail), so each K row is
+ * Scores: 4 positions (8 for a decode step's one or two rows) x the group's rows per tile,
+ * one 16-lane accumulator per (row, position) over the head dimension (dot_f16_f32's chain:
+ * lane d % 16, masked tail), so each K row is
  * loaded and converted once for every row; then one transpose-and-add network performs
  * rt_hsum16_ggml's additions (halves, quarters, pairs, last pair) for all 16 accumulators at
  * once instead of one reduction each.
@@ -60,85 +61,44 @@ static float dot1(int64_t n, const uint16_t *a, const float *b) {
     return hsum16(acc);
 }
 
-/* Scores of rows 0..R-1 at positions p..p+3, all of which every row sees and have a row. */
-static inline __attribute__((always_inline)) void scores_tile(int R, int64_t dk, const uint16_t *const *k,
+/* One head-dim step of scores_tile (m: every lane, or the tail's). */
+static inline __attribute__((always_inline)) void scores_step(int R, int NP, const uint16_t *const *k,
+                                                               const float *const *q, int32_t p, int64_t d,
+                                                               __mmask16 m, __m512 a[16]) {
+    __m512 kv[8];
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < NP; j++) kv[j] = ld_h(k[p + j] + d, m);
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < R; i++) {
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
+        _Pragma("GCC unroll 16")
+        for (int j = 0; j < NP; j++) {
+            const int slot = 4 * (j % 4) + i + 2 * (j / 4);
+            a[slot] = _mm512_mask3_fmadd_ps(kv[j], qv, a[slot], m);
+        }
+    }
+}
+
+/* Scores of rows 0..R-1 at positions p..p+NP-1 (NP 4, or 8 when R <= 2: a decode step, one
+ * token's heads), all of which every row sees and have a row. Row i, position j accumulates
+ * in slot 4(j % 4) + i + 2(j / 4) (4j + i when NP is 4), so reduce16 fills all 16 outputs and
+ * r[4(i + 2h) + j % 4] is the score of row i at position 4h + j % 4; each K row is loaded and
+ * converted once per head-dim step for every row. */
+static inline __attribute__((always_inline)) void scores_tile(int R, int NP, int64_t dk, const uint16_t *const *k,
                                                                const float *const *q, float scale,
                                                                float *const *s, int32_t p) {
     __m512 a[16];
     _Pragma("GCC unroll 16")
     for (int m = 0; m < 16; m++) a[m] = _mm512_setzero_ps();
     int64_t d = 0;
-    for (; d + 16 <= dk; d += 16) {
-        __m512 kv[4];
-        _Pragma("GCC unroll 16")
-        for (int j = 0; j < 4; j++) kv[j] = ld_h(k[p + j] + d, 0xFFFF);
-        _Pragma("GCC unroll 16")
-        for (int i = 0; i < R; i++) {
-            const __m512 qv = _mm512_loadu_ps(q[i] + d);
-            _Pragma("GCC unroll 16")
-            for (int j = 0; j < 4; j++) a[4 * j + i] = _mm512_fmadd_ps(kv[j], qv, a[4 * j + i]);
-        }
-    }
-    if (d < dk) {
-        const __mmask16 m = mask_upto(dk - d);
-        __m512 kv[4];
-        _Pragma("GCC unroll 16")
-        for (int j = 0; j < 4; j++) kv[j] = ld_h(k[p + j] + d, m);
-        _Pragma("GCC unroll 16")
-        for (int i = 0; i < R; i++) {
-            const __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
-            _Pragma("GCC unroll 16")
-            for (int j = 0; j < 4; j++) a[4 * j + i] = _mm512_mask3_fmadd_ps(kv[j], qv, a[4 * j + i], m);
-        }
-    }
+    for (; d + 16 <= dk; d += 16) scores_step(R, NP, k, q, p, d, 0xFFFF, a);
+    if (d < dk) scores_step(R, NP, k, q, p, d, mask_upto(dk - d), a);   /* masked tail */
     float r[16];
     _mm512_storeu_ps(r, _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale)));
     _Pragma("GCC unroll 16")
-    for (int i = 0; i < R; i++) memcpy(s[i] + p, r + 4 * i, 4 * sizeof(float));
-}
-
-/* scores_tile for R <= 2 rows at positions p..p+7 (a decode step: one token's heads). Row i's
- * positions 4h..4h+3 take accumulator slots 4j + (i + 2h), so reduce16 still fills all 16
- * outputs; per head-dim step 8 K rows are loaded and converted and each q vector feeds 8
- * FMAs. Each chain is scores_tile's, hence the same bits. */
-static inline __attribute__((always_inline)) void scores_tile8(int R, int64_t dk, const uint16_t *const *k,
-                                                                const float *const *q, float scale,
-                                                                float *const *s, int32_t p) {
-    __m512 a[16];
-    _Pragma("GCC unroll 16")
-    for (int m = 0; m < 16; m++) a[m] = _mm512_setzero_ps();
-    int64_t d = 0;
-    for (; d + 16 <= dk; d += 16) {
-        __m512 kv[8];
+    for (int i = 0; i < R; i++)
         _Pragma("GCC unroll 16")
-        for (int j = 0; j < 8; j++) kv[j] = ld_h(k[p + j] + d, 0xFFFF);
-        _Pragma("GCC unroll 16")
-        for (int i = 0; i < R; i++) {
-            const __m512 qv = _mm512_loadu_ps(q[i] + d);
-            _Pragma("GCC unroll 16")
-            for (int j = 0; j < 8; j++) a[4 * (j % 4) + i + 2 * (j / 4)] = _mm512_fmadd_ps(kv[j], qv, a[4 * (j % 4) + i + 2 * (j / 4)]);
-        }
-    }
-    if (d < dk) {
-        const __mmask16 m = mask_upto(dk - d);
-        __m512 kv[8];
-        _Pragma("GCC unroll 16")
-        for (int j = 0; j < 8; j++) kv[j] = ld_h(k[p + j] + d, m);
-        _Pragma("GCC unroll 16")
-        for (int i = 0; i < R; i++) {
-            const __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
-            _Pragma("GCC unroll 16")
-            for (int j = 0; j < 8; j++)
-                a[4 * (j % 4) + i + 2 * (j / 4)] = _mm512_mask3_fmadd_ps(kv[j], qv, a[4 * (j % 4) + i + 2 * (j / 4)], m);
-        }
-    }
-    float r[16];
-    _mm512_storeu_ps(r, _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale)));
-    _Pragma("GCC unroll 16")
-    for (int i = 0; i < R; i++) {
-        memcpy(s[i] + p, r + 4 * i, 4 * sizeof(float));
-        memcpy(s[i] + p + 4, r + 4 * (i + 2), 4 * sizeof(float));
-    }
+        for (int h = 0; h < NP / 4; h++) memcpy(s[i] + p + 4 * h, r + 4 * (i + 2 * h), 4 * sizeof(float));
 }
 
 /* K rows a few tiles ahead: in decode they come from memory, 2 KB or more apart. */
@@ -160,17 +120,17 @@ static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const floa
         if (nr <= 2 && p + 8 <= n_min && k[p] && k[p + 1] && k[p + 2] && k[p + 3] && k[p + 4] && k[p + 5] && k[p + 6] &&
             k[p + 7]) {
             if (p + 24 <= n_min) prefetch_rows(k, p + 16, 8, dk);
-            if (nr == 1) scores_tile8(1, dk, k, q, scale, s, p);
-            else scores_tile8(2, dk, k, q, scale, s, p);
+            if (nr == 1) scores_tile(1, 8, dk, k, q, scale, s, p);
+            else scores_tile(2, 8, dk, k, q, scale, s, p);
             p += 8;
             continue;
         }
         if (p + 4 <= n_min && k[p] && k[p + 1] && k[p + 2] && k[p + 3]) {
             switch (nr) {
-            case 1: scores_tile(1, dk, k, q, scale, s, p); break;
-            case 2: scores_tile(2, dk, k, q, scale, s, p); break;
-            case 3: scores_tile(3, dk, k, q, scale, s, p); break;
-            default: scores_tile(4, dk, k, q, scale, s, p); break;
+            case 1: scores_tile(1, 4, dk, k, q, scale, s, p); break;
+            case 2: scores_tile(2, 4, dk, k, q, scale, s, p); break;
+            case 3: scores_tile(3, 4, dk, k, q, scale, s, p); break;
+            default: scores_tile(4, 4, dk, k, q, scale, s, p); break;
             }
             p += 4;
             continue;
