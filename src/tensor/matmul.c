@@ -152,16 +152,16 @@ void tensor_matmul_n(tp_pool *pool, const tensor_kernels *k, const tensor_mm *ma
                      const float *X, int64_t n_tok, void *scratch) {
     /* the matrices sharing the first one's vec_dot type form the job; any other runs alone after */
     mm_multi mj = { .n = 0 };
-    double work = 0;
+    int64_t rows = 0;
     const uint32_t vt = n_mats > 0 ? tensor_vec_dot_type(mats[0].wtype) : 0;
     for (int i = 0; i < n_mats && i < TENSOR_MM_MAX; i++) {
         if (tensor_vec_dot_type(mats[i].wtype) != vt || mats[i].n_out <= 0) continue;
         mj.jobs[mj.n] = mm_job_of(k, &mats[i], n_in, X, n_tok, scratch);
         mj.first[mj.n + 1] = mj.first[mj.n] + mm_shares(mats[i].n_out, tp_n_threads(pool));
         mj.n++;
-        work += (double)mats[i].n_out * (double)n_in * (double)n_tok;
+        rows += mats[i].n_out;
     }
-    const bool joint = mj.n > 1 && n_tok > 0 && work >= MM_MIN_PARALLEL && tp_n_threads(pool) > 1;
+    const bool joint = mj.n > 1 && n_tok > 0 && !mm_small(n_in, rows, n_tok) && tp_n_threads(pool) > 1;
     if (joint) {   /* one quantized X serves them all: same vec_dot type, same row bytes */
         tp_run(n_tok > 1 ? pool : NULL, mm_quantize, &mj.jobs[0]);
         tp_run_n(pool, mm_multi_dot, &mj, mj.first[mj.n]);

@@ -94,9 +94,6 @@ void op_rope_apply(const tensor_kernels *k, float *head, const float *cos_sin, i
     k->rope_f32(head, cos_sin, n_rot, kind == OP_ROPE_NEOX);   /* ggml's contractions: rope_ref.c */
 }
 
-/* ggml_vec_soft_max_f32 on AVX-512: exps in chunks of 16 (the vectorised exp) whose float
- * sums (reduced as _mm512_reduce_add_ps) are added in double, the tail element by element
- * (libm's expf) in double; then one multiplication by (float)(1/sum). */
 /* The largest element (-INFINITY when n == 0; NaNs never win). 16 running maxima let the
  * compiler use vector max instructions; the maximum is the same value in any order (only a
  * zero's sign may differ, and x - (+0) and x - (-0) have the same exp). */
@@ -111,6 +108,9 @@ static float row_max(const float *x, int64_t n) {
     return max;
 }
 
+/* ggml_vec_soft_max_f32 on AVX-512: exps in chunks of 16 (the vectorised exp) whose float
+ * sums (reduced as _mm512_reduce_add_ps) are added in double, the tail element by element
+ * (libm's expf) in double; then (op_softmax) one multiplication by (float)(1/sum). */
 float op_softmax_exp(const tensor_kernels *k, float *x, int64_t n) {
     const float max = row_max(x, n);
     const int64_t nv = n - n % OP_GGML_LANES;
