@@ -7,6 +7,7 @@
  * One step: drop cancelled tasks -> move queued tasks onto free slots -> build one batch (one
  * token per generating slot, then prompt chunks of the prefilling slots sharing what is left of
  * n_batch) -> one recur_decode -> sample for every slot whose logits were asked -> publish.
+ * Slot actions and the cache file: sched_ctl.c; predicted replies: sched_reply.c.
  */
 #include "server/sched.h"
 
@@ -15,64 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/err.h"
-#include "server/slot.h"
-
-struct sched {
-    sched_params  p;
-    slot_env      env;
-    slot         *slots;       /* [n_slots] */
-    recur_token  *eog;         /* [env.n_eog] */
-    uint64_t      n_steps;     /* decode steps so far (the LRU clock) */
-    sched_metrics met;         /* scheduler-private counters, published after each step */
-
-    /* the batch, sized n_batch at creation */
-    recur_token   *b_tok;
-    recur_pos     *b_pos;
-    recur_seq_id  *b_seq;
-    int8_t        *b_want;
-    recur_capture *caps;       /* [n_batch] snapshots captured in this step */
-    struct sched_pend {        /* [n_batch] checkpoints of this step, filed after the decode */
-        int32_t      seq, entry;   /* entry: batch index whose logits it keeps, -1 none */
-        recur_pos    pos;
-        pcache_ckpt *ck;
-        uint32_t     flags;
-    } *pend;
-    int32_t        n_pend;
-    int32_t       *order;      /* [n_slots] prefill order scratch */
-    int32_t       *take;       /* [n_slots] prompt tokens per slot this step */
-    srv_task     **starting;   /* [n_slots] tasks sched_take_queued puts on slots */
-
-    pthread_t       th;
-    bool            th_started;
-    pthread_mutex_t mu;
-    pthread_cond_t  cv;
-    /* guarded by mu */
-    srv_task      **q;         /* [q_cap] FIFO, in submission order */
-    int32_t         q_len, q_cap;
-    int32_t         n_free;    /* slots without a task */
-    bool            quit;
-    sched_slot_info *pub;      /* [n_slots] */
-    sched_metrics    pub_met;
-    struct sched_ctl {         /* one slot action at a time, answered by the scheduler thread */
-        bool              pending, done;
-        int32_t           id;
-        sched_slot_op     op;
-        const char       *path;
-        sched_slot_result res;
-        recur_status      st;
-        char              err[256];
-    } ctl;
-    pthread_cond_t  ctl_cv;    /* a slot action was answered, or may be posted */
-    sched_reply    *replies;       /* [n_slots] predicted replies waiting for an idle moment (predict
-                                    * NULL: none) */
-    uint64_t        reply_checks;  /* sched_metrics.reply_checks_total */
-    recur_seq_id    spare;         /* a sequence no slot uses, for predicted replies (-1: none) */
-    bool            cache_dirty;   /* the prompt cache changed since cache_dir was written */
-    uint64_t        cache_gen;     /* its checkpoints created at the last write */
-};
+#include "server/sched_internal.h"
 
 sched_params sched_default_params(void) {
     sched_params p = { .n_slots = 1, .n_ctx_slot = 4096, .n_batch = 2048, .n_ubatch = 512, .n_threads = 0,
@@ -162,7 +108,7 @@ void sched_submit_reply(sched *s, const sched_reply *r) {
 
 /* Copies what the other threads may read, then delivers the terminal events of the tasks that
  * ended (after: whoever got one sees the slot free). Scheduler thread, mu held. */
-static void sched_publish_locked(sched *s) {
+void sched_publish_locked(sched *s) {
     int32_t busy = 0;
     for (int32_t i = 0; i < s->p.n_slots; i++) {
         const slot *sl = &s->slots[i];
@@ -251,210 +197,6 @@ static int32_t sched_busy(const sched *s) {
     int32_t busy = 0;
     for (int32_t i = 0; i < s->p.n_slots; i++) busy += s->slots[i].task != NULL;
     return busy;
-}
-
-/* ---- slot actions and the cache file (scheduler thread) ------------------------------------- */
-
-/* The state after the slot's last token into pc: a checkpoint (rows alone without recurrent
- * layers). false when pc cannot hold all of it. */
-static bool sched_file_slot(sched *s, pcache *pc, slot *sl) {
-    if (sl->n_cache == 0) return true;
-    pcache_ckpt *ck = pcache_ckpt_new(pc, false);
-    recur_snapshot *snap = pcache_ckpt_snap(ck);
-    if (s->env.recurrent) {
-        if (!snap || recur_snapshot_take(s->env.ctx, sl->id, snap, NULL, 0) != RECUR_OK) {
-            pcache_ckpt_drop(pc, ck);
-            return false;
-        }
-        return pcache_ckpt_commit(pc, sl->id, sl->cache, sl->n_cache - 1, ck, NULL, 0) == RECUR_OK;
-    }
-    pcache_ckpt_drop(pc, ck);
-    return pcache_insert(pc, sl->id, sl->cache, sl->n_cache) == sl->n_cache;
-}
-
-/* The shared cache, or (cache off, or it cannot hold the slot) a private unlimited one. */
-static recur_status sched_action_cache(sched *s, pcache **tmp, char *err, size_t err_len) {
-    const pcache_params pp = { .budget_bytes = -1, .max_ckpt_path = s->p.ctx_checkpoints > 0 ? s->p.ctx_checkpoints : 32 };
-    return pcache_new(s->env.ctx, &pp, tmp, err, err_len);
-}
-
-static recur_status sched_slot_save(sched *s, slot *sl, const char *path, sched_slot_result *r, char *err,
-                                    size_t err_len) {
-    pcache *pc = s->env.pc, *tmp = NULL;
-    recur_status st = RECUR_OK;
-    if (!pc || !sched_file_slot(s, pc, sl)) {
-        if ((st = sched_action_cache(s, &tmp, err, err_len))) return st;
-        pc = tmp;
-        if (!sched_file_slot(s, pc, sl)) st = rc_fail(err, err_len, RECUR_E_NOMEM, "cannot take slot %d's state", sl->id);
-    }
-    if (!st) st = pcache_write(pc, sl->cache, sl->n_cache, path, &r->bytes, err, err_len);
-    r->n_tokens = st ? 0 : sl->n_cache;
-    pcache_free(tmp);
-    return st;
-}
-
-static recur_status sched_slot_restore(sched *s, slot *sl, const char *path, sched_slot_result *r, char *err,
-                                       size_t err_len) {
-    pcache *pc = s->env.pc, *tmp = NULL;
-    recur_status st = pc ? RECUR_OK : sched_action_cache(s, &tmp, err, err_len);
-    if (st) return st;
-    pc = pc ? pc : tmp;
-    recur_token *tok = NULL;
-    int32_t n = 0;
-    st = pcache_read(pc, path, &tok, &n, &r->bytes, err, err_len);
-    if (!st && n >= s->p.n_ctx_slot)
-        st = rc_fail(err, err_len, RECUR_E_FULL, "the file holds %d tokens, a slot %d", n, s->p.n_ctx_slot);
-    /* one token more than saved: then the saved state after the last one is a usable resume point */
-    recur_token *ext = st ? NULL : realloc(tok, ((size_t)n + 1) * sizeof *tok);
-    if (!st && !ext) st = rc_fail(err, err_len, RECUR_E_NOMEM, "out of memory");
-    if (ext) { tok = ext; tok[n] = 0; }
-    recur_seq_rm(s->env.ctx, sl->id, -1, -1);
-    sl->n_cache = 0;
-    if (!st && n > 0) {
-        const pcache_hit h = pcache_lookup(pc, tok, n + 1);
-        st = pcache_restore(pc, sl->id, tok, n + 1, &h, 0, NULL, err, err_len);
-        if (st) recur_seq_rm(s->env.ctx, sl->id, -1, -1);
-        else {
-            memcpy(sl->cache, tok, (size_t)h.n_restore * sizeof *tok);
-            sl->n_cache = h.n_restore;
-        }
-    }
-    r->n_tokens = sl->n_cache;
-    free(tok);
-    pcache_free(tmp);
-    return st;
-}
-
-/* Answers the posted slot action. mu held on entry and exit; released while working. */
-static void sched_do_ctl(sched *s) {
-    struct sched_ctl c = s->ctl;
-    pthread_mutex_unlock(&s->mu);
-    const double t0 = slot_now_ms();
-    slot *sl = &s->slots[c.id];
-    c.res = (sched_slot_result){ 0 };
-    c.err[0] = 0;
-    if (sl->task) c.st = rc_fail(c.err, sizeof c.err, RECUR_E_STATE, "slot %d is busy", c.id);
-    else if (c.op == SCHED_SLOT_SAVE) c.st = sched_slot_save(s, sl, c.path, &c.res, c.err, sizeof c.err);
-    else if (c.op == SCHED_SLOT_RESTORE) c.st = sched_slot_restore(s, sl, c.path, &c.res, c.err, sizeof c.err);
-    else {
-        c.res.n_tokens = sl->n_cache;
-        recur_seq_rm(s->env.ctx, sl->id, -1, -1);
-        sl->n_cache = 0;
-        c.st = RECUR_OK;
-    }
-    c.res.ms = slot_now_ms() - t0;
-    fprintf(stderr, "slot %d: %s %s: %s, %d tokens, %zu bytes, %.1f ms\n", c.id,
-            c.op == SCHED_SLOT_SAVE ? "save" : c.op == SCHED_SLOT_RESTORE ? "restore" : "erase", c.path ? c.path : "",
-            c.st ? c.err : "ok", c.res.n_tokens, c.res.bytes, c.res.ms);
-    pthread_mutex_lock(&s->mu);
-    sched_publish_locked(s);
-    s->ctl = c;
-    s->ctl.pending = false;
-    s->ctl.done = true;
-    pthread_cond_broadcast(&s->ctl_cv);
-}
-
-recur_status sched_slot_action(sched *s, int32_t id, sched_slot_op op, const char *path, sched_slot_result *out,
-                               char *err, size_t err_len) {
-    if (id < 0 || id >= s->p.n_slots)
-        return rc_fail(err, err_len, RECUR_E_INVALID, "id_slot %d out of range (0 .. %d)", id, s->p.n_slots - 1);
-    pthread_mutex_lock(&s->mu);
-    while (!s->quit && (s->ctl.pending || s->ctl.done)) pthread_cond_wait(&s->ctl_cv, &s->mu);
-    if (s->quit) {
-        pthread_mutex_unlock(&s->mu);
-        return rc_fail(err, err_len, RECUR_E_STATE, "the server is shutting down");
-    }
-    s->ctl = (struct sched_ctl){ .pending = true, .id = id, .op = op, .path = path };
-    pthread_cond_signal(&s->cv);
-    while (!s->ctl.done && !s->quit) pthread_cond_wait(&s->ctl_cv, &s->mu);
-    recur_status st = s->ctl.done ? s->ctl.st : RECUR_E_STATE;
-    if (s->ctl.done) {
-        *out = s->ctl.res;
-        if (st) rc_fail(err, err_len, st, "%s", s->ctl.err);
-    } else {
-        rc_fail(err, err_len, st, "the server is shutting down");
-    }
-    s->ctl.done = s->ctl.pending = false;
-    pthread_cond_broadcast(&s->ctl_cv);
-    pthread_mutex_unlock(&s->mu);
-    return st;
-}
-
-/* --cache-dir: the prompt cache's file, written when it changed (write-behind). */
-static void sched_cache_file(const sched *s, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s/prompt-cache.bin", s->p.cache_dir);
-}
-
-static uint64_t sched_cache_sig(const sched *s) {
-    pcache_stats ps;
-    pcache_stats_get(s->env.pc, &ps);
-    return ps.ckpt_created * 1000003u + ps.ckpt_evicted * 10007u + (uint64_t)ps.n_tokens + ps.nodes_evicted;
-}
-
-static void sched_write_cache(sched *s) {
-    if (!s->p.cache_dir || !s->env.pc || sched_cache_sig(s) == s->cache_gen) return;
-    char path[4096], err[256];
-    size_t bytes = 0;
-    sched_cache_file(s, path, sizeof path);
-    const double t0 = slot_now_ms();
-    const recur_status st = pcache_write(s->env.pc, NULL, 0, path, &bytes, err, sizeof err);
-    if (st) fprintf(stderr, "sched: prompt cache not written: %s\n", err);
-    else fprintf(stderr, "sched: prompt cache written to %s (%zu bytes, %.1f ms)\n", path, bytes, slot_now_ms() - t0);
-    s->cache_gen = sched_cache_sig(s);
-}
-
-/* ---- predicted replies (scheduler thread, idle) ---------------------------------------------- */
-
-/* slot_reply_derive's question between chunks: is anything waiting for the scheduler? */
-static bool sched_reply_stop(void *arg) {
-    sched *s = arg;
-    pthread_mutex_lock(&s->mu);
-    const bool stop = s->quit || s->q_len > 0 || s->ctl.pending;
-    pthread_mutex_unlock(&s->mu);
-    return stop;
-}
-
-/* Checks one predicted reply (sched.h) and derives its checkpoint when one is missing. */
-static void sched_reply_run(sched *s, sched_reply *r) {
-    slot *sl = &s->slots[r->id_slot];
-    slot_reply_result res = { .d = -1, .what = "the slot moved on to another task" };
-    const int32_t held = sl->n_cache;
-    const double t0 = slot_now_ms();
-    if (!sl->task && sl->last_task_id == (int64_t)r->id_task) {
-        recur_token *pred = NULL;
-        const int32_t n = r->predict(r->arg, &pred);
-        const slot_scratch b = { s->p.n_batch, s->b_tok, s->b_pos, s->b_seq, s->b_want };
-        if (n < 0) res.what = "the reply could not be rendered";
-        else slot_reply_derive(sl, &s->env, s->spare, r->n_prompt, pred, n, &b, sched_reply_stop, s, &res);
-        free(pred);
-    }
-    if (r->free) r->free(r->arg);
-    s->met.reply_tokens_total += (uint64_t)res.n_eval;
-    s->met.reply_ckpts_total += res.bytes > 0;
-    if (res.n_eval || res.bytes)
-        fprintf(stderr,
-                "slot %d: task %llu: the reply, as the client sends it back, diverges at %d (prompt %d, held %d): %s; "
-                "from the checkpoint after %d, %d tokens evaluated, checkpoint at %d: %zu bytes, %.1f ms\n",
-                sl->id, (unsigned long long)r->id_task, res.d, r->n_prompt, held, res.what, res.from - 1, res.n_eval,
-                res.d - 1, res.bytes, slot_now_ms() - t0);
-    else
-        fprintf(stderr, "slot %d: task %llu: the reply, as the client sends it back, diverges at %d (prompt %d, held %d): %s\n",
-                sl->id, (unsigned long long)r->id_task, res.d, r->n_prompt, held, res.what);
-}
-
-/* Runs the first waiting predicted reply, if any. mu held on entry and exit; released while
- * working. */
-static bool sched_reply_next(sched *s) {
-    int32_t k = 0;
-    while (k < s->p.n_slots && !s->replies[k].predict) k++;
-    if (k == s->p.n_slots) return false;
-    sched_reply r = s->replies[k];
-    s->replies[k] = (sched_reply){ 0 };
-    pthread_mutex_unlock(&s->mu);
-    sched_reply_run(s, &r);
-    pthread_mutex_lock(&s->mu);
-    s->reply_checks++;
-    return true;
 }
 
 /* Moves queued tasks onto free slots (FIFO; a task waiting for a busy requested slot lets the
@@ -741,18 +483,6 @@ static recur_status sched_check_params(const sched_params *p, char *err, size_t 
     return RECUR_OK;
 }
 
-/* --cache-dir: what an earlier run left (a missing file is a first start; a bad one is logged). */
-static void sched_load_cache(sched *s) {
-    char path[4096], err[256];
-    size_t bytes = 0;
-    sched_cache_file(s, path, sizeof path);
-    if (access(path, F_OK) != 0) return;
-    const double t0 = slot_now_ms();
-    const recur_status st = pcache_read(s->env.pc, path, NULL, NULL, &bytes, err, sizeof err);
-    if (st) fprintf(stderr, "sched: prompt cache %s not loaded: %s\n", path, err);
-    else fprintf(stderr, "sched: prompt cache loaded from %s (%zu bytes, %.1f ms)\n", path, bytes, slot_now_ms() - t0);
-    s->cache_gen = sched_cache_sig(s);
-}
 
 recur_status sched_new(recur_model *m, const sched_params *p, sched **out, char *err, size_t err_len) {
     *out = NULL;
