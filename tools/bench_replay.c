@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -37,6 +38,9 @@ static void usage(FILE *f) {
         "  --seed N               seed of every request (default 42)\n"
         "  --ctx N                -c (context per slot) given to the server (default 8192)\n"
         "  --ready-timeout S      seconds to wait for the server's /health (default 120)\n"
+        "  --think-ms N           pause N ms before each request that follows a reply (a user reading\n"
+        "                         and typing: the server's idle-time work, e.g. predicted replies, runs\n"
+        "                         then; default 0, back to back)\n"
         "  --format md|json       output (default md)\n"
         "  -h, --help             this text\n");
 }
@@ -76,6 +80,7 @@ static int parse_args(int argc, char **argv, rp_opts *o) {
         else if (!strcmp(a, "--system-tokens")) rc = parse_int(a, v, 1, 1 << 20, &o->system_tokens);
         else if (!strcmp(a, "--turns")) rc = parse_int(a, v, 1, 1000, &o->turns);
         else if (!strcmp(a, "--n-predict")) rc = parse_int(a, v, 1, 1 << 16, &o->n_predict);
+        else if (!strcmp(a, "--think-ms")) rc = parse_int(a, v, 0, 3600 * 1000, &o->think_ms);
         else if (!strcmp(a, "--seed")) { rc = parse_int(a, v, 0, 1 << 30, &seed); o->seed = (uint32_t)seed; }
         else if (!strcmp(a, "--ctx")) rc = parse_int(a, v, 16, 1 << 24, &o->ctx);
         else if (!strcmp(a, "--ready-timeout")) rc = parse_int(a, v, 1, 86400, &o->ready_s);
@@ -263,8 +268,24 @@ static void measured(rp_run *r, rp_row *row, const rp_reply *rep, const int32_t 
     cache_bytes(r, row->cache_bytes, sizeof row->cache_bytes);
 }
 
+/* --think-ms before a request whose messages hold a reply already (not a conversation's first). */
+static void think(const rp_run *r, json_t *messages) {
+    if (r->o->think_ms <= 0) return;
+    size_t i;
+    json_t *msg;
+    json_array_foreach(messages, i, msg) {
+        const char *role = json_string_value(json_object_get(msg, "role"));
+        if (role && !strcmp(role, "assistant")) {
+            const struct timespec ts = { r->o->think_ms / 1000, (long)(r->o->think_ms % 1000) * 1000000L };
+            nanosleep(&ts, NULL);
+            return;
+        }
+    }
+}
+
 int rp_turn(rp_run *r, json_t *messages, const char *step, bool keep_reasoning, rp_reply *reply) {
     char err[512];
+    think(r, messages);
     rp_row *row = rp_report_row(r->rep);
     if (!row) return 1;
     *row = (rp_row){ .request = true, .n_prompt_server = -1, .evaluated = -1, .cache_n = -1, .minimum = -1,
@@ -333,6 +354,10 @@ static void run_workload(const rp_opts *o, const rp_workload *w, rp_workload_rep
     snprintf(rep->name, sizeof rep->name, "%s", w->name);
     snprintf(rep->setup, sizeof rep->setup, "-np %d, -c %d, system prompt %d tokens, n_predict %d%s", w->n_slots,
              o->ctx, o->system_tokens, o->n_predict, w->slot_save ? ", --slot-save-path" : "");
+    if (o->think_ms) {
+        const size_t len = strlen(rep->setup);
+        snprintf(rep->setup + len, sizeof rep->setup - len, ", think %d ms", o->think_ms);
+    }
     if (o->n_server_args) {
         size_t len = strlen(rep->setup);
         for (int i = 0; i < o->n_server_args && len + 2 < sizeof rep->setup; i++)

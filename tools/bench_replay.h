@@ -46,6 +46,7 @@ typedef struct rp_opts {
     uint32_t    seed;                            /* --seed of every request */
     bool        json;                            /* --format json */
     int         ready_s;                         /* --ready-timeout: seconds to wait for /health */
+    int         think_ms;                        /* --think-ms: pause before a follow-up request */
 } rp_opts;
 
 /* ---- bench_replay_http.c: the server process and the HTTP client ----------------------------- */

@@ -129,8 +129,9 @@ void rp_report_json(const rp_workload_report *w, int n, const rp_opts *o) {
                                              w[i].setup, "failed", w[i].failed, "evaluated", (json_int_t)ev,
                                              "minimum", (json_int_t)mn, "excess", (json_int_t)ex, "requests", rows));
     }
-    json_t *top = json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:o}", "server", o->server, "model", o->model,
+    json_t *top = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:o}", "server", o->server, "model", o->model,
                             "system_tokens", o->system_tokens, "n_predict", o->n_predict, "seed", (int)o->seed,
+                            "think_ms", o->think_ms,
                             "ttft", "client side: request sent to the first streamed byte", "workloads", arr);
     if (top) json_dumpf(top, stdout, JSON_INDENT(2));
     printf("\n");

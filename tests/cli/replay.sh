@@ -23,12 +23,16 @@ run=("$bench" replay --server "$build/recur-server" -m "$tmp/m.gguf" --system-to
      --server-arg -t --server-arg 2)
 
 # ---- append, json ----
-TMPDIR="$tmp/scratch" "${run[@]}" --workload append --turns 3 --format json >"$tmp/a.json" 2>"$tmp/a.err" ||
+# with a pause before each follow-up (2 of the 3 requests): the run lasts at least 2 x 400 ms
+t0=$(date +%s%N)
+TMPDIR="$tmp/scratch" "${run[@]}" --workload append --turns 3 --think-ms 400 --format json >"$tmp/a.json" 2>"$tmp/a.err" ||
     fail "append run: $(cat "$tmp/a.err")"
+[ $(( ($(date +%s%N) - t0) / 1000000 )) -ge 800 ] || fail "--think-ms 400: the run took under 800 ms"
 python3 - "$tmp/a.json" <<'PY' || fail "append json"
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["n_predict"] == 4 and j["system_tokens"] == 200 and "client" in j["ttft"]
+assert j["n_predict"] == 4 and j["system_tokens"] == 200 and "client" in j["ttft"] and j["think_ms"] == 400
+assert j["workloads"][0]["setup"].endswith(", think 400 ms, server args: -t 2"), j["workloads"][0]["setup"]
 (w,) = j["workloads"]
 assert w["workload"] == "append" and not w["failed"], w
 rows = w["requests"]
@@ -75,6 +79,8 @@ grep -qE '^\| turn 5 +\| +[0-9]+ \|' "$tmp/s.md" || fail "restart: the turns aft
 # ---- errors ----
 "$bench" replay --server "$build/recur-server" -m "$tmp/m.gguf" --workload nope >/dev/null 2>&1
 [ $? -eq 2 ] || fail "an unknown workload must exit 2"
+"$bench" replay --server "$build/recur-server" -m "$tmp/m.gguf" --think-ms -1 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "a negative --think-ms must exit 2"
 TMPDIR="$tmp/scratch" "$bench" replay --server "$tmp/no-such-server" -m "$tmp/m.gguf" --workload append \
     >"$tmp/e.md" 2>/dev/null && fail "a missing server binary must fail"
 grep -q "exited" "$tmp/e.md" || fail "a missing server binary: the start row says why"
