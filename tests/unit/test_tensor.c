@@ -373,20 +373,22 @@ static void test_gemm(void **state) {
         }
 }
 
-/* The panel gemms (gemm_q4_K_rp; gemm[Q6_K]) give, element for element, the bits of their
- * dot (dot_q4_K_rp; vec_dot[Q6_K], equal to the scalar one): row counts around the 16-row
+/* The panel gemms (gemm_q4_K_rp; gemm[Q6_K]; gemm[Q4_0]) give, element for element, the bits
+ * of their dot (dot_q4_K_rp; vec_dot[Q6_K], equal to the scalar one; the same table's
+ * vec_dot[Q4_0]), activations of the type's vec_dot type: row counts around the 16-row
  * panel, token counts around the 4-token tile, odd strides, unaligned rows, and a row too
  * long for the panel buffer (the fallback). */
 static void check_panel_gemm(const tensor_kernels *k, uint32_t wt, tensor_gemm_fn gemm, tensor_vec_dot_fn dot,
                              int64_t n, const int64_t *rows, int nrows, rng *r) {
     enum { MAXR = 34, MAXT = 9, LDY = 40 };
-    const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(GGUF_T_Q8_K, n) + 3;
+    const uint32_t vt = tensor_vec_dot_type(wt);
+    const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(vt, n) + 3;
     float *f = xalloc((size_t)n * MAXR * 4), *y = xalloc(MAXT * LDY * 4);
     uint8_t *wbuf = xalloc(wb * MAXR + 1), *x = xalloc(MAXT * xb);
     uint8_t *w = wbuf + 1;   /* rows at odd addresses */
     fill_rough(r, f, n * MAXR);
     tensor_kernels_scalar()->from_float[wt](f, w, n * MAXR);
-    for (int j = 0; j < MAXT; j++) k->from_float[GGUF_T_Q8_K](f + j * n, x + j * xb, n);
+    for (int j = 0; j < MAXT; j++) k->from_float[vt](f + j * n, x + j * xb, n);
     const int64_t toks[] = { 1, 3, 4, 5, 9 };
     for (int a = 0; a < nrows; a++)
         for (size_t b = 0; b < sizeof toks / sizeof toks[0]; b++) {
@@ -424,8 +426,15 @@ static void test_gemm_panel(void **state) {
             check_panel_gemm(tab[k], GGUF_T_Q6_K, tab[k]->gemm[GGUF_T_Q6_K], s->vec_dot[GGUF_T_Q6_K], 256 * 49, few, 1, &r);
             checked++;
         }
+        if (tab[k]->gemm[GGUF_T_Q4_0]) {   /* 4-row tiles; an even and an odd block count; past the panel */
+            const tensor_vec_dot_fn dot = tab[k]->vec_dot[GGUF_T_Q4_0];
+            check_panel_gemm(tab[k], GGUF_T_Q4_0, tab[k]->gemm[GGUF_T_Q4_0], dot, 1024, rows, 6, &r);
+            check_panel_gemm(tab[k], GGUF_T_Q4_0, tab[k]->gemm[GGUF_T_Q4_0], dot, 32 * 97, rows, 6, &r);
+            check_panel_gemm(tab[k], GGUF_T_Q4_0, tab[k]->gemm[GGUF_T_Q4_0], dot, 32 * 513, few, 1, &r);
+            checked++;
+        }
     }
-    if (tensor_kernels_avx512()) assert_int_equal(checked, 2);
+    if (tensor_kernels_avx512()) assert_int_equal(checked, 3);
 }
 
 /* ---- f16 helpers ------------------------------------------------------------------------------ */

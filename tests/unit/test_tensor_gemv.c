@@ -47,7 +47,7 @@ static uint16_t rand_scale(rng *r) {
 static void fill_raw(rng *r, uint32_t wt, uint8_t *w, int64_t n, int64_t rows) {
     const size_t wb = tensor_row_bytes(wt, n);
     for (size_t i = 0; i < wb * (size_t)rows; i++) w[i] = (uint8_t)rng_u64(r);
-    const size_t bb = wt == GGUF_T_Q8_0 ? 34 : wt == GGUF_T_Q4_K ? 144 : 210;
+    const size_t bb = wt == GGUF_T_Q8_0 ? 34 : wt == GGUF_T_Q4_0 ? 18 : wt == GGUF_T_Q4_K ? 144 : 210;
     const size_t f16s[2] = { wt == GGUF_T_Q6_K ? 208 : 0, wt == GGUF_T_Q4_K ? 2 : SIZE_MAX };
     for (size_t b = 0; b < wb * (size_t)rows / bb; b++)
         for (int f = 0; f < 2; f++) {
@@ -109,7 +109,7 @@ static void check_gemv(const gv_case *c, int64_t n, rng *r) {
 static int list_cases(gv_case *out, int max) {
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
-    static const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q4_K, GGUF_T_Q6_K };
+    static const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q4_0, GGUF_T_Q4_K, GGUF_T_Q6_K };
     int m = 0;
     for (int k = 0; k < nt; k++) {
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
@@ -126,16 +126,18 @@ static void test_gemv_bits(void **state) {
     rng r = { 2024 };
     gv_case cs[16];
     const int m = list_cases(cs, 16);
-    static const int64_t n_q8[] = { 32, 64, 96, 160, 1056, 3072 + 32 }, n_k[] = { 256, 768, 2816 };
+    /* block-32 types; 32 * 513: past the Q4_0 kernel's activation panel (its fallback) */
+    static const int64_t n_q8[] = { 32, 64, 96, 160, 1056, 3072 + 32, 32 * 513 }, n_k[] = { 256, 768, 2816 };
     for (int i = 0; i < m; i++) {
-        const bool q8 = cs[i].wt == GGUF_T_Q8_0;
+        const bool q8 = cs[i].wt == GGUF_T_Q8_0 || cs[i].wt == GGUF_T_Q4_0;
         const int64_t *ns = q8 ? n_q8 : n_k;
         const size_t nn = q8 ? sizeof n_q8 / sizeof n_q8[0] : sizeof n_k / sizeof n_k[0];
         for (size_t l = 0; l < nn; l++) check_gemv(&cs[i], ns[l], &r);
     }
-    /* the AVX-512 table has the Q8_0 and Q4_K kernels: they were compared above */
+    /* the AVX-512 table has the Q8_0, Q4_0 and Q4_K kernels: they were compared above */
     if (tensor_kernels_avx512()) {
         assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q8_0]);
+        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q4_0]);
         assert_non_null(tensor_kernels_avx512()->gemv_q4_K_rp);
     }
 }

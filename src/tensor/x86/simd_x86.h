@@ -117,6 +117,8 @@ void rt_fill_rope_avx2(tensor_kernels *k);
 void rt_fill_scan_avx512(tensor_kernels *k);
 void rt_fill_gemm_avx512(tensor_kernels *k);
 void rt_fill_gemm_q4k_avx512(tensor_kernels *k);
+void rt_fill_gemm_q40_avx512(tensor_kernels *k);
+void rt_fill_gemv_q40_avx512(tensor_kernels *k);
 void rt_fill_gemv_avx512(tensor_kernels *k);
 /* The AVX-512 table's dot_q4_K_rp (dot_avx512.c), for the gemm's long-row fallback. */
 float rt_dot_q4_K_rp_avx512(int64_t n, const void *w, const void *x);
