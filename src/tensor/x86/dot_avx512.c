@@ -288,5 +288,6 @@ void tensor_fill_avx512(tensor_kernels *k) {
     rt_fill_scan_avx512(k);
     rt_fill_gemm_avx512(k);
     rt_fill_gemm_q4k_avx512(k);
+    rt_fill_gemm_f16_avx512(k);
     rt_fill_gemv_avx512(k);
 }

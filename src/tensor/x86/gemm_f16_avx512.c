@@ -1,0 +1,173 @@
+/* gemm_f16_avx512.c — tiles of F16 or BF16 weight rows × activation rows of the same type
+ * (tensor.h, gemm), for prompt batches.
+ *
+ * F16: every output element performs exactly vec_dot_f16's operations (float_avx512.c):
+ * four 16-lane accumulator chains s0..s3 (chain c takes element block 64b + 16c of every
+ * full 64-element block; then s0 the 16-element blocks after them, s1 the masked tail), each
+ * FMA fma(w, x, s) on the converted halves, result reduce_add((s0 + s1) + (s2 + s3)). The
+ * chains are independent, so a tile runs them one after the other (R×T accumulators live at
+ * a time instead of 4·R·T) and keeps each chain's sums on the stack until the last.
+ * BF16 (an AVX512_BF16 CPU: the table's dot is vdpbf16ps, bf16_avx512.c): one chain,
+ * acc = vdpbf16ps(acc, w, x) per 32-element block, reduced as rt_hsum16_ggml; rows that are
+ * not a multiple of RT_BF16_BLOCK take rt_dot_bf16 per element, as the dot does.
+ * Only the layout differs from the dots: a tile of R weight rows × T tokens converts (loads)
+ * each weight block once for T tokens and each activation block once for R rows.
+ * Any n, any row and token counts, unaligned rows and strides. */
+#include "tensor/x86/simd_x86.h"
+
+#define GR 4   /* weight rows per tile */
+#define GT 6   /* tokens per tile: GR·GT accumulators + GR weights + 1 activation <= 32 zmm */
+
+/* ---- F16 -------------------------------------------------------------------------------- */
+
+static inline __m512 ld_h(const uint8_t *row, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)));
+}
+static inline __m512 ld_hm(const uint8_t *row, int64_t i, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * i));
+}
+
+/* acc[r][t] = fma(w_r[i..i+16), x_t[i..i+16), acc[r][t]) (masked: zeros past m). */
+static inline __attribute__((always_inline)) void f16_step(int R, int T, __m512 acc[GR][GT], const uint8_t *const *wr,
+                                                            const uint8_t *x, size_t xs, int64_t i, bool masked,
+                                                            __mmask16 m) {
+    __m512 w[GR];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++) w[r] = masked ? ld_hm(wr[r], i, m) : ld_h(wr[r], i);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T; t++) {
+        const __m512 v = masked ? ld_hm(x + t * xs, i, m) : ld_h(x + t * xs, i);
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(w[r], v, acc[r][t]);
+    }
+}
+
+/* R rows × T tokens: the four chains in turn, then vec_dot_f16's reduction; y[t*ldy + r]. */
+static inline __attribute__((always_inline)) void f16_tile(int R, int T, int64_t n, const uint8_t *const *wr,
+                                                            const uint8_t *x, size_t xs, float *y, int64_t ldy) {
+    const int64_t nf = n / 64 * 64;   /* end of the full 64-element blocks */
+    __m512 s[4][GR][GT];
+    for (int c = 0; c < 4; c++) {
+        __m512 acc[GR][GT];
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+        for (int64_t i = 16 * c; i < nf; i += 64) f16_step(R, T, acc, wr, x, xs, i, false, 0);
+        if (c == 0)
+            for (int64_t i = nf; i + 16 <= n; i += 16) f16_step(R, T, acc, wr, x, xs, i, false, 0);
+        if (c == 1 && n % 16 != 0) {
+            const int64_t i = n / 16 * 16;
+            f16_step(R, T, acc, wr, x, xs, i, true, (__mmask16)((1u << (n - i)) - 1u));
+        }
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < T; t++) s[c][r][t] = acc[r][t];
+    }
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++)
+            y[t * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0][r][t], s[1][r][t]),
+                                                                _mm512_add_ps(s[2][r][t], s[3][r][t])));
+}
+
+/* R rows over every token, GT at a time, then the token tail. */
+static inline __attribute__((always_inline)) void f16_rows(int R, int64_t n, const uint8_t *const *wr,
+                                                            const uint8_t *x, size_t xs, int64_t n_tok, float *y,
+                                                            int64_t ldy) {
+    int64_t t = 0;
+    for (; t + GT <= n_tok; t += GT) f16_tile(R, GT, n, wr, x + t * xs, xs, y + t * ldy, ldy);
+    switch (n_tok - t) {
+    case 5: f16_tile(R, 5, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 4: f16_tile(R, 4, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 3: f16_tile(R, 3, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 2: f16_tile(R, 2, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 1: f16_tile(R, 1, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    default: break;
+    }
+}
+
+static void gemm_f16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                     float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x, *wr[GR];
+    int64_t r = 0;
+    for (; r + GR <= n_rows; r += GR) {
+        for (int i = 0; i < GR; i++) wr[i] = W + (size_t)(r + i) * ws;
+        f16_rows(GR, n, wr, X, xs, n_tok, y + r, ldy);
+    }
+    for (; r < n_rows; r++) {
+        wr[0] = W + (size_t)r * ws;
+        f16_rows(1, n, wr, X, xs, n_tok, y + r, ldy);
+    }
+}
+
+/* ---- BF16 (vdpbf16ps) ------------------------------------------------------------------- */
+
+/* R rows × T tokens, n a multiple of RT_BF16_BLOCK: the dot's one chain per element. */
+static inline __attribute__((always_inline)) void bf16_tile(int R, int T, int64_t n, const uint8_t *const *wr,
+                                                             const uint8_t *x, size_t xs, float *y, int64_t ldy) {
+    __m512 acc[GR][GT];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += RT_BF16_BLOCK) {
+        __m512i w[GR];
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < R; r++) w[r] = _mm512_loadu_si512(wr[r] + 2 * i);
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++) {
+            const __m512i v = _mm512_loadu_si512(x + t * xs + 2 * i);
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < R; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)w[r], (__m512bh)v);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++) {
+            float l[16];
+            _mm512_storeu_ps(l, acc[r][t]);
+            y[t * ldy + r] = rt_hsum16_ggml(l);
+        }
+}
+
+static inline __attribute__((always_inline)) void bf16_rows(int R, int64_t n, const uint8_t *const *wr,
+                                                             const uint8_t *x, size_t xs, int64_t n_tok, float *y,
+                                                             int64_t ldy) {
+    int64_t t = 0;
+    for (; t + GT <= n_tok; t += GT) bf16_tile(R, GT, n, wr, x + t * xs, xs, y + t * ldy, ldy);
+    switch (n_tok - t) {
+    case 5: bf16_tile(R, 5, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 4: bf16_tile(R, 4, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 3: bf16_tile(R, 3, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 2: bf16_tile(R, 2, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 1: bf16_tile(R, 1, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    default: break;
+    }
+}
+
+void rt_gemm_bf16_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                         int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x, *wr[GR];
+    if (n % RT_BF16_BLOCK != 0) {   /* the dot's fallback: the scalar order */
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = rt_dot_bf16(n, W + (size_t)r * ws, X + t * xs);
+        return;
+    }
+    int64_t r = 0;
+    for (; r + GR <= n_rows; r += GR) {
+        for (int i = 0; i < GR; i++) wr[i] = W + (size_t)(r + i) * ws;
+        bf16_rows(GR, n, wr, X, xs, n_tok, y + r, ldy);
+    }
+    for (; r < n_rows; r++) {
+        wr[0] = W + (size_t)r * ws;
+        bf16_rows(1, n, wr, X, xs, n_tok, y + r, ldy);
+    }
+}
+
+void rt_fill_gemm_f16_avx512(tensor_kernels *k) {
+    k->gemm[GGUF_T_F16] = gemm_f16;
+}
