@@ -27,16 +27,20 @@ static inline __m512 ld_hm(const uint8_t *row, int64_t i, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * i));
 }
 
-/* acc[r][t] = fma(w_r[i..i+16), x_t[i..i+16), acc[r][t]) (masked: zeros past m). */
+/* acc[r][t] = fma(w_r[i..i+16), x_t[i..i+16), acc[r][t]) (masked: zeros past m). The
+ * activations are F16 rows, or with `pan` float rows converted beforehand (exact, zeros past
+ * the end: what the masked conversion gives), x + t*xs bytes each. */
 static inline __attribute__((always_inline)) void f16_step(int R, int T, __m512 acc[GR][GT], const uint8_t *const *wr,
-                                                            const uint8_t *x, size_t xs, int64_t i, bool masked,
-                                                            __mmask16 m) {
+                                                            const uint8_t *x, size_t xs, bool pan, int64_t i,
+                                                            bool masked, __mmask16 m) {
     __m512 w[GR];
     _Pragma("GCC unroll 8")
     for (int r = 0; r < R; r++) w[r] = masked ? ld_hm(wr[r], i, m) : ld_h(wr[r], i);
     _Pragma("GCC unroll 8")
     for (int t = 0; t < T; t++) {
-        const __m512 v = masked ? ld_hm(x + t * xs, i, m) : ld_h(x + t * xs, i);
+        const __m512 v = pan      ? _mm512_loadu_ps((const float *)(x + t * xs) + i)
+                         : masked ? ld_hm(x + t * xs, i, m)
+                                  : ld_h(x + t * xs, i);
         _Pragma("GCC unroll 8")
         for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(w[r], v, acc[r][t]);
     }
@@ -44,7 +48,8 @@ static inline __attribute__((always_inline)) void f16_step(int R, int T, __m512 
 
 /* R rows × T tokens: the four chains in turn, then vec_dot_f16's reduction; y[t*ldy + r]. */
 static inline __attribute__((always_inline)) void f16_tile(int R, int T, int64_t n, const uint8_t *const *wr,
-                                                            const uint8_t *x, size_t xs, float *y, int64_t ldy) {
+                                                            const uint8_t *x, size_t xs, bool pan, float *y,
+                                                            int64_t ldy) {
     const int64_t nf = n / 64 * 64;   /* end of the full 64-element blocks */
     __m512 s[4][GR][GT];
     for (int c = 0; c < 4; c++) {
@@ -53,12 +58,12 @@ static inline __attribute__((always_inline)) void f16_tile(int R, int T, int64_t
         for (int r = 0; r < R; r++)
             _Pragma("GCC unroll 8")
             for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
-        for (int64_t i = 16 * c; i < nf; i += 64) f16_step(R, T, acc, wr, x, xs, i, false, 0);
+        for (int64_t i = 16 * c; i < nf; i += 64) f16_step(R, T, acc, wr, x, xs, pan, i, false, 0);
         if (c == 0)
-            for (int64_t i = nf; i + 16 <= n; i += 16) f16_step(R, T, acc, wr, x, xs, i, false, 0);
+            for (int64_t i = nf; i + 16 <= n; i += 16) f16_step(R, T, acc, wr, x, xs, pan, i, false, 0);
         if (c == 1 && n % 16 != 0) {
             const int64_t i = n / 16 * 16;
-            f16_step(R, T, acc, wr, x, xs, i, true, (__mmask16)((1u << (n - i)) - 1u));
+            f16_step(R, T, acc, wr, x, xs, pan, i, true, (__mmask16)((1u << (n - i)) - 1u));
         }
         _Pragma("GCC unroll 8")
         for (int r = 0; r < R; r++)
@@ -73,25 +78,85 @@ static inline __attribute__((always_inline)) void f16_tile(int R, int T, int64_t
                                                                 _mm512_add_ps(s[2][r][t], s[3][r][t])));
 }
 
-/* R rows over every token, GT at a time, then the token tail. */
+/* R rows over every token, GT at a time, then the token tail (F16 activations). */
 static inline __attribute__((always_inline)) void f16_rows(int R, int64_t n, const uint8_t *const *wr,
                                                             const uint8_t *x, size_t xs, int64_t n_tok, float *y,
                                                             int64_t ldy) {
     int64_t t = 0;
-    for (; t + GT <= n_tok; t += GT) f16_tile(R, GT, n, wr, x + t * xs, xs, y + t * ldy, ldy);
+    for (; t + GT <= n_tok; t += GT) f16_tile(R, GT, n, wr, x + t * xs, xs, false, y + t * ldy, ldy);
     switch (n_tok - t) {
-    case 5: f16_tile(R, 5, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 4: f16_tile(R, 4, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 3: f16_tile(R, 3, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 2: f16_tile(R, 2, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 1: f16_tile(R, 1, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 5: f16_tile(R, 5, n, wr, x + t * xs, xs, false, y + t * ldy, ldy); break;
+    case 4: f16_tile(R, 4, n, wr, x + t * xs, xs, false, y + t * ldy, ldy); break;
+    case 3: f16_tile(R, 3, n, wr, x + t * xs, xs, false, y + t * ldy, ldy); break;
+    case 2: f16_tile(R, 2, n, wr, x + t * xs, xs, false, y + t * ldy, ldy); break;
+    case 1: f16_tile(R, 1, n, wr, x + t * xs, xs, false, y + t * ldy, ldy); break;
     default: break;
     }
 }
 
+/* T tokens from a float panel (rows ps bytes apart) against every row, GR at a time. */
+static inline __attribute__((always_inline)) void f16_cols(int T, int64_t n, const uint8_t *W, size_t ws,
+                                                            int64_t n_rows, const float *pan, size_t ps, float *y,
+                                                            int64_t ldy) {
+    const uint8_t *P = (const uint8_t *)pan, *wr[GR];
+    int64_t r = 0;
+    for (; r + GR <= n_rows; r += GR) {
+        for (int i = 0; i < GR; i++) wr[i] = W + (size_t)(r + i) * ws;
+        f16_tile(GR, T, n, wr, P, ps, true, y + r, ldy);
+    }
+    for (; r < n_rows; r++) {
+        wr[0] = W + (size_t)r * ws;
+        f16_tile(1, T, n, wr, P, ps, true, y + r, ldy);
+    }
+}
+
+/* Rows [0, n_rows) of a row block over every token, GT tokens at a time converted to float
+ * into pan (rows np floats apart). */
+static void f16_block(int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X, size_t xs,
+                      int64_t n_tok, float *y, int64_t ldy, float *pan, int64_t np) {
+    for (int64_t t = 0; t < n_tok; t += GT) {
+        const int T = n_tok - t < GT ? (int)(n_tok - t) : GT;
+        for (int j = 0; j < T; j++)
+            for (int64_t i = 0; i < n; i += 16) {
+                const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+                _mm512_store_ps(pan + j * np + i, ld_hm(X + (t + j) * xs, i, m));
+            }
+        float *yt = y + t * ldy;
+        const size_t ps = (size_t)np * 4;
+        switch (T) {
+        case 6: f16_cols(6, n, W, ws, n_rows, pan, ps, yt, ldy); break;
+        case 5: f16_cols(5, n, W, ws, n_rows, pan, ps, yt, ldy); break;
+        case 4: f16_cols(4, n, W, ws, n_rows, pan, ps, yt, ldy); break;
+        case 3: f16_cols(3, n, W, ws, n_rows, pan, ps, yt, ldy); break;
+        case 2: f16_cols(2, n, W, ws, n_rows, pan, ps, yt, ldy); break;
+        default: f16_cols(1, n, W, ws, n_rows, pan, ps, yt, ldy); break;
+        }
+    }
+}
+
+/* Longest row the activation panel takes: its GT float rows (40 KB) stay in L1 while the weight
+ * rows pass; a larger panel, read from L2, was slower than converting in the tile (n 2048,
+ * 3072 on Zen 5). */
+#define PMAXN 1664
+#define WBLK  (128 * 1024)   /* weight bytes per row block */
+
+/* Rows up to PMAXN: GT tokens at a time are converted to float once (an exact conversion)
+ * and every weight row of a row block passes over them, so a tile converts only its GR weight
+ * blocks (GR·GT FMAs per GR conversions, not GR + GT). Longer rows convert both sides in the
+ * tile, GR weight rows staying in L1 while every token passes. */
 static void gemm_f16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
                      float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x, *wr[GR];
+    if (n <= PMAXN) {
+        _Alignas(64) float pan[GT * PMAXN];
+        const int64_t np = (n + 15) / 16 * 16;
+        /* rows in blocks of about WBLK bytes, which stay in L2 while every token passes */
+        const int64_t rb = (int64_t)(WBLK / ws) / GR * GR > GR ? (int64_t)(WBLK / ws) / GR * GR : GR;
+        for (int64_t r0 = 0; r0 < n_rows; r0 += rb)
+            f16_block(n, W + (size_t)r0 * ws, ws, n_rows - r0 < rb ? n_rows - r0 : rb, X, xs, n_tok, y + r0, ldy,
+                      pan, np);
+        return;
+    }
     int64_t r = 0;
     for (; r + GR <= n_rows; r += GR) {
         for (int i = 0; i < GR; i++) wr[i] = W + (size_t)(r + i) * ws;
