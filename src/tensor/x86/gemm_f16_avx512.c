@@ -18,6 +18,25 @@
 #define GR 4   /* weight rows per tile */
 #define GT 6   /* tokens per tile: GR·GT accumulators + GR weights + 1 activation <= 32 zmm */
 
+/* rt_hsum16_ggml (= _mm512_reduce_add_ps's order) of a0..a3 at once, as 4 floats: lanes
+ * l + l+8 (two vectors per register), then h + h+4, then (q0 + q2) + (q1 + q3); every add pairs
+ * the same two values as the one-vector reduction. */
+static inline __m128 hsum4x16(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    const __m512 h01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xEE));
+    const __m512 h23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xEE));
+    const __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(h01, h23, 0x88), _mm512_shuffle_f32x4(h01, h23, 0xDD));
+    const __m512 s = _mm512_add_ps(q, _mm512_permute_ps(q, 0x4E));
+    const __m512 r = _mm512_add_ps(s, _mm512_permute_ps(s, 0xB1));
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), r));
+}
+
+/* The sums of R (<= GR) rows of one token, reduced, to y[0..R). */
+static inline __attribute__((always_inline)) void store_rows(int R, float *y, const __m512 *v) {
+    const __m128 o = hsum4x16(v[0], v[R > 1 ? 1 : 0], v[R > 2 ? 2 : 0], v[R > 3 ? 3 : 0]);
+    if (R == 4) _mm_storeu_ps(y, o);
+    else _mm_mask_storeu_ps(y, (__mmask8)((1u << R) - 1u), o);
+}
+
 /* ---- F16 -------------------------------------------------------------------------------- */
 
 static inline __m512 ld_h(const uint8_t *row, int64_t i) {
@@ -71,11 +90,13 @@ static inline __attribute__((always_inline)) void f16_tile(int R, int T, int64_t
             for (int t = 0; t < T; t++) s[c][r][t] = acc[r][t];
     }
     _Pragma("GCC unroll 8")
-    for (int r = 0; r < R; r++)
+    for (int t = 0; t < T; t++) {
+        __m512 v[GR];
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++)
-            y[t * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0][r][t], s[1][r][t]),
-                                                                _mm512_add_ps(s[2][r][t], s[3][r][t])));
+        for (int r = 0; r < R; r++)
+            v[r] = _mm512_add_ps(_mm512_add_ps(s[0][r][t], s[1][r][t]), _mm512_add_ps(s[2][r][t], s[3][r][t]));
+        store_rows(R, y + t * ldy, v);
+    }
 }
 
 /* R rows over every token, GT at a time, then the token tail (F16 activations). */
@@ -190,13 +211,12 @@ static inline __attribute__((always_inline)) void bf16_tile(int R, int T, int64_
         }
     }
     _Pragma("GCC unroll 8")
-    for (int r = 0; r < R; r++)
+    for (int t = 0; t < T; t++) {
+        __m512 v[GR];
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++) {
-            float l[16];
-            _mm512_storeu_ps(l, acc[r][t]);
-            y[t * ldy + r] = rt_hsum16_ggml(l);
-        }
+        for (int r = 0; r < R; r++) v[r] = acc[r][t];
+        store_rows(R, y + t * ldy, v);
+    }
 }
 
 static inline __attribute__((always_inline)) void bf16_rows(int R, int64_t n, const uint8_t *const *wr,
