@@ -99,59 +99,44 @@ static inline __attribute__((always_inline)) void f16_tile(int R, int T, int64_t
     }
 }
 
-/* R rows over every token, GT at a time, then the token tail (F16 activations). */
-static inline __attribute__((always_inline)) void f16_rows(int R, int64_t n, const uint8_t *const *wr,
-                                                            const uint8_t *x, size_t xs, int64_t n_tok, float *y,
-                                                            int64_t ldy) {
-    int64_t t = 0;
-    for (; t + GT <= n_tok; t += GT) f16_tile(R, GT, n, wr, x + t * xs, xs, false, y + t * ldy, ldy);
-    switch (n_tok - t) {
-    case 5: f16_tile(R, 5, n, wr, x + t * xs, xs, false, y + t * ldy, ldy); break;
-    case 4: f16_tile(R, 4, n, wr, x + t * xs, xs, false, y + t * ldy, ldy); break;
-    case 3: f16_tile(R, 3, n, wr, x + t * xs, xs, false, y + t * ldy, ldy); break;
-    case 2: f16_tile(R, 2, n, wr, x + t * xs, xs, false, y + t * ldy, ldy); break;
-    case 1: f16_tile(R, 1, n, wr, x + t * xs, xs, false, y + t * ldy, ldy); break;
-    default: break;
-    }
-}
-
-/* T tokens from a float panel (rows ps bytes apart) against every row, GR at a time. */
+/* T tokens (F16 rows, or float rows with `pan`; xs bytes apart) against every row, GR at a
+ * time. */
 static inline __attribute__((always_inline)) void f16_cols(int T, int64_t n, const uint8_t *W, size_t ws,
-                                                            int64_t n_rows, const float *pan, size_t ps, float *y,
-                                                            int64_t ldy) {
-    const uint8_t *P = (const uint8_t *)pan, *wr[GR];
+                                                            int64_t n_rows, const uint8_t *x, size_t xs, bool pan,
+                                                            float *y, int64_t ldy) {
+    const uint8_t *wr[GR];
     int64_t r = 0;
     for (; r + GR <= n_rows; r += GR) {
         for (int i = 0; i < GR; i++) wr[i] = W + (size_t)(r + i) * ws;
-        f16_tile(GR, T, n, wr, P, ps, true, y + r, ldy);
+        f16_tile(GR, T, n, wr, x, xs, pan, y + r, ldy);
     }
     for (; r < n_rows; r++) {
         wr[0] = W + (size_t)r * ws;
-        f16_tile(1, T, n, wr, P, ps, true, y + r, ldy);
+        f16_tile(1, T, n, wr, x, xs, pan, y + r, ldy);
     }
 }
 
-/* Rows [0, n_rows) of a row block over every token, GT tokens at a time converted to float
- * into pan (rows np floats apart). */
-static void f16_block(int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X, size_t xs,
-                      int64_t n_tok, float *y, int64_t ldy, float *pan, int64_t np) {
-    for (int64_t t = 0; t < n_tok; t += GT) {
-        const int T = n_tok - t < GT ? (int)(n_tok - t) : GT;
-        for (int j = 0; j < T; j++)
-            for (int64_t i = 0; i < n; i += 16) {
-                const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
-                _mm512_store_ps(pan + j * np + i, ld_hm(X + (t + j) * xs, i, m));
-            }
-        float *yt = y + t * ldy;
-        const size_t ps = (size_t)np * 4;
-        switch (T) {
-        case 6: f16_cols(6, n, W, ws, n_rows, pan, ps, yt, ldy); break;
-        case 5: f16_cols(5, n, W, ws, n_rows, pan, ps, yt, ldy); break;
-        case 4: f16_cols(4, n, W, ws, n_rows, pan, ps, yt, ldy); break;
-        case 3: f16_cols(3, n, W, ws, n_rows, pan, ps, yt, ldy); break;
-        case 2: f16_cols(2, n, W, ws, n_rows, pan, ps, yt, ldy); break;
-        default: f16_cols(1, n, W, ws, n_rows, pan, ps, yt, ldy); break;
-        }
+static void f16_cols_pan(int T, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *x, size_t xs,
+                         float *y, int64_t ldy) {
+    switch (T) {
+    case 6: f16_cols(6, n, W, ws, n_rows, x, xs, true, y, ldy); break;
+    case 5: f16_cols(5, n, W, ws, n_rows, x, xs, true, y, ldy); break;
+    case 4: f16_cols(4, n, W, ws, n_rows, x, xs, true, y, ldy); break;
+    case 3: f16_cols(3, n, W, ws, n_rows, x, xs, true, y, ldy); break;
+    case 2: f16_cols(2, n, W, ws, n_rows, x, xs, true, y, ldy); break;
+    default: f16_cols(1, n, W, ws, n_rows, x, xs, true, y, ldy); break;
+    }
+}
+
+static void f16_cols_h(int T, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *x, size_t xs,
+                       float *y, int64_t ldy) {
+    switch (T) {
+    case 6: f16_cols(6, n, W, ws, n_rows, x, xs, false, y, ldy); break;
+    case 5: f16_cols(5, n, W, ws, n_rows, x, xs, false, y, ldy); break;
+    case 4: f16_cols(4, n, W, ws, n_rows, x, xs, false, y, ldy); break;
+    case 3: f16_cols(3, n, W, ws, n_rows, x, xs, false, y, ldy); break;
+    case 2: f16_cols(2, n, W, ws, n_rows, x, xs, false, y, ldy); break;
+    default: f16_cols(1, n, W, ws, n_rows, x, xs, false, y, ldy); break;
     }
 }
 
@@ -161,31 +146,32 @@ static void f16_block(int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, co
 #define PMAXN 1664
 #define WBLK  (128 * 1024)   /* weight bytes per row block */
 
-/* Rows up to PMAXN: GT tokens at a time are converted to float once (an exact conversion)
- * and every weight row of a row block passes over them, so a tile converts only its GR weight
- * blocks (GR·GT FMAs per GR conversions, not GR + GT). Longer rows convert both sides in the
- * tile, GR weight rows staying in L1 while every token passes. */
+/* Row blocks of about WBLK bytes (in L2) against every token, GT tokens at a time; a token
+ * tile stays in L1 while the block's rows pass over it. Rows up to PMAXN: the tile's tokens
+ * are converted to float once (exact), so a tile converts only its GR weight blocks (GR·GT
+ * FMAs per GR conversions, not GR + GT); longer rows convert both sides in the tile. */
 static void gemm_f16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
                      float *y, int64_t ldy) {
-    const uint8_t *W = w, *X = x, *wr[GR];
-    if (n <= PMAXN) {
-        _Alignas(64) float pan[GT * PMAXN];
-        const int64_t np = (n + 15) / 16 * 16;
-        /* rows in blocks of about WBLK bytes, which stay in L2 while every token passes */
-        const int64_t rb = (int64_t)(WBLK / ws) / GR * GR > GR ? (int64_t)(WBLK / ws) / GR * GR : GR;
-        for (int64_t r0 = 0; r0 < n_rows; r0 += rb)
-            f16_block(n, W + (size_t)r0 * ws, ws, n_rows - r0 < rb ? n_rows - r0 : rb, X, xs, n_tok, y + r0, ldy,
-                      pan, np);
-        return;
-    }
-    int64_t r = 0;
-    for (; r + GR <= n_rows; r += GR) {
-        for (int i = 0; i < GR; i++) wr[i] = W + (size_t)(r + i) * ws;
-        f16_rows(GR, n, wr, X, xs, n_tok, y + r, ldy);
-    }
-    for (; r < n_rows; r++) {
-        wr[0] = W + (size_t)r * ws;
-        f16_rows(1, n, wr, X, xs, n_tok, y + r, ldy);
+    const uint8_t *W = w, *X = x;
+    const bool use_pan = n <= PMAXN;
+    _Alignas(64) float pan[GT * PMAXN];
+    const int64_t np = (n + 15) / 16 * 16, rb = (int64_t)(WBLK / ws) / GR * GR > GR ? (int64_t)(WBLK / ws) / GR * GR : GR;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += rb) {
+        const int64_t nr = n_rows - r0 < rb ? n_rows - r0 : rb;
+        for (int64_t t = 0; t < n_tok; t += GT) {
+            const int T = n_tok - t < GT ? (int)(n_tok - t) : GT;
+            if (!use_pan) {
+                f16_cols_h(T, n, W + (size_t)r0 * ws, ws, nr, X + t * xs, xs, y + t * ldy + r0, ldy);
+                continue;
+            }
+            for (int j = 0; j < T; j++)
+                for (int64_t i = 0; i < n; i += 16) {
+                    const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+                    _mm512_store_ps(pan + j * np + i, ld_hm(X + (t + j) * xs, i, m));
+                }
+            f16_cols_pan(T, n, W + (size_t)r0 * ws, ws, nr, (const uint8_t *)pan, (size_t)np * 4, y + t * ldy + r0,
+                         ldy);
+        }
     }
 }
 
@@ -219,37 +205,47 @@ static inline __attribute__((always_inline)) void bf16_tile(int R, int T, int64_
     }
 }
 
-static inline __attribute__((always_inline)) void bf16_rows(int R, int64_t n, const uint8_t *const *wr,
-                                                             const uint8_t *x, size_t xs, int64_t n_tok, float *y,
+/* T tokens against every row, GR at a time. */
+static inline __attribute__((always_inline)) void bf16_cols(int T, int64_t n, const uint8_t *W, size_t ws,
+                                                             int64_t n_rows, const uint8_t *x, size_t xs, float *y,
                                                              int64_t ldy) {
-    int64_t t = 0;
-    for (; t + GT <= n_tok; t += GT) bf16_tile(R, GT, n, wr, x + t * xs, xs, y + t * ldy, ldy);
-    switch (n_tok - t) {
-    case 5: bf16_tile(R, 5, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 4: bf16_tile(R, 4, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 3: bf16_tile(R, 3, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 2: bf16_tile(R, 2, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 1: bf16_tile(R, 1, n, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    default: break;
+    const uint8_t *wr[GR];
+    int64_t r = 0;
+    for (; r + GR <= n_rows; r += GR) {
+        for (int i = 0; i < GR; i++) wr[i] = W + (size_t)(r + i) * ws;
+        bf16_tile(GR, T, n, wr, x, xs, y + r, ldy);
+    }
+    for (; r < n_rows; r++) {
+        wr[0] = W + (size_t)r * ws;
+        bf16_tile(1, T, n, wr, x, xs, y + r, ldy);
     }
 }
 
+/* The loop nest of gemm_f16: row blocks of about WBLK bytes, GT tokens at a time. */
 void rt_gemm_bf16_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                          int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *W = w, *X = x, *wr[GR];
+    const uint8_t *W = w, *X = x;
     if (n % RT_BF16_BLOCK != 0) {   /* the dot's fallback: the scalar order */
         for (int64_t t = 0; t < n_tok; t++)
             for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = rt_dot_bf16(n, W + (size_t)r * ws, X + t * xs);
         return;
     }
-    int64_t r = 0;
-    for (; r + GR <= n_rows; r += GR) {
-        for (int i = 0; i < GR; i++) wr[i] = W + (size_t)(r + i) * ws;
-        bf16_rows(GR, n, wr, X, xs, n_tok, y + r, ldy);
-    }
-    for (; r < n_rows; r++) {
-        wr[0] = W + (size_t)r * ws;
-        bf16_rows(1, n, wr, X, xs, n_tok, y + r, ldy);
+    const int64_t rb = (int64_t)(WBLK / ws) / GR * GR > GR ? (int64_t)(WBLK / ws) / GR * GR : GR;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += rb) {
+        const int64_t nr = n_rows - r0 < rb ? n_rows - r0 : rb;
+        const uint8_t *Wb = W + (size_t)r0 * ws;
+        for (int64_t t = 0; t < n_tok; t += GT) {
+            const uint8_t *xt = X + t * xs;
+            float *yt = y + t * ldy + r0;
+            switch (n_tok - t < GT ? n_tok - t : GT) {
+            case 6: bf16_cols(6, n, Wb, ws, nr, xt, xs, yt, ldy); break;
+            case 5: bf16_cols(5, n, Wb, ws, nr, xt, xs, yt, ldy); break;
+            case 4: bf16_cols(4, n, Wb, ws, nr, xt, xs, yt, ldy); break;
+            case 3: bf16_cols(3, n, Wb, ws, nr, xt, xs, yt, ldy); break;
+            case 2: bf16_cols(2, n, Wb, ws, nr, xt, xs, yt, ldy); break;
+            default: bf16_cols(1, n, Wb, ws, nr, xt, xs, yt, ldy); break;
+            }
+        }
     }
 }
 
