@@ -11,7 +11,9 @@
  * acc = vdpbf16ps(acc, w, x) per 32-element block, reduced as rt_hsum16_ggml; rows that are
  * not a multiple of RT_BF16_BLOCK take rt_dot_bf16 per element, as the dot does.
  * Only the layout differs from the dots: a tile of R weight rows × T tokens converts (loads)
- * each weight block once for T tokens and each activation block once for R rows.
+ * each weight block once for T tokens and each activation block once for R rows; rows go in
+ * blocks of about WBLK bytes (in L2) and each GT-token tile stays in L1 while a block's rows
+ * pass over it; four rows' 16-lane reductions run side by side (hsum4x16).
  * Any n, any row and token counts, unaligned rows and strides. */
 #include "tensor/x86/simd_x86.h"
 
@@ -27,7 +29,8 @@ static inline __m128 hsum4x16(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
     const __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(h01, h23, 0x88), _mm512_shuffle_f32x4(h01, h23, 0xDD));
     const __m512 s = _mm512_add_ps(q, _mm512_permute_ps(q, 0x4E));
     const __m512 r = _mm512_add_ps(s, _mm512_permute_ps(s, 0xB1));
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), r));
+    const __m512i lane0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(lane0, r));
 }
 
 /* The sums of R (<= GR) rows of one token, reduced, to y[0..R). */
@@ -116,6 +119,7 @@ static inline __attribute__((always_inline)) void f16_cols(int T, int64_t n, con
     }
 }
 
+/* f16_cols with T a constant in each case: float panel rows (f16_cols_pan), F16 rows (_h). */
 static void f16_cols_pan(int T, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *x, size_t xs,
                          float *y, int64_t ldy) {
     switch (T) {
@@ -155,7 +159,8 @@ static void gemm_f16(int64_t n, const void *w, size_t ws, int64_t n_rows, const 
     const uint8_t *W = w, *X = x;
     const bool use_pan = n <= PMAXN;
     _Alignas(64) float pan[GT * PMAXN];
-    const int64_t np = (n + 15) / 16 * 16, rb = (int64_t)(WBLK / ws) / GR * GR > GR ? (int64_t)(WBLK / ws) / GR * GR : GR;
+    const int64_t np = (n + 15) / 16 * 16, fit = ws ? (int64_t)(WBLK / ws) / GR * GR : GR;
+    const int64_t rb = fit > GR ? fit : GR;
     for (int64_t r0 = 0; r0 < n_rows; r0 += rb) {
         const int64_t nr = n_rows - r0 < rb ? n_rows - r0 : rb;
         for (int64_t t = 0; t < n_tok; t += GT) {
@@ -230,7 +235,8 @@ void rt_gemm_bf16_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, co
             for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = rt_dot_bf16(n, W + (size_t)r * ws, X + t * xs);
         return;
     }
-    const int64_t rb = (int64_t)(WBLK / ws) / GR * GR > GR ? (int64_t)(WBLK / ws) / GR * GR : GR;
+    const int64_t fit = ws ? (int64_t)(WBLK / ws) / GR * GR : GR;
+    const int64_t rb = fit > GR ? fit : GR;
     for (int64_t r0 = 0; r0 < n_rows; r0 += rb) {
         const int64_t nr = n_rows - r0 < rb ? n_rows - r0 : rb;
         const uint8_t *Wb = W + (size_t)r0 * ws;
