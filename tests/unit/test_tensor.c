@@ -356,14 +356,20 @@ static void test_gemm(void **state) {
             const uint32_t wt = k_types[i % N_TYPES].type, vt = tensor_vec_dot_type(wt);
             if (!tab[k]->gemm[wt] || n % tensor_block_size(wt) || n % tensor_block_size(vt)) continue;
             float_checked += wt == GGUF_T_F16;
+            const uint8_t *w = NULL;
             const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(vt, n) + 3;   /* odd stride */
             float *f = xalloc((size_t)n * GEMM_ROWS * 4), y[GEMM_TOKS * GEMM_LDY];
-            uint8_t *w = xalloc(wb * GEMM_ROWS), *x = xalloc(GEMM_TOKS * xb);
+            /* the weights at a 64-byte boundary and 32 bytes past one (GGUF's alignment) */
+            uint8_t *wbuf = xalloc(wb * GEMM_ROWS + 128), *x = xalloc(GEMM_TOKS * xb);
+            uint8_t *w64 = (uint8_t *)(((uintptr_t)wbuf + 63) & ~(uintptr_t)63), *w32 = w64 + 32;
             fill_rough(&r, f, n * GEMM_ROWS);
-            tab[0]->from_float[wt](f, w, n * GEMM_ROWS);
+            tab[0]->from_float[wt](f, w64, n * GEMM_ROWS);
             for (int j = 0; j < GEMM_TOKS; j++) tab[k]->from_float[vt](f + j * n, x + j * xb, n);
             for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++)
                 for (size_t b = 0; b < sizeof toks / sizeof toks[0]; b++) {
+                    const bool mis = (a + b) % 2;
+                    if (mis != (w == w32)) memmove(mis ? w32 : w64, w, wb * GEMM_ROWS);
+                    w = mis ? w32 : w64;
                     for (int e = 0; e < GEMM_TOKS * GEMM_LDY; e++) y[e] = -1.0f;
                     tab[k]->gemm[wt](n, w, wb, rows[a], x, xb, toks[b], y, GEMM_LDY);
                     for (int64_t t = 0; t < GEMM_TOKS; t++)
@@ -376,7 +382,7 @@ static void test_gemm(void **state) {
                                          (long long)toks[b], (long long)t, (long long)o, y[t * GEMM_LDY + o], want);
                         }
                 }
-            free(f); free(w); free(x);
+            free(f); free(wbuf); free(x);
         }
     if (tensor_kernels_avx512()) assert_int_equal(float_checked, sizeof ns / sizeof ns[0]);   /* gemm[F16] */
 }

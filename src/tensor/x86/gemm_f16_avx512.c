@@ -182,9 +182,19 @@ static void gemm_f16(int64_t n, const void *w, size_t ws, int64_t n_rows, const 
 
 /* ---- BF16 (vdpbf16ps) ------------------------------------------------------------------- */
 
+/* 32 weight elements at p: one load, or with `halves` two 32-byte loads, which stay within a
+ * cache line each when the row is 32- but not 64-byte aligned (GGUF aligns tensors to 32
+ * bytes; a split 64-byte load cost 10-25 % here). */
+static inline __m512i ld_w(const uint8_t *p, bool halves) {
+    if (!halves) return _mm512_loadu_si512(p);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                              _mm256_loadu_si256((const __m256i *)(p + 32)), 1);
+}
+
 /* R rows × T tokens, n a multiple of RT_BF16_BLOCK: the dot's one chain per element. */
 static inline __attribute__((always_inline)) void bf16_tile(int R, int T, int64_t n, const uint8_t *const *wr,
-                                                             const uint8_t *x, size_t xs, float *y, int64_t ldy) {
+                                                             bool halves, const uint8_t *x, size_t xs, float *y,
+                                                             int64_t ldy) {
     __m512 acc[GR][GT];
     _Pragma("GCC unroll 8")
     for (int r = 0; r < R; r++)
@@ -193,7 +203,7 @@ static inline __attribute__((always_inline)) void bf16_tile(int R, int T, int64_
     for (int64_t i = 0; i < n; i += RT_BF16_BLOCK) {
         __m512i w[GR];
         _Pragma("GCC unroll 8")
-        for (int r = 0; r < R; r++) w[r] = _mm512_loadu_si512(wr[r] + 2 * i);
+        for (int r = 0; r < R; r++) w[r] = ld_w(wr[r] + 2 * i, halves);
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             const __m512i v = _mm512_loadu_si512(x + t * xs + 2 * i);
@@ -212,18 +222,37 @@ static inline __attribute__((always_inline)) void bf16_tile(int R, int T, int64_
 
 /* T tokens against every row, GR at a time. */
 static inline __attribute__((always_inline)) void bf16_cols(int T, int64_t n, const uint8_t *W, size_t ws,
-                                                             int64_t n_rows, const uint8_t *x, size_t xs, float *y,
-                                                             int64_t ldy) {
+                                                             int64_t n_rows, bool halves, const uint8_t *x, size_t xs,
+                                                             float *y, int64_t ldy) {
     const uint8_t *wr[GR];
     int64_t r = 0;
     for (; r + GR <= n_rows; r += GR) {
         for (int i = 0; i < GR; i++) wr[i] = W + (size_t)(r + i) * ws;
-        bf16_tile(GR, T, n, wr, x, xs, y + r, ldy);
+        bf16_tile(GR, T, n, wr, halves, x, xs, y + r, ldy);
     }
     for (; r < n_rows; r++) {
         wr[0] = W + (size_t)r * ws;
-        bf16_tile(1, T, n, wr, x, xs, y + r, ldy);
+        bf16_tile(1, T, n, wr, halves, x, xs, y + r, ldy);
     }
+}
+
+/* bf16_cols with T and `halves` constants in each case. */
+static void bf16_cols_any(int T, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, bool halves,
+                          const uint8_t *x, size_t xs, float *y, int64_t ldy) {
+#define BF16_T(t)                                                                   \
+    case t:                                                                         \
+        if (halves) bf16_cols(t, n, W, ws, n_rows, true, x, xs, y, ldy);            \
+        else bf16_cols(t, n, W, ws, n_rows, false, x, xs, y, ldy);                  \
+        break;
+    switch (T) {
+    BF16_T(6)
+    BF16_T(5)
+    BF16_T(4)
+    BF16_T(3)
+    BF16_T(2)
+    default: BF16_T(1)
+    }
+#undef BF16_T
 }
 
 /* The loop nest of gemm_f16: row blocks of about WBLK bytes, GT tokens at a time. */
@@ -235,22 +264,14 @@ void rt_gemm_bf16_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, co
             for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = rt_dot_bf16(n, W + (size_t)r * ws, X + t * xs);
         return;
     }
+    const bool halves = (((uintptr_t)W | ws) & 63) != 0;
     const int64_t fit = ws ? (int64_t)(WBLK / ws) / GR * GR : GR;
     const int64_t rb = fit > GR ? fit : GR;
     for (int64_t r0 = 0; r0 < n_rows; r0 += rb) {
         const int64_t nr = n_rows - r0 < rb ? n_rows - r0 : rb;
-        const uint8_t *Wb = W + (size_t)r0 * ws;
         for (int64_t t = 0; t < n_tok; t += GT) {
-            const uint8_t *xt = X + t * xs;
-            float *yt = y + t * ldy + r0;
-            switch (n_tok - t < GT ? n_tok - t : GT) {
-            case 6: bf16_cols(6, n, Wb, ws, nr, xt, xs, yt, ldy); break;
-            case 5: bf16_cols(5, n, Wb, ws, nr, xt, xs, yt, ldy); break;
-            case 4: bf16_cols(4, n, Wb, ws, nr, xt, xs, yt, ldy); break;
-            case 3: bf16_cols(3, n, Wb, ws, nr, xt, xs, yt, ldy); break;
-            case 2: bf16_cols(2, n, Wb, ws, nr, xt, xs, yt, ldy); break;
-            default: bf16_cols(1, n, Wb, ws, nr, xt, xs, yt, ldy); break;
-            }
+            const int T = n_tok - t < GT ? (int)(n_tok - t) : GT;
+            bf16_cols_any(T, n, W + (size_t)r0 * ws, ws, nr, halves, X + t * xs, xs, y + t * ldy + r0, ldy);
         }
     }
 }
