@@ -334,9 +334,12 @@ static void test_vec_dot4(void **state) {
 }
 
 /* gemm (where a table has it) gives, element for element, the bits of vec_dot, for row and
- * token counts around its tile sizes, odd activation strides and an output stride. */
+ * token counts around its tile sizes, odd activation strides and an output stride; row
+ * lengths around the float dots' unrolls (64- and 16-element blocks, a masked tail; BF16's
+ * 32-element blocks and its fallback for other lengths), gemm[F16]'s row blocks of
+ * its panel (1655: two blocks of up to 40 rows) and rows too long for the panel. */
 #define GEMM_ROWS 40   /* the largest row count tried */
-#define GEMM_TOKS 11
+#define GEMM_TOKS 12
 #define GEMM_LDY  44   /* output row stride: a few columns no call may write */
 
 static void test_gemm(void **state) {
@@ -344,19 +347,29 @@ static void test_gemm(void **state) {
     rng r = { 8 };
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
-    const int64_t n = 160, rows[] = { 1, 2, 7, 8, 9, 17, 33, 40 }, toks[] = { 1, 2, 3, 4, 5, 9, 10, 11 };
+    const int64_t ns[] = { 160, 7, 16, 85, 224, 317, 1655, 1749, 1792 }, rows[] = { 1, 2, 7, 8, 9, 17, 33, 40 };
+    const int64_t toks[] = { 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12 };
+    int float_checked = 0;
     for (int k = 0; k < nt; k++)
-        for (size_t i = 0; i < N_TYPES; i++) {
-            const uint32_t wt = k_types[i].type, vt = tensor_vec_dot_type(wt);
+        for (size_t i = 0; i < N_TYPES * (sizeof ns / sizeof ns[0]); i++) {
+            const int64_t n = ns[i / N_TYPES];
+            const uint32_t wt = k_types[i % N_TYPES].type, vt = tensor_vec_dot_type(wt);
             if (!tab[k]->gemm[wt] || n % tensor_block_size(wt) || n % tensor_block_size(vt)) continue;
+            float_checked += wt == GGUF_T_F16;
+            const uint8_t *w = NULL;
             const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(vt, n) + 3;   /* odd stride */
             float *f = xalloc((size_t)n * GEMM_ROWS * 4), y[GEMM_TOKS * GEMM_LDY];
-            uint8_t *w = xalloc(wb * GEMM_ROWS), *x = xalloc(GEMM_TOKS * xb);
+            /* the weights at a 64-byte boundary and 32 bytes past one (GGUF's alignment) */
+            uint8_t *wbuf = xalloc(wb * GEMM_ROWS + 128), *x = xalloc(GEMM_TOKS * xb);
+            uint8_t *w64 = (uint8_t *)(((uintptr_t)wbuf + 63) & ~(uintptr_t)63), *w32 = w64 + 32;
             fill_rough(&r, f, n * GEMM_ROWS);
-            tab[0]->from_float[wt](f, w, n * GEMM_ROWS);
+            tab[0]->from_float[wt](f, w64, n * GEMM_ROWS);
             for (int j = 0; j < GEMM_TOKS; j++) tab[k]->from_float[vt](f + j * n, x + j * xb, n);
             for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++)
                 for (size_t b = 0; b < sizeof toks / sizeof toks[0]; b++) {
+                    const bool mis = (a + b) % 2;
+                    if (mis != (w == w32)) memmove(mis ? w32 : w64, w, wb * GEMM_ROWS);
+                    w = mis ? w32 : w64;
                     for (int e = 0; e < GEMM_TOKS * GEMM_LDY; e++) y[e] = -1.0f;
                     tab[k]->gemm[wt](n, w, wb, rows[a], x, xb, toks[b], y, GEMM_LDY);
                     for (int64_t t = 0; t < GEMM_TOKS; t++)
@@ -364,13 +377,14 @@ static void test_gemm(void **state) {
                             const bool in = t < toks[b] && o < rows[a];
                             const float want = in ? tab[k]->vec_dot[wt](n, w + o * wb, x + t * xb) : -1.0f;
                             if (memcmp(&want, &y[t * GEMM_LDY + o], 4) != 0)
-                                fail_msg("%s: gemm type %u rows %lld toks %lld: y[%lld][%lld] %.9g vs %.9g", tab[k]->isa,
-                                         (unsigned)wt, (long long)rows[a], (long long)toks[b], (long long)t, (long long)o,
-                                         y[t * GEMM_LDY + o], want);
+                                fail_msg("%s: gemm type %u n %lld rows %lld toks %lld: y[%lld][%lld] %.9g vs %.9g",
+                                         tab[k]->isa, (unsigned)wt, (long long)n, (long long)rows[a],
+                                         (long long)toks[b], (long long)t, (long long)o, y[t * GEMM_LDY + o], want);
                         }
                 }
-            free(f); free(w); free(x);
+            free(f); free(wbuf); free(x);
         }
+    if (tensor_kernels_avx512()) assert_int_equal(float_checked, sizeof ns / sizeof ns[0]);   /* gemm[F16] */
 }
 
 /* The panel gemms (gemm_q4_K_rp; gemm[Q6_K]; gemm[Q4_0]) give, element for element, the bits
