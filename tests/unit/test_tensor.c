@@ -373,10 +373,10 @@ static void test_gemm(void **state) {
         }
 }
 
-/* The panel gemms (gemm_q4_K_rp; gemm[Q6_K]) give, element for element, the bits of their
- * dot (dot_q4_K_rp; vec_dot[Q6_K], equal to the scalar one): row counts around the 16-row
- * panel, token counts around the 4-token tile, odd strides, unaligned rows, and a row too
- * long for the panel buffer (the fallback). */
+/* The panel gemms (gemm_q4_K_rp; gemm[Q6_K]; gemm[Q5_K]) give, element for element, the bits
+ * of their dot (dot_q4_K_rp; vec_dot[Q6_K], equal to the scalar one; the table's own
+ * vec_dot[Q5_K]): row counts around the 16-row panel, token counts around the 4-token tile,
+ * odd strides, unaligned rows, and a row too long for the panel buffer (the fallback). */
 static void check_panel_gemm(const tensor_kernels *k, uint32_t wt, tensor_gemm_fn gemm, tensor_vec_dot_fn dot,
                              int64_t n, const int64_t *rows, int nrows, rng *r) {
     enum { MAXR = 34, MAXT = 9, LDY = 40 };
@@ -424,8 +424,16 @@ static void test_gemm_panel(void **state) {
             check_panel_gemm(tab[k], GGUF_T_Q6_K, tab[k]->gemm[GGUF_T_Q6_K], s->vec_dot[GGUF_T_Q6_K], 256 * 49, few, 1, &r);
             checked++;
         }
+        if (tab[k]->gemm[GGUF_T_Q5_K]) {   /* that table's dot (the scalar one sums in double) */
+            const tensor_vec_dot_fn dot = tab[k]->vec_dot[GGUF_T_Q5_K];
+            check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 768, rows, 6, &r);
+            /* 25 blocks: panels of 14 rows; 193 blocks: too long for the panel buffer */
+            check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 25, rows, 6, &r);
+            check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 193, few, 1, &r);
+            checked++;
+        }
     }
-    if (tensor_kernels_avx512()) assert_int_equal(checked, 2);
+    if (tensor_kernels_avx512()) assert_int_equal(checked, 3);
 }
 
 /* ---- f16 helpers ------------------------------------------------------------------------------ */

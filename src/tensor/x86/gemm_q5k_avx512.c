@@ -1,0 +1,181 @@
+/* gemm_q5k_avx512.c — tiles of Q5_K weight rows × Q8_K activation rows (tensor.h, gemm),
+ * each element bit-identical to the AVX-512 table's Q5_K dot (dot_avx512.c dot_q5_K).
+ *
+ * That dot keeps, per output element, a 16-lane float accumulator and an 8-lane one: per
+ * block, lane L of the exact integer sum Σ_j sc·Σ q·y over the four dword-lanes L of each
+ * 64-element chunk j (lanes 0-7: sub-block 2j, lanes 8-15: sub-block 2j+1) is FMAed with
+ * d·yd, and lane k of the exact min sum m[k]·(bs[2k] + bs[2k+1]) with dmin·yd; at the end
+ * hsum512(acc) − hsum(accm). Here every element keeps those same lanes (so the float chains
+ * and the final sums are the dot's, operation for operation); what is shared is the work
+ * around them:
+ *  - a panel of up to 16 rows is decoded once per call into a stack buffer: each block's 256
+ *    five-bit values as bytes in the dot's chunk order, the scales as the int16 vectors the
+ *    dot's madd uses, the mins duplicated for two tokens' bsums, d and dmin as floats;
+ *  - a register tile of 2 rows × 4 tokens shares every panel load over 4 tokens and every
+ *    activation load over 2 rows; the integer lanes come from vpmaddubsw (u8 × s8, no
+ *    saturation: 31·127·2 < 2^15) then vpdpwssd with the scales (exact, any order), and the
+ *    min lanes of two tokens come from one 512-bit vpmaddwd.
+ * Any n (a multiple of 256; rows longer than PMAX/2 blocks take the dot), any row and token
+ * counts, unaligned rows and strides. */
+#include "tensor/x86/simd_x86.h"
+
+#define QR 16     /* rows per panel at most */
+#define QT 4      /* tokens per register tile */
+#define PMAX 384  /* panel entries (row-blocks) in the stack buffer: 240 KB */
+
+/* One block of one row, decoded (640 bytes, a multiple of 64). */
+typedef struct q5k_pent {
+    uint8_t q[4][64];   /* chunk j: sub-block 2j's 32 values (0..31), then sub-block 2j+1's */
+    int16_t s[4][32];   /* chunk j: sc[2j] in int16 lanes 0-15, sc[2j+1] in 16-31 */
+    int16_t m[32];      /* m0, m0, m1, m1, ..., m7, m7, twice (one copy per token of a pair) */
+    float   d, dmin;
+    uint8_t pad[56];
+} q5k_pent;
+
+static inline __m512i join256(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* dot_avx512.c's horizontal sum of 16 lanes: the two halves added, then x86_hsum_ps. */
+static inline float hsum512(__m512 v) {
+    const __m256 s = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    return x86_hsum_ps(s);
+}
+
+/* Decodes the nb blocks of the Q5_K row a into p[0..nb). */
+static void pack_row(q5k_pent *p, const uint8_t *a, int64_t nb) {
+    const __m512i idx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    for (int64_t b = 0; b < nb; b++, p++, a += Q5_K_BYTES) {
+        uint64_t sc, m;
+        rt_k4_scales_u64(a + Q5_K_SCALES, &sc, &m);
+        const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        for (int j = 0; j < 4; j++)
+            _mm512_store_si512(p->s[j], _mm512_permutexvar_epi16(_mm512_add_epi16(idx, _mm512_set1_epi16((short)(2 * j))), s16));
+        const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
+        const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+        _mm512_store_si512(p->m, join256(m16, m16));
+        const __m256i h256 = _mm256_loadu_si256((const __m256i *)(a + Q5_K_QH));
+        const __m512i h = join256(h256, _mm256_srli_epi16(h256, 1));   /* bit 2j serves both halves */
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(a + Q5_K_QS + 32 * j));
+            const __m512i v = _mm512_and_si512(join256(q, _mm256_srli_epi16(q, 4)), lo4);
+            const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(h, 2 * j), one);
+            _mm512_store_si512(p->q[j], _mm512_or_si512(v, _mm512_slli_epi16(hb, 4)));
+        }
+        p->d = x86_f16(a);
+        p->dmin = x86_f16(a + Q5_K_DMIN);
+    }
+}
+
+/* Rows p0, p1 (nb blocks each) × T tokens at x; y[t * ldy + r] for r < nr (1 or 2). */
+static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const q5k_pent *p0, const q5k_pent *p1,
+                                                        const uint8_t *x, size_t xs, float *y, int64_t ldy, int nr) {
+    __m512 acc[2][QT], accm[2][QT / 2];
+    _Pragma("GCC unroll 2")
+    for (int r = 0; r < 2; r++) {
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+        _Pragma("GCC unroll 2")
+        for (int u = 0; u < (T + 1) / 2; u++) accm[r][u] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const q5k_pent *pr[2] = { p0 + b, p1 + b };
+        const uint8_t *xb[QT];
+        __m512i is[2][QT];
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            xb[t] = x + t * xs + (size_t)b * Q8_K_BYTES;
+            is[0][t] = is[1][t] = _mm512_setzero_si512();
+        }
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; j++) {
+            _Pragma("GCC unroll 2")
+            for (int r = 0; r < 2; r++) {
+                const __m512i w = _mm512_load_si512(pr[r]->q[j]), sc = _mm512_load_si512(pr[r]->s[j]);
+                _Pragma("GCC unroll 4")
+                for (int t = 0; t < T; t++) {
+                    const __m512i p16 = _mm512_maddubs_epi16(w, _mm512_loadu_si512(xb[t] + Q8_K_QS + 64 * j));
+                    is[r][t] = _mm512_dpwssd_epi32(is[r][t], p16, sc);
+                }
+            }
+        }
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            const float yd = rd_f32(xb[t]);
+            _Pragma("GCC unroll 2")
+            for (int r = 0; r < 2; r++)
+                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(pr[r]->d * yd), _mm512_cvtepi32_ps(is[r][t]), acc[r][t]);
+        }
+        _Pragma("GCC unroll 2")
+        for (int u = 0; u < (T + 1) / 2; u++) {   /* tokens 2u, 2u+1 in the two halves */
+            const int t0 = 2 * u, t1 = 2 * u + 1 < T ? 2 * u + 1 : 2 * u;
+            const __m512i bs = join256(_mm256_loadu_si256((const __m256i *)(xb[t0] + Q8_K_BSUMS)),
+                                       _mm256_loadu_si256((const __m256i *)(xb[t1] + Q8_K_BSUMS)));
+            const float yd0 = rd_f32(xb[t0]), yd1 = rd_f32(xb[t1]);
+            _Pragma("GCC unroll 2")
+            for (int r = 0; r < 2; r++) {
+                const __m512i ml = _mm512_madd_epi16(bs, _mm512_load_si512(pr[r]->m));
+                const __m512 dm = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(pr[r]->dmin * yd0)),
+                                                     _mm256_set1_ps(pr[r]->dmin * yd1), 1);
+                accm[r][u] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(ml), accm[r][u]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 2")
+    for (int r = 0; r < 2; r++) {
+        if (r >= nr) break;
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            const __m512 am = accm[r][t / 2];
+            const __m256 m = t % 2 ? _mm512_extractf32x8_ps(am, 1) : _mm512_castps512_ps256(am);
+            y[t * ldy + r] = hsum512(acc[r][t]) - x86_hsum_ps(m);
+        }
+    }
+}
+
+/* The tokens of the call against the decoded panel pk of nr rows (nb blocks each). */
+static void panel_tokens(const q5k_pent *pk, int nr, int64_t nb, const uint8_t *X, size_t xs, int64_t n_tok,
+                         float *y, int64_t ldy) {
+    int64_t t = 0;
+    for (; t + QT <= n_tok; t += QT)
+        for (int r = 0; r < nr; r += 2) {
+            const q5k_pent *p0 = pk + r * nb, *p1 = r + 1 < nr ? p0 + nb : p0;
+            tile(QT, nb, p0, p1, X + t * xs, xs, y + t * ldy + r, ldy, nr - r);
+        }
+    if (t == n_tok) return;
+    for (int r = 0; r < nr; r += 2) {
+        const q5k_pent *p0 = pk + r * nb, *p1 = r + 1 < nr ? p0 + nb : p0;
+        float *yr = y + t * ldy + r;
+        switch (n_tok - t) {
+        case 3: tile(3, nb, p0, p1, X + t * xs, xs, yr, ldy, nr - r); break;
+        case 2: tile(2, nb, p0, p1, X + t * xs, xs, yr, ldy, nr - r); break;
+        default: tile(1, nb, p0, p1, X + t * xs, xs, yr, ldy, nr - r); break;
+        }
+    }
+}
+
+static void gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                      float *y, int64_t ldy) {
+    const tensor_vec_dot_fn dot = rt_dot_q5_K_avx512;
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK_K;
+    if (nb > PMAX / 2) {   /* no room for two rows: the dot */
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = dot(n, W + r * ws, X + t * xs);
+        return;
+    }
+    const int64_t fit = (PMAX / nb) & ~(int64_t)1;
+    const int pr = fit < QR ? (int)fit : QR;
+    _Alignas(64) q5k_pent pk[PMAX];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += pr) {
+        const int nr = n_rows - r0 < pr ? (int)(n_rows - r0) : pr;
+        for (int r = 0; r < nr; r++) pack_row(pk + r * nb, W + (size_t)(r0 + r) * ws, nb);
+        panel_tokens(pk, nr, nb, X, xs, n_tok, y + r0, ldy);
+    }
+}
+
+void rt_fill_gemm_q5k_avx512(tensor_kernels *k) {
+    k->gemm[GGUF_T_Q5_K] = gemm_q5_K;
+}
