@@ -20,7 +20,9 @@
 #include "tensor/x86/simd_x86.h"
 
 #define QR 16     /* rows per panel at most */
-#define QT 4      /* tokens per register tile */
+#ifndef QT
+#define QT 4      /* tokens per register tile (rows: 8 / QT) */
+#endif
 #define PMAX 384  /* panel entries (row-blocks) in the stack buffer: 240 KB */
 
 /* One block of one row, decoded (640 bytes, a multiple of 64). */
@@ -69,89 +71,154 @@ static void pack_row(q5k_pent *p, const uint8_t *a, int64_t nb) {
     }
 }
 
-/* Rows p0, p1 (nb blocks each) × T tokens at x; y[t * ldy + r] for r < nr (1 or 2). */
-static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const q5k_pent *p0, const q5k_pent *p1,
+/* Two 16-lane sums a, b -> [hsum halves of a | of b]: lane i of a 256-bit half is
+ * v[i] + v[i + 8], the first step of hsum512 (the same additions, two elements at once). */
+static inline __m512 fold_halves(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+/* Two vectors of two 8-lane sums each -> the 4 sums' 128-bit steps of x86_hsum_ps
+ * (lo128 + hi128), one per 128-bit quarter: [a.0, a.1, b.0, b.1]. */
+static inline __m512 fold_quarters(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* The last two steps of x86_hsum_ps on each quarter of c (lanes 0 of the result's 128-bit
+ * pairs) and of e (lanes 2): (x0 + x2) + (x1 + x3). */
+static inline __m512 fold_last(__m512 c, __m512 e) {
+    const __m512 d = _mm512_add_ps(_mm512_shuffle_ps(c, e, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(c, e, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(d, _mm512_movehdup_ps(d));
+}
+
+/* dot_q5_K's ending, hsum512(acc) − x86_hsum_ps(accm), for the 8 elements of a full tile
+ * at once: the same additions on the same operands, shuffled side by side. a[e] is element
+ * e's 16-lane sum, m[k] holds elements 2k and 2k+1's 8-lane min sums in its two halves.
+ * Element e ends in lane L(e) = 4e (e < 4) or 4(e − 4) + 2; idx gathers them for the stores. */
+static inline __attribute__((always_inline)) __m512 finish8(const __m512 a[8], const __m512 m[4]) {
+    const __m512 c0 = fold_quarters(fold_halves(a[0], a[1]), fold_halves(a[2], a[3]));
+    const __m512 c1 = fold_quarters(fold_halves(a[4], a[5]), fold_halves(a[6], a[7]));
+    return _mm512_sub_ps(fold_last(c0, c1), fold_last(fold_quarters(m[0], m[1]), fold_quarters(m[2], m[3])));
+}
+
+static inline int finish_lane(int e) { return e < 4 ? 4 * e : 4 * (e - 4) + 2; }
+
+/* R rows (pr[r], nb blocks each) × T tokens at x, R·T ≤ 8; y[t * ldy + r] for r < nr. */
+static inline __attribute__((always_inline)) void tile(int R, int T, int64_t nb, const q5k_pent *const *pr,
                                                         const uint8_t *x, size_t xs, float *y, int64_t ldy, int nr) {
-    __m512 acc[2][QT], accm[2][QT / 2];
-    _Pragma("GCC unroll 2")
-    for (int r = 0; r < 2; r++) {
+    __m512 acc[4][4], accm[4][2];   /* sized for the tail tiles too */
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) {
         _Pragma("GCC unroll 4")
         for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
         _Pragma("GCC unroll 2")
         for (int u = 0; u < (T + 1) / 2; u++) accm[r][u] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
-        const q5k_pent *pr[2] = { p0 + b, p1 + b };
-        const uint8_t *xb[QT];
-        __m512i is[2][QT];
+        const uint8_t *xb[4];
+        __m512i is[4][4];
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < T; t++) {
-            xb[t] = x + t * xs + (size_t)b * Q8_K_BYTES;
-            is[0][t] = is[1][t] = _mm512_setzero_si512();
-        }
+        for (int t = 0; t < T; t++) xb[t] = x + t * xs + (size_t)b * Q8_K_BYTES;
         _Pragma("GCC unroll 4")
         for (int j = 0; j < 4; j++) {
-            _Pragma("GCC unroll 2")
-            for (int r = 0; r < 2; r++) {
-                const __m512i w = _mm512_load_si512(pr[r]->q[j]), sc = _mm512_load_si512(pr[r]->s[j]);
+            __m512i yv[4];
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) yv[t] = _mm512_loadu_si512(xb[t] + Q8_K_QS + 64 * j);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) {
+                const __m512i w = _mm512_load_si512(pr[r][b].q[j]), sc = _mm512_load_si512(pr[r][b].s[j]);
                 _Pragma("GCC unroll 4")
                 for (int t = 0; t < T; t++) {
-                    const __m512i p16 = _mm512_maddubs_epi16(w, _mm512_loadu_si512(xb[t] + Q8_K_QS + 64 * j));
-                    is[r][t] = _mm512_dpwssd_epi32(is[r][t], p16, sc);
+                    const __m512i p16 = _mm512_maddubs_epi16(w, yv[t]);
+                    is[r][t] = j ? _mm512_dpwssd_epi32(is[r][t], p16, sc) : _mm512_madd_epi16(p16, sc);
                 }
             }
         }
+        /* d·yd, the dot's float product, for every (r, t): one 4-lane product per row */
+        _Alignas(16) float dyd[4][4];
+        const __m128 ydv = _mm_setr_ps(rd_f32(xb[0]), rd_f32(xb[T > 1 ? 1 : 0]), rd_f32(xb[T > 2 ? 2 : 0]),
+                                       rd_f32(xb[T > 3 ? 3 : 0]));
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) _mm_store_ps(dyd[r], _mm_mul_ps(_mm_set1_ps(pr[r][b].d), ydv));
         _Pragma("GCC unroll 4")
         for (int t = 0; t < T; t++) {
-            const float yd = rd_f32(xb[t]);
-            _Pragma("GCC unroll 2")
-            for (int r = 0; r < 2; r++)
-                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(pr[r]->d * yd), _mm512_cvtepi32_ps(is[r][t]), acc[r][t]);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++)
+                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(dyd[r][t]), _mm512_cvtepi32_ps(is[r][t]), acc[r][t]);
         }
         _Pragma("GCC unroll 2")
         for (int u = 0; u < (T + 1) / 2; u++) {   /* tokens 2u, 2u+1 in the two halves */
             const int t0 = 2 * u, t1 = 2 * u + 1 < T ? 2 * u + 1 : 2 * u;
             const __m512i bs = join256(_mm256_loadu_si256((const __m256i *)(xb[t0] + Q8_K_BSUMS)),
                                        _mm256_loadu_si256((const __m256i *)(xb[t1] + Q8_K_BSUMS)));
-            const float yd0 = rd_f32(xb[t0]), yd1 = rd_f32(xb[t1]);
-            _Pragma("GCC unroll 2")
-            for (int r = 0; r < 2; r++) {
-                const __m512i ml = _mm512_madd_epi16(bs, _mm512_load_si512(pr[r]->m));
-                const __m512 dm = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(pr[r]->dmin * yd0)),
-                                                     _mm256_set1_ps(pr[r]->dmin * yd1), 1);
+            const __m512 yd = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(rd_f32(xb[t0]))),
+                                                 _mm256_set1_ps(rd_f32(xb[t1])), 1);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) {
+                const __m512i ml = _mm512_madd_epi16(bs, _mm512_load_si512(pr[r][b].m));
+                const __m512 dm = _mm512_mul_ps(_mm512_set1_ps(pr[r][b].dmin), yd);
                 accm[r][u] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(ml), accm[r][u]);
             }
         }
     }
-    _Pragma("GCC unroll 2")
-    for (int r = 0; r < 2; r++) {
+    if (R * T == 8) {   /* element e = r·T + t; the stores take lanes t·R .. t·R + R − 1 */
+        __m512 a[8], m[4];
+        int32_t idx[16] = { 0 };
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) {
+                a[r * T + t] = acc[r][t];
+                idx[t * R + r] = finish_lane(r * T + t);
+            }
+            _Pragma("GCC unroll 2")
+            for (int u = 0; u < T / 2; u++) m[(r * T) / 2 + u] = accm[r][u];
+        }
+        const __m512 g = _mm512_permutexvar_ps(_mm512_loadu_si512(idx), finish8(a, m));
+        const __mmask8 rows = (__mmask8)((1u << (nr < R ? nr : R)) - 1);
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            __m128 q = _mm512_extractf32x4_ps(g, (t * R) / 4);
+            if ((t * R) % 4) q = _mm_movehl_ps(q, q);
+            _mm_mask_storeu_ps(y + t * ldy, rows, q);
+        }
+        return;
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) {
         if (r >= nr) break;
         _Pragma("GCC unroll 4")
         for (int t = 0; t < T; t++) {
             const __m512 am = accm[r][t / 2];
-            const __m256 m = t % 2 ? _mm512_extractf32x8_ps(am, 1) : _mm512_castps512_ps256(am);
-            y[t * ldy + r] = hsum512(acc[r][t]) - x86_hsum_ps(m);
+            const __m256 mm = t % 2 ? _mm512_extractf32x8_ps(am, 1) : _mm512_castps512_ps256(am);
+            y[t * ldy + r] = hsum512(acc[r][t]) - x86_hsum_ps(mm);
         }
     }
 }
 
-/* The tokens of the call against the decoded panel pk of nr rows (nb blocks each). */
+/* The tokens of the call against the decoded panel pk of nr rows (nb blocks each), RT rows
+ * per register tile. */
 static void panel_tokens(const q5k_pent *pk, int nr, int64_t nb, const uint8_t *X, size_t xs, int64_t n_tok,
                          float *y, int64_t ldy) {
+    enum { RT = 8 / QT };
     int64_t t = 0;
     for (; t + QT <= n_tok; t += QT)
-        for (int r = 0; r < nr; r += 2) {
-            const q5k_pent *p0 = pk + r * nb, *p1 = r + 1 < nr ? p0 + nb : p0;
-            tile(QT, nb, p0, p1, X + t * xs, xs, y + t * ldy + r, ldy, nr - r);
+        for (int r = 0; r < nr; r += RT) {
+            const q5k_pent *pr[RT];
+            for (int i = 0; i < RT; i++) pr[i] = pk + (r + i < nr ? r + i : nr - 1) * nb;
+            tile(RT, QT, nb, pr, X + t * xs, xs, y + t * ldy + r, ldy, nr - r);
         }
     if (t == n_tok) return;
-    for (int r = 0; r < nr; r += 2) {
-        const q5k_pent *p0 = pk + r * nb, *p1 = r + 1 < nr ? p0 + nb : p0;
+    for (int r = 0; r < nr; r += RT) {
+        const q5k_pent *pr[RT];
+        for (int i = 0; i < RT; i++) pr[i] = pk + (r + i < nr ? r + i : nr - 1) * nb;
         float *yr = y + t * ldy + r;
         switch (n_tok - t) {
-        case 3: tile(3, nb, p0, p1, X + t * xs, xs, yr, ldy, nr - r); break;
-        case 2: tile(2, nb, p0, p1, X + t * xs, xs, yr, ldy, nr - r); break;
-        default: tile(1, nb, p0, p1, X + t * xs, xs, yr, ldy, nr - r); break;
+        case 3: tile(RT, 3, nb, pr, X + t * xs, xs, yr, ldy, nr - r); break;
+        case 2: tile(RT, 2, nb, pr, X + t * xs, xs, yr, ldy, nr - r); break;
+        default: tile(RT, 1, nb, pr, X + t * xs, xs, yr, ldy, nr - r); break;
         }
     }
 }
@@ -161,12 +228,12 @@ static void gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     const tensor_vec_dot_fn dot = rt_dot_q5_K_avx512;
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK_K;
-    if (nb > PMAX / 2) {   /* no room for two rows: the dot */
+    if (nb > PMAX / (8 / QT)) {   /* no room for one register tile's rows: the dot */
         for (int64_t t = 0; t < n_tok; t++)
             for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = dot(n, W + r * ws, X + t * xs);
         return;
     }
-    const int64_t fit = (PMAX / nb) & ~(int64_t)1;
+    const int64_t fit = (PMAX / nb) & ~(int64_t)(8 / QT - 1);
     const int pr = fit < QR ? (int)fit : QR;
     _Alignas(64) q5k_pent pk[PMAX];
     for (int64_t r0 = 0; r0 < n_rows; r0 += pr) {
