@@ -427,8 +427,10 @@ static void test_gemm_panel(void **state) {
         if (tab[k]->gemm[GGUF_T_Q5_K]) {   /* that table's dot (the scalar one sums in double) */
             const tensor_vec_dot_fn dot = tab[k]->vec_dot[GGUF_T_Q5_K];
             check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 768, rows, 6, &r);
-            /* 25 blocks: panels of 14 rows; 193 blocks: too long for the panel buffer */
+            /* 25 blocks: panels of 14 rows; 65: past the aligned activation buffer; 193: too
+             * long for the panel buffer */
             check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 25, rows, 6, &r);
+            check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 65, few, 1, &r);
             check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 193, few, 1, &r);
             checked++;
         }

@@ -9,37 +9,34 @@
  * and the final sums are the dot's, operation for operation); what is shared is the work
  * around them:
  *  - a panel of up to 16 rows is decoded once per call into a stack buffer: each block's 256
- *    five-bit values as bytes in the dot's chunk order, the scales as the int16 vectors the
- *    dot's madd uses, the mins duplicated for two tokens' bsums, d and dmin as floats;
+ *    five-bit values as bytes in the dot's chunk order, the scales as int16 pairs, the mins
+ *    duplicated for two tokens' bsums, d and dmin as floats;
+ *  - the activations of 4 tokens are copied once per panel into a 64-byte aligned buffer (a
+ *    Q8_K block's 256 values sit at 4 + 292·b: every 64-byte load would straddle two lines);
  *  - a register tile of 2 rows × 4 tokens shares every panel load over 4 tokens and every
- *    activation load over 2 rows; the integer lanes come from vpmaddubsw (u8 × s8, no
- *    saturation: 31·127·2 < 2^15) then vpdpwssd with the scales (exact, any order), and the
- *    min lanes of two tokens come from one 512-bit vpmaddwd.
- * Any n (a multiple of 256; rows longer than PMAX/2 blocks take the dot), any row and token
- * counts, unaligned rows and strides. */
+ *    activation load over 2 rows. The integer lanes: vpdpbusd sums each dword (4 products),
+ *    two chunks are packed into the int16 halves of a lane and one vpdpwssd applies both
+ *    scales (tile has the arithmetic; exact); the min lanes of two tokens come from one
+ *    512-bit vpmaddwd; the 8 elements' final sums are done side by side (finish8).
+ * Any n (a multiple of 256; rows longer than PMAX/2 blocks take the dot; longer than YMAXB
+ * blocks, unaligned activation loads), any row and token counts, unaligned rows and strides. */
 #include "tensor/x86/simd_x86.h"
 
 #define QR 16     /* rows per panel at most */
 #define QT 4      /* tokens per register tile (rows: 8 / QT) */
-#define PMAX 320  /* panel entries (row-blocks) in the stack buffer: 220 KB */
+#define PMAX 384  /* panel entries (row-blocks) in the stack buffer: 216 KB */
+#define YMAXB 64  /* blocks of the aligned activation buffer: 64 KB */
 
-/* One block of one row, decoded (704 bytes, a multiple of 64). */
+/* One block of one row, decoded (576 bytes, a multiple of 64). */
 typedef struct q5k_pent {
-    uint8_t q[4][64];   /* chunk j: sub-block 2j's 32 values (0..31), then sub-block 2j+1's */
-    int16_t s[4][32];   /* chunk j: sc[2j] in int16 lanes 0-15, sc[2j+1] in 16-31 */
-    float   m[16];      /* the 8 mins as floats, twice (one copy per token of a pair) */
-    float   d[16];      /* d in every lane: d·yd is then one vmulps with a broadcast yd */
-    float   dmin;
-    uint8_t pad[60];
+    uint8_t q[4][64];   /* chunk j: sub-block 2j's 32 values (0..31), then 2j+1's; ×4 for odd j */
+    int16_t s[2][32];   /* chunk pair p, lane L: the scales of chunks 2p (low), 2p+1 (high) */
+    int32_t c[16];      /* lane L: −16384 × (the scales of chunks 0 and 2): the packing bias */
+    int16_t m[32];      /* m0, m0, m1, m1, ..., m7, m7, twice (one copy per token of a pair) */
+    float   d, dmin;
+    uint8_t pad[56];
 } q5k_pent;
-
-/* One block of a token tile's activation fields, prepared once per panel (320 bytes). */
-typedef struct q5k_tblk {
-    float bsp[QT / 2][16];   /* pair u: bs[2k] + bs[2k+1] of tokens 2u (lanes 0-7), 2u+1 (8-15) */
-    float ydp[QT / 2][16];   /* pair u: yd of token 2u in lanes 0-7, of token 2u+1 in 8-15 */
-    float yd[QT];
-    float pad[16 - QT];
-} q5k_tblk;
+_Static_assert(sizeof(q5k_pent) % 64 == 0, "panel entries are loaded aligned");
 
 static inline __m512i join256(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
@@ -53,26 +50,33 @@ static inline float hsum512(__m512 v) {
 
 /* Decodes the nb blocks of the Q5_K row a into p[0..nb). */
 static void pack_row(q5k_pent *p, const uint8_t *a, int64_t nb) {
-    const __m512i idx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i lo4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
     for (int64_t b = 0; b < nb; b++, p++, a += Q5_K_BYTES) {
         uint64_t sc, m;
         rt_k4_scales_u64(a + Q5_K_SCALES, &sc, &m);
-        const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-        for (int j = 0; j < 4; j++)
-            _mm512_store_si512(p->s[j], _mm512_permutexvar_epi16(_mm512_add_epi16(idx, _mm512_set1_epi16((short)(2 * j))), s16));
-        const __m256 m8 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
-        _mm512_store_ps(p->m, _mm512_insertf32x8(_mm512_castps256_ps512(m8), m8, 1));
+        uint8_t s8[8];
+        memcpy(s8, &sc, 8);
+        for (int l = 0; l < 16; l++) {   /* lane l: sub-block 2j + (l >= 8) of chunk j */
+            const int h = l >= 8;
+            for (int q = 0; q < 2; q++) {
+                p->s[q][2 * l] = s8[4 * q + h];
+                p->s[q][2 * l + 1] = s8[4 * q + 2 + h];
+            }
+            p->c[l] = -16384 * (s8[h] + s8[4 + h]);
+        }
+        const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
+        const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+        _mm512_store_si512(p->m, join256(m16, m16));
         const __m256i h256 = _mm256_loadu_si256((const __m256i *)(a + Q5_K_QH));
         const __m512i h = join256(h256, _mm256_srli_epi16(h256, 1));   /* bit 2j serves both halves */
         for (int j = 0; j < 4; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(a + Q5_K_QS + 32 * j));
             const __m512i v = _mm512_and_si512(join256(q, _mm256_srli_epi16(q, 4)), lo4);
             const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(h, 2 * j), one);
-            _mm512_store_si512(p->q[j], _mm512_or_si512(v, _mm512_slli_epi16(hb, 4)));
+            const __m512i q5 = _mm512_or_si512(v, _mm512_slli_epi16(hb, 4));
+            _mm512_store_si512(p->q[j], j % 2 ? _mm512_slli_epi16(q5, 2) : q5);   /* 4q <= 124 */
         }
-        _mm512_store_ps(p->d, _mm512_set1_ps(x86_f16(a)));
+        p->d = x86_f16(a);
         p->dmin = x86_f16(a + Q5_K_DMIN);
     }
 }
@@ -111,10 +115,11 @@ static inline __attribute__((always_inline)) __m512 finish8(const __m512 a[8], c
 
 static inline int finish_lane(int e) { return e < 4 ? 4 * e : 4 * (e - 4) + 2; }
 
-/* R rows (pr[r], nb blocks each) × T tokens at x, R·T ≤ 8; y[t * ldy + r] for r < nr. */
+/* R rows (pr[r], nb blocks each) × T tokens at x, R·T ≤ 8; y[t * ldy + r] for r < nr. ya,
+ * when not NULL: the tokens' quants, copied aligned ([block][token][256]). */
 static inline __attribute__((always_inline)) void tile(int R, int T, int64_t nb, const q5k_pent *const *pr,
-                                                        const q5k_tblk *tb, const uint8_t *x, size_t xs, float *y,
-                                                        int64_t ldy, int nr) {
+                                                        const uint8_t *x, size_t xs, float *y, int64_t ldy, int nr,
+                                                        int8_t (*ya)[QT][256]) {
     __m512 acc[4][4], accm[4][2];   /* sized for the tail tiles too */
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++) {
@@ -129,38 +134,56 @@ static inline __attribute__((always_inline)) void tile(int R, int T, int64_t nb,
         _Pragma("GCC unroll 4")
         for (int t = 0; t < T; t++) xb[t] = x + t * xs + (size_t)b * Q8_K_BYTES;
         _Pragma("GCC unroll 4")
-        for (int j = 0; j < 4; j++) {
-            __m512i yv[4];
+        for (int r = 0; r < R; r++) {
+            const __m512i c = _mm512_load_si512(pr[r][b].c);
             _Pragma("GCC unroll 4")
-            for (int t = 0; t < T; t++) yv[t] = _mm512_loadu_si512(xb[t] + Q8_K_QS + 64 * j);
+            for (int t = 0; t < T; t++) is[r][t] = c;
+        }
+        /* Chunks 2q, 2q+1: D0, D1 = their dword sums (|D| <= 4·31·128 = 15872) by vpdpbusd,
+         * chunk 2q+1's values stored ×4 (<= 124): (4·D1 + 1) << 14, then + D0, is
+         * D1·2^16 + (D0 + 16384), so the high int16 is D1 and the low one D0 + 16384, in
+         * [512, 32256]; one vpdpwssd adds sc0·D0 + sc1·D1 + 16384·sc0, the bias that c (the
+         * start value) takes off. All exact: each lane ends at the dot's integer sum. */
+        const __m512i one = _mm512_set1_epi32(1);
+        _Pragma("GCC unroll 2")
+        for (int q = 0; q < 2; q++) {
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R; r++) {
-                const __m512i w = _mm512_load_si512(pr[r][b].q[j]), sc = _mm512_load_si512(pr[r][b].s[j]);
+                const __m512i w0 = _mm512_load_si512(pr[r][b].q[2 * q]), w1 = _mm512_load_si512(pr[r][b].q[2 * q + 1]);
+                const __m512i sc = _mm512_load_si512(pr[r][b].s[q]);
                 _Pragma("GCC unroll 4")
                 for (int t = 0; t < T; t++) {
-                    const __m512i p16 = _mm512_maddubs_epi16(w, yv[t]);
-                    is[r][t] = j ? _mm512_dpwssd_epi32(is[r][t], p16, sc) : _mm512_madd_epi16(p16, sc);
+                    const int8_t *yq = ya ? ya[b][t] + 128 * q : (const int8_t *)xb[t] + Q8_K_QS + 128 * q;
+                    __m512i h = _mm512_dpbusd_epi32(one, w1, _mm512_loadu_si512(yq + 64));
+                    h = _mm512_dpbusd_epi32(_mm512_slli_epi32(h, 14), w0, _mm512_loadu_si512(yq));
+                    is[r][t] = _mm512_dpwssd_epi32(is[r][t], h, sc);
                 }
             }
         }
-        const q5k_tblk *tk = tb + b;
+        /* d·yd, the dot's float product, for every (r, t): one 4-lane product per row */
+        _Alignas(16) float dyd[4][4];
+        const __m128 ydv = _mm_setr_ps(rd_f32(xb[0]), rd_f32(xb[T > 1 ? 1 : 0]), rd_f32(xb[T > 2 ? 2 : 0]),
+                                       rd_f32(xb[T > 3 ? 3 : 0]));
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < T; t++) {   /* d·yd: the dot's float product, in every lane */
-            const __m512 yd = _mm512_set1_ps(tk->yd[t]);
+        for (int r = 0; r < R; r++) _mm_store_ps(dyd[r], _mm_mul_ps(_mm_set1_ps(pr[r][b].d), ydv));
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R; r++)
-                acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps(pr[r][b].d), yd), _mm512_cvtepi32_ps(is[r][t]),
-                                            acc[r][t]);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(dyd[r][t]), _mm512_cvtepi32_ps(is[r][t]), acc[r][t]);
         }
-        /* min lanes m[k]·(bs[2k] + bs[2k+1]): exact integers below 2^24, so the float product
-         * is the dot's converted vpmaddwd lane */
         _Pragma("GCC unroll 2")
-        for (int u = 0; u < (T + 1) / 2; u++) {
-            const __m512 bsp = _mm512_load_ps(tk->bsp[u]), ydp = _mm512_load_ps(tk->ydp[u]);
+        for (int u = 0; u < (T + 1) / 2; u++) {   /* tokens 2u, 2u+1 in the two halves */
+            const int t0 = 2 * u, t1 = 2 * u + 1 < T ? 2 * u + 1 : 2 * u;
+            const __m512i bs = join256(_mm256_loadu_si256((const __m256i *)(xb[t0] + Q8_K_BSUMS)),
+                                       _mm256_loadu_si256((const __m256i *)(xb[t1] + Q8_K_BSUMS)));
+            const __m512 yd = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(rd_f32(xb[t0]))),
+                                                 _mm256_set1_ps(rd_f32(xb[t1])), 1);
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R; r++) {
-                const __m512 dm = _mm512_mul_ps(_mm512_set1_ps(pr[r][b].dmin), ydp);
-                accm[r][u] = _mm512_fmadd_ps(dm, _mm512_mul_ps(_mm512_load_ps(pr[r][b].m), bsp), accm[r][u]);
+                const __m512i ml = _mm512_madd_epi16(bs, _mm512_load_si512(pr[r][b].m));
+                const __m512 dm = _mm512_mul_ps(_mm512_set1_ps(pr[r][b].dmin), yd);
+                accm[r][u] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(ml), accm[r][u]);
             }
         }
     }
@@ -199,41 +222,32 @@ static inline __attribute__((always_inline)) void tile(int R, int T, int64_t nb,
     }
 }
 
-/* The activation fields of tokens x, x + xs, ... (T of them; the missing repeat the last). */
-static void prep_tokens(q5k_tblk *tb, int64_t nb, const uint8_t *x, size_t xs, int T) {
-    const __m512i ones = _mm512_set1_epi16(1);
-    for (int64_t b = 0; b < nb; b++, tb++) {
-        const uint8_t *xb[QT];
-        for (int t = 0; t < QT; t++) xb[t] = x + (size_t)(t < T ? t : T - 1) * xs + (size_t)b * Q8_K_BYTES;
-        for (int t = 0; t < QT; t++) tb->yd[t] = rd_f32(xb[t]);
-        for (int u = 0; u < QT / 2; u++) {
-            const __m512i bs = join256(_mm256_loadu_si256((const __m256i *)(xb[2 * u] + Q8_K_BSUMS)),
-                                       _mm256_loadu_si256((const __m256i *)(xb[2 * u + 1] + Q8_K_BSUMS)));
-            _mm512_store_ps(tb->bsp[u], _mm512_cvtepi32_ps(_mm512_madd_epi16(bs, ones)));
-            _mm512_store_ps(tb->ydp[u], _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(tb->yd[2 * u])),
-                                                           _mm256_set1_ps(tb->yd[2 * u + 1]), 1));
-        }
-    }
-}
-
 /* The tokens of the call against the decoded panel pk of nr rows (nb blocks each), RT rows
- * per register tile; tb: room for nb token blocks. */
-static void panel_tokens(const q5k_pent *pk, int nr, int64_t nb, q5k_tblk *tb, const uint8_t *X, size_t xs,
-                         int64_t n_tok, float *y, int64_t ldy) {
+ * per register tile. */
+static void panel_tokens(const q5k_pent *pk, int nr, int64_t nb, const uint8_t *X, size_t xs, int64_t n_tok,
+                         float *y, int64_t ldy) {
     enum { RT = 8 / QT };
-    for (int64_t t = 0; t < n_tok; t += QT) {
-        const int T = n_tok - t < QT ? (int)(n_tok - t) : QT;
-        prep_tokens(tb, nb, X + t * xs, xs, T);
+    _Alignas(64) int8_t ya[YMAXB][QT][256];
+    const bool aligned = nb <= YMAXB;
+    int64_t t = 0;
+    for (; t + QT <= n_tok; t += QT) {
+        for (int64_t b = 0; aligned && b < nb; b++)
+            for (int u = 0; u < QT; u++) memcpy(ya[b][u], X + (t + u) * xs + b * Q8_K_BYTES + Q8_K_QS, 256);
         for (int r = 0; r < nr; r += RT) {
             const q5k_pent *pr[RT];
             for (int i = 0; i < RT; i++) pr[i] = pk + (r + i < nr ? r + i : nr - 1) * nb;
-            float *yr = y + t * ldy + r;
-            switch (T) {
-            case QT: tile(RT, QT, nb, pr, tb, X + t * xs, xs, yr, ldy, nr - r); break;
-            case 3: tile(RT, 3, nb, pr, tb, X + t * xs, xs, yr, ldy, nr - r); break;
-            case 2: tile(RT, 2, nb, pr, tb, X + t * xs, xs, yr, ldy, nr - r); break;
-            default: tile(RT, 1, nb, pr, tb, X + t * xs, xs, yr, ldy, nr - r); break;
-            }
+            tile(RT, QT, nb, pr, X + t * xs, xs, y + t * ldy + r, ldy, nr - r, aligned ? ya : NULL);
+        }
+    }
+    if (t == n_tok) return;
+    for (int r = 0; r < nr; r += RT) {
+        const q5k_pent *pr[RT];
+        for (int i = 0; i < RT; i++) pr[i] = pk + (r + i < nr ? r + i : nr - 1) * nb;
+        float *yr = y + t * ldy + r;
+        switch (n_tok - t) {
+        case 3: tile(RT, 3, nb, pr, X + t * xs, xs, yr, ldy, nr - r, NULL); break;
+        case 2: tile(RT, 2, nb, pr, X + t * xs, xs, yr, ldy, nr - r, NULL); break;
+        default: tile(RT, 1, nb, pr, X + t * xs, xs, yr, ldy, nr - r, NULL); break;
         }
     }
 }
@@ -251,11 +265,10 @@ static void gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     const int64_t fit = (PMAX / nb) & ~(int64_t)(8 / QT - 1);
     const int pr = fit < QR ? (int)fit : QR;
     _Alignas(64) q5k_pent pk[PMAX];
-    _Alignas(64) q5k_tblk tb[PMAX / (8 / QT)];
     for (int64_t r0 = 0; r0 < n_rows; r0 += pr) {
         const int nr = n_rows - r0 < pr ? (int)(n_rows - r0) : pr;
         for (int r = 0; r < nr; r++) pack_row(pk + r * nb, W + (size_t)(r0 + r) * ws, nb);
-        panel_tokens(pk, nr, nb, tb, X, xs, n_tok, y + r0, ldy);
+        panel_tokens(pk, nr, nb, X, xs, n_tok, y + r0, ldy);
     }
 }
 
