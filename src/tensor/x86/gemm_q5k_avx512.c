@@ -8,7 +8,7 @@
  * hsum512(acc) − hsum(accm). Here every element keeps those same lanes (so the float chains
  * and the final sums are the dot's, operation for operation); what is shared is the work
  * around them:
- *  - a panel of up to 16 rows is decoded once per call into a stack buffer: each block's 256
+ *  - a panel of up to 32 rows is decoded once per call into a stack buffer: each block's 256
  *    five-bit values as bytes in the dot's chunk order, the scales as int16 pairs, the mins
  *    duplicated for two tokens' bsums, d and dmin as floats;
  *  - the activations of 4 tokens are copied once per panel into a 64-byte aligned buffer (a
@@ -22,7 +22,7 @@
  * blocks, unaligned activation loads), any row and token counts, unaligned rows and strides. */
 #include "tensor/x86/simd_x86.h"
 
-#define QR 16     /* rows per panel at most */
+#define QR 32     /* rows per panel at most (each panel reads every token once) */
 #define QT 4      /* tokens per register tile (rows: 8 / QT) */
 #define PMAX 384  /* panel entries (row-blocks) in the stack buffer: 216 KB */
 #define YMAXB 64  /* blocks of the aligned activation buffer: 64 KB */
@@ -201,12 +201,17 @@ static inline __attribute__((always_inline)) void tile(int R, int T, int64_t nb,
             for (int u = 0; u < T / 2; u++) m[(r * T) / 2 + u] = accm[r][u];
         }
         const __m512 g = _mm512_permutexvar_ps(_mm512_loadu_si512(idx), finish8(a, m));
-        const __mmask8 rows = (__mmask8)((1u << (nr < R ? nr : R)) - 1);
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < T; t++) {
+        for (int t = 0; t < T; t++) {   /* plain stores: masked ones are slow on some cores */
             __m128 q = _mm512_extractf32x4_ps(g, (t * R) / 4);
             if ((t * R) % 4) q = _mm_movehl_ps(q, q);
-            _mm_mask_storeu_ps(y + t * ldy, rows, q);
+            if (nr >= R && R == 2) _mm_storel_pi((__m64 *)(y + t * ldy), q);
+            else if (nr >= R && R == 4) _mm_storeu_ps(y + t * ldy, q);
+            else {
+                float f[4];
+                _mm_storeu_ps(f, q);
+                for (int r = 0; r < nr && r < R; r++) y[t * ldy + r] = f[r];
+            }
         }
         return;
     }
