@@ -51,19 +51,21 @@ static inline float hsum512(__m512 v) {
 /* Decodes the nb blocks of the Q5_K row a into p[0..nb). */
 static void pack_row(q5k_pent *p, const uint8_t *a, int64_t nb) {
     const __m512i lo4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const __m512i cidx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i sidx = _mm512_set_epi16(3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1,
+                                          2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0);
     for (int64_t b = 0; b < nb; b++, p++, a += Q5_K_BYTES) {
         uint64_t sc, m;
         rt_k4_scales_u64(a + Q5_K_SCALES, &sc, &m);
-        uint8_t s8[8];
-        memcpy(s8, &sc, 8);
-        for (int l = 0; l < 16; l++) {   /* lane l: sub-block 2j + (l >= 8) of chunk j */
-            const int h = l >= 8;
-            for (int q = 0; q < 2; q++) {
-                p->s[q][2 * l] = s8[4 * q + h];
-                p->s[q][2 * l + 1] = s8[4 * q + 2 + h];
-            }
-            p->c[l] = -16384 * (s8[h] + s8[4 + h]);
-        }
+        /* lane l takes sub-block 2j + (l >= 8) of chunk j: s[q] pairs (sc[4q+h], sc[4q+2+h]),
+         * c = −16384 · (sc[h] + sc[4+h]) */
+        const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        _mm512_store_si512(p->s[0], _mm512_permutexvar_epi16(sidx, s16));
+        _mm512_store_si512(p->s[1], _mm512_permutexvar_epi16(_mm512_add_epi16(sidx, _mm512_set1_epi16(4)), s16));
+        const __m512i s32 = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
+        const __m512i c0 = _mm512_add_epi32(_mm512_permutexvar_epi32(cidx, s32),
+                                            _mm512_permutexvar_epi32(_mm512_add_epi32(cidx, _mm512_set1_epi32(4)), s32));
+        _mm512_store_si512(p->c, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(c0, 14)));
         const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
         const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
         _mm512_store_si512(p->m, join256(m16, m16));
