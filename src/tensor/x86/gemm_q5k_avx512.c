@@ -117,6 +117,50 @@ static inline __attribute__((always_inline)) __m512 finish8(const __m512 a[8], c
 
 static inline int finish_lane(int e) { return e < 4 ? 4 * e : 4 * (e - 4) + 2; }
 
+/* dot_q5_K's ending for the R × T elements of a tile (acc[r][t], accm[r][t / 2]'s half
+ * t % 2): y[t * ldy + r] for r < nr; a full tile side by side (finish8), else one by one. */
+static inline __attribute__((always_inline)) void store_tile(int R, int T, __m512 acc[4][4], __m512 accm[4][2],
+                                                              float *y, int64_t ldy, int nr) {
+    if (R * T == 8) {   /* element e = r·T + t; the stores take lanes t·R .. t·R + R − 1 */
+        __m512 a[8], m[4];
+        int32_t idx[16] = { 0 };
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) {
+                a[r * T + t] = acc[r][t];
+                idx[t * R + r] = finish_lane(r * T + t);
+            }
+            _Pragma("GCC unroll 2")
+            for (int u = 0; u < T / 2; u++) m[(r * T) / 2 + u] = accm[r][u];
+        }
+        const __m512 g = _mm512_permutexvar_ps(_mm512_loadu_si512(idx), finish8(a, m));
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {   /* plain stores: masked ones are slow on some cores */
+            __m128 q = _mm512_extractf32x4_ps(g, (t * R) / 4);
+            if ((t * R) % 4) q = _mm_movehl_ps(q, q);
+            if (nr >= R && R == 2) _mm_storel_pi((__m64 *)(y + t * ldy), q);
+            else if (nr >= R && R == 4) _mm_storeu_ps(y + t * ldy, q);
+            else {
+                float f[4];
+                _mm_storeu_ps(f, q);
+                for (int r = 0; r < nr && r < R; r++) y[t * ldy + r] = f[r];
+            }
+        }
+        return;
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) {
+        if (r >= nr) break;
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            const __m512 am = accm[r][t / 2];
+            const __m256 mm = t % 2 ? _mm512_extractf32x8_ps(am, 1) : _mm512_castps512_ps256(am);
+            y[t * ldy + r] = hsum512(acc[r][t]) - x86_hsum_ps(mm);
+        }
+    }
+}
+
 /* R rows (pr[r], nb blocks each) × T tokens at x, R·T ≤ 8; y[t * ldy + r] for r < nr. ya,
  * when not NULL: the tokens' quants, copied aligned ([block][token][256]). */
 static inline __attribute__((always_inline)) void tile(int R, int T, int64_t nb, const q5k_pent *const *pr,
@@ -189,44 +233,7 @@ static inline __attribute__((always_inline)) void tile(int R, int T, int64_t nb,
             }
         }
     }
-    if (R * T == 8) {   /* element e = r·T + t; the stores take lanes t·R .. t·R + R − 1 */
-        __m512 a[8], m[4];
-        int32_t idx[16] = { 0 };
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) {
-            _Pragma("GCC unroll 4")
-            for (int t = 0; t < T; t++) {
-                a[r * T + t] = acc[r][t];
-                idx[t * R + r] = finish_lane(r * T + t);
-            }
-            _Pragma("GCC unroll 2")
-            for (int u = 0; u < T / 2; u++) m[(r * T) / 2 + u] = accm[r][u];
-        }
-        const __m512 g = _mm512_permutexvar_ps(_mm512_loadu_si512(idx), finish8(a, m));
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < T; t++) {   /* plain stores: masked ones are slow on some cores */
-            __m128 q = _mm512_extractf32x4_ps(g, (t * R) / 4);
-            if ((t * R) % 4) q = _mm_movehl_ps(q, q);
-            if (nr >= R && R == 2) _mm_storel_pi((__m64 *)(y + t * ldy), q);
-            else if (nr >= R && R == 4) _mm_storeu_ps(y + t * ldy, q);
-            else {
-                float f[4];
-                _mm_storeu_ps(f, q);
-                for (int r = 0; r < nr && r < R; r++) y[t * ldy + r] = f[r];
-            }
-        }
-        return;
-    }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++) {
-        if (r >= nr) break;
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < T; t++) {
-            const __m512 am = accm[r][t / 2];
-            const __m256 mm = t % 2 ? _mm512_extractf32x8_ps(am, 1) : _mm512_castps512_ps256(am);
-            y[t * ldy + r] = hsum512(acc[r][t]) - x86_hsum_ps(mm);
-        }
-    }
+    store_tile(R, T, acc, accm, y, ldy, nr);
 }
 
 /* The tokens of the call against the decoded panel pk of nr rows (nb blocks each), RT rows
