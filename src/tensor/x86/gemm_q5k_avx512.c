@@ -1,11 +1,11 @@
 /* gemm_q5k_avx512.c — tiles of Q5_K weight rows × Q8_K activation rows (tensor.h, gemm),
- * each element bit-identical to the AVX-512 table's Q5_K dot (dot_avx512.c dot_q5_K).
+ * each element bit-identical to the AVX-512 table's Q5_K dot (dot_avx512.c rt_dot_q5_K_avx512).
  *
  * That dot keeps, per output element, a 16-lane float accumulator and an 8-lane one: per
  * block, lane L of the exact integer sum Σ_j sc·Σ q·y over the four dword-lanes L of each
  * 64-element chunk j (lanes 0-7: sub-block 2j, lanes 8-15: sub-block 2j+1) is FMAed with
  * d·yd, and lane k of the exact min sum m[k]·(bs[2k] + bs[2k+1]) with dmin·yd; at the end
- * hsum512(acc) − hsum(accm). Here every element keeps those same lanes (so the float chains
+ * hsum512(acc) − x86_hsum_ps(accm). Here every element keeps those same lanes (so the float chains
  * and the final sums are the dot's, operation for operation); what is shared is the work
  * around them:
  *  - a panel of up to 32 rows is decoded once per call into a stack buffer: each block's 256
