@@ -387,11 +387,11 @@ static void test_gemm(void **state) {
     if (tensor_kernels_avx512()) assert_int_equal(float_checked, sizeof ns / sizeof ns[0]);   /* gemm[F16] */
 }
 
-/* The panel gemms (gemm_q4_K_rp; gemm[Q6_K]; gemm[Q4_0]) give, element for element, the bits
- * of their dot (dot_q4_K_rp; vec_dot[Q6_K], equal to the scalar one; the same table's
- * vec_dot[Q4_0]), activations of the type's vec_dot type: row counts around the 16-row
- * panel, token counts around the 4-token tile, odd strides, unaligned rows, and a row too
- * long for the panel buffer (the fallback). */
+/* The panel gemms (gemm_q4_K_rp; gemm[Q6_K]; gemm[Q4_0]; gemm[Q5_K]) give, element for
+ * element, the bits of their dot (dot_q4_K_rp; vec_dot[Q6_K], equal to the scalar one; the
+ * same table's vec_dot[Q4_0] and vec_dot[Q5_K]), activations of the type's vec_dot type: row
+ * counts around the panel, token counts around the tile, odd strides, unaligned rows, and a
+ * row too long for the panel buffer (the fallback). */
 static void check_panel_gemm(const tensor_kernels *k, uint32_t wt, tensor_gemm_fn gemm, tensor_vec_dot_fn dot,
                              int64_t n, const int64_t *rows, int nrows, rng *r) {
     enum { MAXR = 34, MAXT = 9, LDY = 40 };
@@ -447,8 +447,18 @@ static void test_gemm_panel(void **state) {
             check_panel_gemm(tab[k], GGUF_T_Q4_0, tab[k]->gemm[GGUF_T_Q4_0], dot, 32 * 513, few, 1, &r);
             checked++;
         }
+        if (tab[k]->gemm[GGUF_T_Q5_K]) {   /* that table's dot (the scalar one sums in double) */
+            const tensor_vec_dot_fn dot = tab[k]->vec_dot[GGUF_T_Q5_K];
+            check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 768, rows, 6, &r);
+            /* 25 blocks: panels of 14 rows; 65: past the aligned activation buffer; 193: too
+             * long for the panel buffer */
+            check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 25, rows, 6, &r);
+            check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 65, few, 1, &r);
+            check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 193, few, 1, &r);
+            checked++;
+        }
     }
-    if (tensor_kernels_avx512()) assert_int_equal(checked, 3);
+    if (tensor_kernels_avx512()) assert_int_equal(checked, 4);
 }
 
 /* ---- f16 helpers ------------------------------------------------------------------------------ */

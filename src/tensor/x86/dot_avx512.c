@@ -199,7 +199,7 @@ float rt_dot_q4_K_rp_avx512(int64_t n, const void *w, const void *x) {
     return acc - accm;
 }
 
-static float dot_q5_K(int64_t n, const void *w, const void *x) {
+float rt_dot_q5_K_avx512(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
@@ -278,7 +278,7 @@ void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     /* vec_dot[Q4_K] stays AVX2's: ggml's lane order (rt_dot_q4_K_lanes) */
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx512;
-    k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
+    k->vec_dot[GGUF_T_Q5_K] = rt_dot_q5_K_avx512;
     k->vec_dot[GGUF_T_Q6_K] = rt_dot_q6_K_avx512;
     k->gemm[GGUF_T_Q6_K] = rt_gemm_q6_K_avx512;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
@@ -291,5 +291,6 @@ void tensor_fill_avx512(tensor_kernels *k) {
     rt_fill_gemm_q40_avx512(k);
     rt_fill_gemv_q40_avx512(k);
     rt_fill_gemm_f16_avx512(k);
+    rt_fill_gemm_q5k_avx512(k);
     rt_fill_gemv_avx512(k);
 }
