@@ -22,6 +22,17 @@
  * blocks, unaligned activation loads), any row and token counts, unaligned rows and strides. */
 #include "tensor/x86/simd_x86.h"
 
+/* 128-bit quarter k of v (k a constant once the callers' loops are unrolled; the switch keeps
+ * the intrinsic's immediate a literal for builds that do not unroll, e.g. -O1 and clang). */
+static inline __m128 quarter(__m512 v, int k) {
+    switch (k) {
+    case 0: return _mm512_castps512_ps128(v);
+    case 1: return _mm512_extractf32x4_ps(v, 1);
+    case 2: return _mm512_extractf32x4_ps(v, 2);
+    default: return _mm512_extractf32x4_ps(v, 3);
+    }
+}
+
 #define QR 32     /* rows per panel at most (each panel reads every token once) */
 #define QT 4      /* tokens per register tile (rows: 8 / QT) */
 #define PMAX 384  /* panel entries (row-blocks) in the stack buffer: 216 KB */
@@ -137,7 +148,7 @@ static inline __attribute__((always_inline)) void store_tile(int R, int T, __m51
         const __m512 g = _mm512_permutexvar_ps(_mm512_loadu_si512(idx), finish8(a, m));
         _Pragma("GCC unroll 4")
         for (int t = 0; t < T; t++) {   /* plain stores: masked ones are slow on some cores */
-            __m128 q = _mm512_extractf32x4_ps(g, (t * R) / 4);
+            __m128 q = quarter(g, (t * R) / 4);
             if ((t * R) % 4) q = _mm_movehl_ps(q, q);
             if (nr >= R && R == 2) _mm_storel_pi((__m64 *)(y + t * ldy), q);
             else if (nr >= R && R == 4) _mm_storeu_ps(y + t * ldy, q);
