@@ -20,6 +20,7 @@
  *    512-bit vpmaddwd; the 8 elements' final sums are done side by side (finish8).
  * Any n (a multiple of 256; rows longer than PMAX/2 blocks take the dot; longer than YMAXB
  * blocks, unaligned activation loads), any row and token counts, unaligned rows and strides. */
+#include "tensor/x86/reduce_avx512.h"
 #include "tensor/x86/simd_x86.h"
 
 /* 128-bit quarter k of v (k a constant once the callers' loops are unrolled; the switch keeps
@@ -94,20 +95,6 @@ static void pack_row(q5k_pent *p, const uint8_t *a, int64_t nb) {
     }
 }
 
-/* Two 16-lane sums a, b -> [hsum halves of a | of b]: lane i of a 256-bit half is
- * v[i] + v[i + 8], the first step of hsum512 (the same additions, two elements at once). */
-static inline __m512 fold_halves(__m512 a, __m512 b) {
-    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-}
-
-/* Two vectors of two 8-lane sums each -> the 4 sums' 128-bit steps of x86_hsum_ps
- * (lo128 + hi128), one per 128-bit quarter: [a.0, a.1, b.0, b.1]. */
-static inline __m512 fold_quarters(__m512 a, __m512 b) {
-    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 /* The last two steps of x86_hsum_ps on each quarter of c (lanes 0 of the result's 128-bit
  * pairs) and of e (lanes 2): (x0 + x2) + (x1 + x3). */
 static inline __m512 fold_last(__m512 c, __m512 e) {
@@ -121,9 +108,9 @@ static inline __m512 fold_last(__m512 c, __m512 e) {
  * e's 16-lane sum, m[k] holds elements 2k and 2k+1's 8-lane min sums in its two halves.
  * Element e ends in lane L(e) = 4e (e < 4) or 4(e − 4) + 2; idx gathers them for the stores. */
 static inline __attribute__((always_inline)) __m512 finish8(const __m512 a[8], const __m512 m[4]) {
-    const __m512 c0 = fold_quarters(fold_halves(a[0], a[1]), fold_halves(a[2], a[3]));
-    const __m512 c1 = fold_quarters(fold_halves(a[4], a[5]), fold_halves(a[6], a[7]));
-    return _mm512_sub_ps(fold_last(c0, c1), fold_last(fold_quarters(m[0], m[1]), fold_quarters(m[2], m[3])));
+    const __m512 c0 = x86_red_quarters(x86_red_halves(a[0], a[1]), x86_red_halves(a[2], a[3]));
+    const __m512 c1 = x86_red_quarters(x86_red_halves(a[4], a[5]), x86_red_halves(a[6], a[7]));
+    return _mm512_sub_ps(fold_last(c0, c1), fold_last(x86_red_quarters(m[0], m[1]), x86_red_quarters(m[2], m[3])));
 }
 
 static inline int finish_lane(int e) { return e < 4 ? 4 * e : 4 * (e - 4) + 2; }

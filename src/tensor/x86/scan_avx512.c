@@ -10,6 +10,7 @@
  * shuffle and add. */
 #include <math.h>
 
+#include "tensor/x86/reduce_avx512.h"
 #include "tensor/x86/simd_x86.h"
 
 /* The first level of rt_scan_reduce64: v[l] = (acc[l] + acc[32+l]) + (acc[16+l] + acc[48+l]). */
@@ -17,25 +18,13 @@ static inline __m512 red64_v(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
     return _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
 }
 
-/* [a.lo 8 + a.hi 8 | b.lo 8 + b.hi 8]: the 256-bit step of one row's tree for two rows. */
-static inline __m512 red_halves(__m512 a, __m512 b) {
-    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-}
-
-/* From [w0 | w1] and [w2 | w3] (8 lanes each): 128-bit lane q holds w_q.lo 4 + w_q.hi 4. */
-static inline __m512 red_quarters(__m512 a, __m512 b) {
-    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 /* x86_hsum_ps's tree (lo 8 + hi 8, lo 4 + hi 4, [0] + [2] and [1] + [3], then those two) of
  * eight 16-lane vectors side by side: lane r of the result is the sum of v_r. Each add takes
  * the same two operands, in the same order, as the one-row tree, so the bits are its bits. */
 static inline __m256 red8(__m512 v0, __m512 v1, __m512 v2, __m512 v3, __m512 v4, __m512 v5, __m512 v6,
                           __m512 v7) {
-    const __m512 s0 = red_quarters(red_halves(v0, v1), red_halves(v2, v3));   /* lane q: row q */
-    const __m512 s1 = red_quarters(red_halves(v4, v5), red_halves(v6, v7));   /* lane q: row 4 + q */
+    const __m512 s0 = x86_red_quarters(x86_red_halves(v0, v1), x86_red_halves(v2, v3));   /* lane q: row q */
+    const __m512 s1 = x86_red_quarters(x86_red_halves(v4, v5), x86_red_halves(v6, v7));   /* lane q: row 4 + q */
     /* lane q: [s_q[0] + s_q[2], s_q[1] + s_q[3], the same of row 4 + q] */
     const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s0, s1, _MM_SHUFFLE(1, 0, 1, 0)),
                                    _mm512_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 2, 3, 2)));
