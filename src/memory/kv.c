@@ -8,8 +8,9 @@
 
 struct kv_cache {
     kv_params  p;
-    uint16_t  *k;          /* [n_layer][n_cells][n_embd_k] */
-    uint16_t  *v;          /* [n_layer][n_cells][n_embd_v] */
+    uint16_t  *k;          /* [n_layer][n_head_kv][n_cells][dk] */
+    uint16_t  *v;          /* [n_layer][n_head_kv][n_cells][dv] */
+    int64_t    dk, dv;     /* values per head */
     uint64_t  *mask;       /* [n_cells] sequences using the cell */
     int32_t   *cell_pos;   /* [n_cells] position of the token in the cell (-1 free) */
     int32_t   *map;        /* [n_seq_max][n_cells] position -> cell, -1 = none */
@@ -22,11 +23,16 @@ recur_status kv_new(const kv_params *p, kv_cache **out, char *err, size_t err_le
     *out = NULL;
     if (p->n_seq_max < 1 || p->n_seq_max > KV_MAX_SEQ)
         return rc_fail(err, err_len, RECUR_E_INVALID, "kv: n_seq_max %u outside 1..%d", p->n_seq_max, KV_MAX_SEQ);
+    if (p->n_head_kv < 1 || p->n_embd_k % p->n_head_kv || p->n_embd_v % p->n_head_kv)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "kv: %d heads do not divide rows of %lld and %lld", p->n_head_kv,
+                       (long long)p->n_embd_k, (long long)p->n_embd_v);
     if (p->n_cells < 1 || p->n_cells > (1u << 26))
         return rc_fail(err, err_len, RECUR_E_INVALID, "kv: n_ctx %u outside 1..%u", p->n_cells, 1u << 26);
     kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) return rc_fail(err, err_len, RECUR_E_NOMEM, "kv: out of memory");
     kv->p = *p;
+    kv->dk = p->n_embd_k / p->n_head_kv;
+    kv->dv = p->n_embd_v / p->n_head_kv;
     size_t nk, nv, nmap;
     int bad = rc_mul_size((size_t)p->n_layer * p->n_cells, (size_t)p->n_embd_k * 2, &nk) ||
               rc_mul_size((size_t)p->n_layer * p->n_cells, (size_t)p->n_embd_v * 2, &nv) ||
@@ -99,12 +105,27 @@ int32_t kv_cell_alloc(kv_cache *kv, recur_seq_id seq, recur_pos pos) {
     return (int32_t)c;
 }
 
-uint16_t *kv_k_row(kv_cache *kv, int il, int32_t cell) {
-    return kv->k + ((size_t)il * kv->p.n_cells + (size_t)cell) * kv->p.n_embd_k;
+static size_t head_at(const kv_cache *kv, int il, int h, int32_t cell) {
+    return ((size_t)il * (size_t)kv->p.n_head_kv + (size_t)h) * kv->p.n_cells + (size_t)cell;
 }
 
-uint16_t *kv_v_row(kv_cache *kv, int il, int32_t cell) {
-    return kv->v + ((size_t)il * kv->p.n_cells + (size_t)cell) * kv->p.n_embd_v;
+uint16_t *kv_k_head(kv_cache *kv, int il, int h, int32_t cell) { return kv->k + head_at(kv, il, h, cell) * kv->dk; }
+uint16_t *kv_v_head(kv_cache *kv, int il, int h, int32_t cell) { return kv->v + head_at(kv, il, h, cell) * kv->dv; }
+
+void kv_rows_get(const kv_cache *kv, int il, int32_t cell, void *k, void *v) {
+    const size_t kb = (size_t)kv->dk * sizeof(uint16_t), vb = (size_t)kv->dv * sizeof(uint16_t);
+    for (int h = 0; h < kv->p.n_head_kv; h++) {
+        memcpy((unsigned char *)k + h * kb, kv->k + head_at(kv, il, h, cell) * kv->dk, kb);
+        memcpy((unsigned char *)v + h * vb, kv->v + head_at(kv, il, h, cell) * kv->dv, vb);
+    }
+}
+
+void kv_rows_set(kv_cache *kv, int il, int32_t cell, const void *k, const void *v) {
+    const size_t kb = (size_t)kv->dk * sizeof(uint16_t), vb = (size_t)kv->dv * sizeof(uint16_t);
+    for (int h = 0; h < kv->p.n_head_kv; h++) {
+        memcpy(kv->k + head_at(kv, il, h, cell) * kv->dk, (const unsigned char *)k + h * kb, kb);
+        memcpy(kv->v + head_at(kv, il, h, cell) * kv->dv, (const unsigned char *)v + h * vb, vb);
+    }
 }
 
 static void pos_range(const kv_cache *kv, recur_pos p0, recur_pos p1, uint32_t *lo, uint32_t *hi) {

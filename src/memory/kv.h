@@ -3,6 +3,9 @@
  * Invariants:
  *  1. A cell holds, for every attention layer, one K row and one V row (F16) of the token at
  *     position `pos`, and the set of sequences that use it (a bit mask: n_seq_max <= 64).
+ *     Rows are stored head by head: a layer's K is [n_head_kv][n_cells][head dim], so a KV
+ *     head's keys of consecutive cells are one contiguous stream (decode attention walks a
+ *     head over every position; 256-byte pieces 2 KiB apart read at a third of the speed).
  *     seq_cp shares cells (the mask gains a bit); a cell with an empty mask is free.
  *  2. Each sequence maps positions 0 .. n_pos-1 to cells (-1 = no cell). A sequence's
  *     positions are read in increasing order by attention, so the reduction order over the
@@ -29,6 +32,7 @@ typedef struct kv_params {
     int      n_layer;     /* attention layers that store K/V */
     int64_t  n_embd_k;    /* K row length (n_head_kv * head_dim_k) */
     int64_t  n_embd_v;    /* V row length */
+    int      n_head_kv;   /* heads each row splits into (divides n_embd_k and n_embd_v) */
     uint32_t n_cells;     /* cells in all; also the largest position + 1 of any sequence */
     uint32_t n_seq_max;   /* <= KV_MAX_SEQ */
 } kv_params;
@@ -49,9 +53,15 @@ uint32_t  kv_seq_n_own(const kv_cache *kv, recur_seq_id seq);
  * not yet mapped for seq. Returns the cell index. */
 int32_t kv_cell_alloc(kv_cache *kv, recur_seq_id seq, recur_pos pos);
 
-/* K / V row of a cell for attention layer il (n_embd_k / n_embd_v uint16 F16 values). */
-uint16_t *kv_k_row(kv_cache *kv, int il, int32_t cell);
-uint16_t *kv_v_row(kv_cache *kv, int il, int32_t cell);
+/* KV head h's part of a cell's K / V row for attention layer il (n_embd_k / n_head_kv and
+ * n_embd_v / n_head_kv F16 values). */
+uint16_t *kv_k_head(kv_cache *kv, int il, int h, int32_t cell);
+uint16_t *kv_v_head(kv_cache *kv, int il, int h, int32_t cell);
+
+/* A cell's whole K row and V row of layer il, heads in order (n_embd_k and n_embd_v values),
+ * copied out of / into the cache: the layout snapshots and the prompt cache keep. */
+void kv_rows_get(const kv_cache *kv, int il, int32_t cell, void *k, void *v);
+void kv_rows_set(kv_cache *kv, int il, int32_t cell, const void *k, const void *v);
 
 /* Sequence ops (p0 < 0 = 0, p1 < 0 = infinity); seq < 0 in kv_seq_rm means every sequence. */
 recur_status kv_seq_rm(kv_cache *kv, recur_seq_id seq, recur_pos p0, recur_pos p1);

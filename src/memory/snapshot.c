@@ -83,8 +83,7 @@ void snap_put_kv(recur_snapshot *s, kv_cache *kv, recur_seq_id seq, recur_pos po
     for (recur_pos p = 0; p <= pos; p++) {
         const int32_t cell = kv_seq_cell(kv, seq, p);
         for (int il = 0; il < s->l.n_layer_kv; il++) {
-            memcpy(row, kv_k_row(kv, il, cell), (size_t)nk * sizeof(uint16_t));
-            memcpy(row + nk, kv_v_row(kv, il, cell), (size_t)nv * sizeof(uint16_t));
+            kv_rows_get(kv, il, cell, row, row + nk);
             row += nk + nv;
         }
     }
@@ -103,8 +102,7 @@ static void kv_fill(const recur_snapshot *s, kv_cache *kv, recur_seq_id seq) {
     for (recur_pos p = 0; p <= s->pos; p++) {
         const int32_t cell = kv_cell_alloc(kv, seq, p);
         for (int il = 0; il < s->l.n_layer_kv; il++) {
-            memcpy(kv_k_row(kv, il, cell), row, (size_t)nk * sizeof(uint16_t));
-            memcpy(kv_v_row(kv, il, cell), row + nk, (size_t)nv * sizeof(uint16_t));
+            kv_rows_set(kv, il, cell, row, row + nk);
             row += nk + nv;
         }
     }

@@ -129,7 +129,8 @@ recur_status recur_ctx_new(recur_model *m, const recur_ctx_params *params, recur
     if (!c->pool) st = rc_fail(err, err_len, RECUR_E_NOMEM, "ctx: cannot start %d threads", p.n_threads);
     c->p.n_threads = tp_n_threads(c->pool);
     kv_params kp = { .n_layer = m->hp.n_layer_kv, .n_embd_k = (int64_t)m->hp.n_head_kv * m->hp.head_dim_k,
-                     .n_embd_v = (int64_t)m->hp.n_head_kv * m->hp.head_dim_v, .n_cells = p.n_ctx,
+                     .n_embd_v = (int64_t)m->hp.n_head_kv * m->hp.head_dim_v, .n_head_kv = m->hp.n_head_kv,
+                     .n_cells = p.n_ctx,
                      .n_seq_max = p.n_seq_max };
     if (!st && m->hp.n_layer_kv) st = kv_new(&kp, &c->kv, err, err_len);
     rs_params rp = { .n_layer = m->hp.n_layer_rs, .n_conv = (int64_t)(m->hp.ssm_d_conv - 1) * m->hp.rs_n_conv,
@@ -353,18 +354,12 @@ size_t recur_ctx_kv_row_bytes(const recur_ctx *c) {
 /* K then V row of every attention layer of the cell: the layout of a sequence snapshot's row. */
 static void kv_row_out(recur_ctx *c, int32_t cell, unsigned char *row) {
     const size_t kb = (size_t)c->sl.n_embd_k * sizeof(uint16_t), vb = (size_t)c->sl.n_embd_v * sizeof(uint16_t);
-    for (int il = 0; il < c->sl.n_layer_kv; il++, row += kb + vb) {
-        memcpy(row, kv_k_row(c->kv, il, cell), kb);
-        memcpy(row + kb, kv_v_row(c->kv, il, cell), vb);
-    }
+    for (int il = 0; il < c->sl.n_layer_kv; il++, row += kb + vb) kv_rows_get(c->kv, il, cell, row, row + kb);
 }
 
 static void kv_row_in(recur_ctx *c, int32_t cell, const unsigned char *row) {
     const size_t kb = (size_t)c->sl.n_embd_k * sizeof(uint16_t), vb = (size_t)c->sl.n_embd_v * sizeof(uint16_t);
-    for (int il = 0; il < c->sl.n_layer_kv; il++, row += kb + vb) {
-        memcpy(kv_k_row(c->kv, il, cell), row, kb);
-        memcpy(kv_v_row(c->kv, il, cell), row + kb, vb);
-    }
+    for (int il = 0; il < c->sl.n_layer_kv; il++, row += kb + vb) kv_rows_set(c->kv, il, cell, row, row + kb);
 }
 
 recur_status recur_seq_kv_get(recur_ctx *c, recur_seq_id seq, recur_pos p0, recur_pos p1, void *buf, char *err,

@@ -71,8 +71,8 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
     if (w->seq != seq || w->g != g) w->seq = seq, w->g = g, w->n = 0;
     for (int32_t p = w->n; p < n_max; p++) {
         const int32_t c = kv_seq_cell(f->kv, seq, p);
-        w->kp[p] = c < 0 ? NULL : kv_k_row(f->kv, j->kv_layer, c) + (int64_t)g * dk;
-        w->vp[p] = c < 0 ? NULL : kv_v_row(f->kv, j->kv_layer, c) + (int64_t)g * dv;
+        w->kp[p] = c < 0 ? NULL : kv_k_head(f->kv, j->kv_layer, g, c);
+        w->vp[p] = c < 0 ? NULL : kv_v_head(f->kv, j->kv_layer, g, c);
     }
     if (n_max > w->n) w->n = n_max;
     f->kern->att_scores4(nr, dk, w->kp, q, n_ctx, 1.0f / sqrtf((float)dk), sc);
@@ -154,9 +154,11 @@ static void att_prepare_fn(void *arg, int ith, int nth) {
         if (L->k_norm.data) op_rmsnorm_rows(k, k, L->k_norm.data, dk, hp->n_head_kv, dk, hp->rms_eps);
         for (int h = 0; h < hp->n_head; h++) op_rope_apply(f->kern, q + h * dk, cs, hp->n_rot, hp->rope_kind);
         for (int h = 0; h < hp->n_head_kv; h++) op_rope_apply(f->kern, k + h * dk, cs, hp->n_rot, hp->rope_kind);
-        f->kern->f32_to_f16_row(k, kv_k_row(f->kv, j->kv_layer, f->cell[t]), (int64_t)hp->n_head_kv * dk);
-        f->kern->f32_to_f16_row(f->v + (int64_t)t * hp->n_head_kv * dv, kv_v_row(f->kv, j->kv_layer, f->cell[t]),
-                                (int64_t)hp->n_head_kv * dv);
+        const float *v = f->v + (int64_t)t * hp->n_head_kv * dv;
+        for (int h = 0; h < hp->n_head_kv; h++) {   /* the cache keeps each head apart (kv.h) */
+            f->kern->f32_to_f16_row(k + h * dk, kv_k_head(f->kv, j->kv_layer, h, f->cell[t]), dk);
+            f->kern->f32_to_f16_row(v + h * dv, kv_v_head(f->kv, j->kv_layer, h, f->cell[t]), dv);
+        }
     }
 }
 

@@ -7,9 +7,10 @@
  * rt_hsum16_ggml's additions (halves, quarters, pairs, last pair) for all 16 accumulators at
  * once instead of one reduction each.
  * Weighted sums: lane l = p % 16 of the reference is done on its own: positions l, l + 16, ...
- * feed a tile of the group's rows x 64 outputs held in registers (the rows share each V load;
- * no per-position load and store of lane rows), the 16 lane results go to a small stack
- * buffer and are added element-wise in rt_hsum16_ggml's order.
+ * feed a tile of the group's rows x 64 outputs held in registers (128 for one or two rows of
+ * heads over 64: a lane then reads whole 256-byte V rows in one sweep instead of two); the
+ * rows share each V load, no per-position load and store of lane rows; the 16 lane results
+ * go to a small stack buffer and are added element-wise in rt_hsum16_ggml's order.
  * Each output sees exactly the reference's operations in its order (att_ref.c); positions a
  * row does not see, or that have no cell, get no operation at all. */
 #include <math.h>
@@ -17,7 +18,8 @@
 
 #include "tensor/x86/simd_x86.h"
 
-#define WS_D 64   /* outputs per weighted-sum pass: 4 vectors */
+#define WS_C 8                /* most vectors of outputs per weighted-sum pass */
+#define WS_D (16 * WS_C)
 
 static inline __mmask16 mask_upto(int64_t rem) {
     return rem >= 16 ? (__mmask16)0xFFFF : rem <= 0 ? (__mmask16)0 : (__mmask16)((1u << rem) - 1u);
@@ -142,57 +144,56 @@ static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const floa
 }
 
 /* Positions p, p + 16, ... below `end` into the accumulators of rows 0..R-1, outputs
- * d0..d0+63; `check`: only the rows whose context reaches p (else every row sees them). */
-static inline __attribute__((always_inline)) void wsum_span(int R, bool check, int32_t p, int32_t end, int64_t d0,
-                                                             const __mmask16 m[4], const uint16_t *const *v,
-                                                             const float *const *pr, const int32_t *n_ctx,
-                                                             __m512 acc[4][4]) {
+ * d0..d0+16C-1; `check`: only the rows whose context reaches p (else every row sees them). */
+static inline __attribute__((always_inline)) void wsum_span(int R, int C, bool check, int32_t p, int32_t end,
+                                                             int64_t d0, const __mmask16 m[WS_C],
+                                                             const uint16_t *const *v, const float *const *pr,
+                                                             const int32_t *n_ctx, __m512 acc[4][WS_C]) {
     for (; p < end; p += 16) {
         /* the lane's rows are 16 cells apart: out of the hardware prefetchers' reach */
-        if (p + 32 < end && v[p + 32]) {
-            _mm_prefetch((const char *)(v[p + 32] + d0), _MM_HINT_T0);
-            _mm_prefetch((const char *)(v[p + 32] + d0) + 64, _MM_HINT_T0);
-        }
+        if (p + 32 < end && v[p + 32])
+            _Pragma("GCC unroll 16")
+            for (int c = 0; c < C; c += 2) _mm_prefetch((const char *)(v[p + 32] + d0 + 16 * c), _MM_HINT_T0);
         const uint16_t *vp = v[p];
         if (!vp) continue;
-        __m512 x[4];
+        __m512 x[WS_C];
         _Pragma("GCC unroll 16")
-        for (int c = 0; c < 4; c++) x[c] = ld_h(vp + d0 + 16 * c, m[c]);
+        for (int c = 0; c < C; c++) x[c] = ld_h(vp + d0 + 16 * c, m[c]);
         _Pragma("GCC unroll 16")
         for (int i = 0; i < R; i++) {
             if (check && p >= n_ctx[i]) continue;
             const __m512 b = _mm512_set1_ps(pr[i][p]);
             _Pragma("GCC unroll 16")
-            for (int c = 0; c < 4; c++) acc[i][c] = _mm512_fmadd_ps(b, x[c], acc[i][c]);
+            for (int c = 0; c < C; c++) acc[i][c] = _mm512_fmadd_ps(b, x[c], acc[i][c]);
         }
     }
 }
 
-/* One weighted-sum pass: outputs d0..d0+63 (valid lanes in m) of rows 0..R-1. */
-static inline __attribute__((always_inline)) void wsum_pass(int R, int64_t d0, const __mmask16 m[4],
+/* One weighted-sum pass: outputs d0..d0+16C-1 (valid lanes in m) of rows 0..R-1. */
+static inline __attribute__((always_inline)) void wsum_pass(int R, int C, int64_t d0, const __mmask16 m[WS_C],
                                                              const uint16_t *const *v, const float *const *pr,
                                                              const int32_t *n_ctx, int32_t n_min, int32_t n_max,
                                                              float *const *out) {
     _Alignas(64) float lanes[4][16][WS_D];
     for (int l = 0; l < 16; l++) {
-        __m512 acc[4][4];
+        __m512 acc[4][WS_C];
         _Pragma("GCC unroll 16")
         for (int i = 0; i < R; i++)
             _Pragma("GCC unroll 16")
-            for (int c = 0; c < 4; c++) acc[i][c] = _mm512_setzero_ps();
+            for (int c = 0; c < C; c++) acc[i][c] = _mm512_setzero_ps();
         /* lane l's positions: those every row sees, then the rest of the longest context */
         const int32_t p_mid = n_min <= l ? l : l + (n_min - l + 15) / 16 * 16;
-        wsum_span(R, false, l, n_min, d0, m, v, pr, n_ctx, acc);
-        wsum_span(R, true, p_mid, n_max, d0, m, v, pr, n_ctx, acc);
+        wsum_span(R, C, false, l, n_min, d0, m, v, pr, n_ctx, acc);
+        wsum_span(R, C, true, p_mid, n_max, d0, m, v, pr, n_ctx, acc);
         _Pragma("GCC unroll 16")
         for (int i = 0; i < R; i++)
             _Pragma("GCC unroll 16")
-            for (int c = 0; c < 4; c++) _mm512_store_ps(lanes[i][l] + 16 * c, acc[i][c]);
+            for (int c = 0; c < C; c++) _mm512_store_ps(lanes[i][l] + 16 * c, acc[i][c]);
     }
     _Pragma("GCC unroll 16")
     for (int i = 0; i < R; i++)
         _Pragma("GCC unroll 16")
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < C; c++) {
             if (!m[c]) continue;
             __m512 h[8], q[4];
             _Pragma("GCC unroll 16")
@@ -212,14 +213,17 @@ static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float 
         if (n_ctx[i] < n_min) n_min = n_ctx[i];
         if (n_ctx[i] > n_max) n_max = n_ctx[i];
     }
-    for (int64_t d0 = 0; d0 < dv; d0 += WS_D) {
-        const __mmask16 m[4] = { mask_upto(dv - d0), mask_upto(dv - d0 - 16), mask_upto(dv - d0 - 32),
-                                 mask_upto(dv - d0 - 48) };
-        switch (nr) {
-        case 1: wsum_pass(1, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
-        case 2: wsum_pass(2, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
-        case 3: wsum_pass(3, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
-        default: wsum_pass(4, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+    const bool wide = nr <= 2 && dv > WS_D / 2;   /* 16 accumulators at most */
+    for (int64_t d0 = 0; d0 < dv; d0 += wide ? WS_D : WS_D / 2) {
+        __mmask16 m[WS_C];
+        for (int c = 0; c < WS_C; c++) m[c] = mask_upto(dv - d0 - 16 * c);
+        switch (nr * 2 + wide) {
+        case 2: wsum_pass(1, WS_C / 2, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+        case 3: wsum_pass(1, WS_C, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+        case 4: wsum_pass(2, WS_C / 2, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+        case 5: wsum_pass(2, WS_C, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+        case 6: wsum_pass(3, WS_C / 2, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+        default: wsum_pass(4, WS_C / 2, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
         }
     }
 }
