@@ -80,11 +80,11 @@ static void test_rows_round_trip(void **state) {
     kv_cache *kv = make(4, 1);
     const int32_t a = kv_cell_alloc(kv, 0, 0), b = kv_cell_alloc(kv, 0, 1);
     uint16_t k[8], v[12], k2[8], v2[12];
-    for (int i = 0; i < 8; i++) k[i] = (uint16_t)(100 + i);
-    for (int i = 0; i < 12; i++) v[i] = (uint16_t)(200 + i);
+    for (int i = 0; i < 8; i++) k[i] = (uint16_t)(100 + i), k2[i] = 7;
+    for (int i = 0; i < 12; i++) v[i] = (uint16_t)(200 + i), v2[i] = 7;
     kv_rows_set(kv, 1, b, k, v);
-    kv_rows_set(kv, 1, a, v, k);   /* a neighbour cell must not be touched by b's rows */
-    kv_rows_set(kv, 1, a, k, v);
+    kv_rows_set(kv, 1, a, k2, v2);   /* a neighbour cell's rows must not reach b's */
+    kv_rows_set(kv, 0, b, k2, v2);   /* nor the layer below's */
     for (int h = 0; h < 2; h++) {
         for (int i = 0; i < 4; i++) assert_int_equal(kv_k_head(kv, 1, h, b)[i], 100 + 4 * h + i);
         for (int i = 0; i < 6; i++) assert_int_equal(kv_v_head(kv, 1, h, b)[i], 200 + 6 * h + i);
