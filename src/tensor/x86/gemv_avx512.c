@@ -91,16 +91,37 @@ static inline __m512i join256(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* The eight exact int32 sums of the 16 lanes of s[0..7], as lanes 0..7. */
-static inline __m256i hsum8x16(const __m512i s[KQ_ROWS]) {
-    __m256i f[KQ_ROWS];
-    _Pragma("GCC unroll 8")
-    for (int r = 0; r < KQ_ROWS; r++) f[r] = _mm256_add_epi32(_mm512_castsi512_si256(s[r]), _mm512_extracti64x4_epi64(s[r], 1));
-    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(f[0], f[1]), _mm256_hadd_epi32(f[2], f[3]));
-    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(f[4], f[5]), _mm256_hadd_epi32(f[6], f[7]));
-    /* a: rows 0-3 (low 128: low halves' sums, high 128: high halves'), b: rows 4-7 */
-    const __m256i lo = _mm256_permute2x128_si256(a, b, 0x20), hi = _mm256_permute2x128_si256(a, b, 0x31);
-    return _mm256_add_epi32(lo, hi);
+/* t[j] lane r = the exact int32 sum of the 16 lanes of s[j][r], for 4 chunks x 8 rows at once:
+ * each level adds two vectors' halves (128-bit blocks, then lanes) so one instruction serves
+ * several sums; integer additions, so any order gives the same values. */
+static inline void hsum_4x8x16(const __m512i s[4][KQ_ROWS], __m256i t[4]) {
+    __m512i a[4][4], b[4][2], c[4], e[2];
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++)
+        _Pragma("GCC unroll 4")
+        for (int m = 0; m < 4; m++)   /* blocks 0-1: row 2m (8 lanes), 2-3: row 2m+1 */
+            a[j][m] = _mm512_add_epi32(_mm512_shuffle_i32x4(s[j][2 * m], s[j][2 * m + 1], 0x44),
+                                       _mm512_shuffle_i32x4(s[j][2 * m], s[j][2 * m + 1], 0xEE));
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++)
+        _Pragma("GCC unroll 2")
+        for (int h = 0; h < 2; h++)   /* block k: row 4h + k (4 lanes) */
+            b[j][h] = _mm512_add_epi32(_mm512_shuffle_i32x4(a[j][2 * h], a[j][2 * h + 1], 0x88),
+                                       _mm512_shuffle_i32x4(a[j][2 * h], a[j][2 * h + 1], 0xDD));
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++)   /* block k: rows k, k+4, k, k+4 (2 lanes each, interleaved) */
+        c[j] = _mm512_add_epi32(_mm512_unpacklo_epi32(b[j][0], b[j][1]), _mm512_unpackhi_epi32(b[j][0], b[j][1]));
+    _Pragma("GCC unroll 2")
+    for (int h = 0; h < 2; h++)   /* block k: row k and k+4 of chunk 2h, then of chunk 2h+1 */
+        e[h] = _mm512_add_epi32(_mm512_unpacklo_epi64(c[2 * h], c[2 * h + 1]),
+                                _mm512_unpackhi_epi64(c[2 * h], c[2 * h + 1]));
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _Pragma("GCC unroll 2")
+    for (int h = 0; h < 2; h++) {
+        const __m512i r = _mm512_permutexvar_epi32(idx, e[h]);
+        t[2 * h] = _mm512_castsi512_si256(r);
+        t[2 * h + 1] = _mm512_extracti64x4_epi64(r, 1);
+    }
 }
 
 /* The fp16 field at offset `off` of block `blk` of the eight rows, as floats. */
@@ -191,9 +212,11 @@ static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *
                                 _mm256_unpacklo_epi64(t2, t3), _mm256_unpackhi_epi64(t2, t3) };
         const __m256 yd = _mm256_set1_ps(rd_f32(b));
         const __m256 d = _mm256_mul_ps(rows_f16(wr, blk, 0), yd), dm = _mm256_mul_ps(rows_f16(wr, blk, Q4_K_DMIN), yd);
+        __m256i tot[4];
+        hsum_4x8x16(cs, tot);
         _Pragma("GCC unroll 4")
         for (int j = 0; j < 4; j++) {
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8x16(cs[j])), d, acc);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot[j]), d, acc);
             accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mj[j]), dm, accm);
         }
     }
