@@ -387,28 +387,31 @@ static void test_gemm(void **state) {
     if (tensor_kernels_avx512()) assert_int_equal(float_checked, sizeof ns / sizeof ns[0]);   /* gemm[F16] */
 }
 
-/* The panel gemms (gemm_q4_K_rp; gemm[Q6_K]; gemm[Q4_0]; gemm[Q5_K]) give, element for
+/* The panel gemms (gemm_q4_K_rp; gemm[Q6_K]; gemm[Q4_0]; gemm[Q8_0]; gemm[Q5_K]) give, element for
  * element, the bits of their dot (dot_q4_K_rp; vec_dot[Q6_K], equal to the scalar one; the
  * same table's vec_dot[Q4_0] and vec_dot[Q5_K]), activations of the type's vec_dot type: row
  * counts around the panel, token counts around the tile, odd strides, unaligned rows, and a
  * row too long for the panel buffer (the fallback). */
-static void check_panel_gemm(const tensor_kernels *k, uint32_t wt, tensor_gemm_fn gemm, tensor_vec_dot_fn dot,
-                             int64_t n, const int64_t *rows, int nrows, rng *r) {
-    enum { MAXR = 34, MAXT = 9, LDY = 40 };
+static const int64_t panel_toks[] = { 1, 3, 4, 5, 9, 0 };   /* 0 ends a list */
+
+static void check_panel_gemm_toks(const tensor_kernels *k, uint32_t wt, tensor_gemm_fn gemm, tensor_vec_dot_fn dot,
+                                  int64_t n, const int64_t *rows, int nrows, const int64_t *toks, rng *r) {
+    enum { MAXR = 34, LDY = 40 };
+    int64_t maxt = 0;
+    for (const int64_t *t = toks; *t; t++) maxt = *t > maxt ? *t : maxt;
     const uint32_t vt = tensor_vec_dot_type(wt);
     const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(vt, n) + 3;
-    float *f = xalloc((size_t)n * MAXR * 4), *y = xalloc(MAXT * LDY * 4);
-    uint8_t *wbuf = xalloc(wb * MAXR + 1), *x = xalloc(MAXT * xb);
+    float *f = xalloc((size_t)n * MAXR * 4), *y = xalloc(maxt * LDY * 4);
+    uint8_t *wbuf = xalloc(wb * MAXR + 1), *x = xalloc(maxt * xb);
     uint8_t *w = wbuf + 1;   /* rows at odd addresses */
     fill_rough(r, f, n * MAXR);
     tensor_kernels_scalar()->from_float[wt](f, w, n * MAXR);
-    for (int j = 0; j < MAXT; j++) k->from_float[vt](f + j * n, x + j * xb, n);
-    const int64_t toks[] = { 1, 3, 4, 5, 9 };
+    for (int j = 0; j < maxt; j++) k->from_float[vt](f + j * n, x + j * xb, n);
     for (int a = 0; a < nrows; a++)
-        for (size_t b = 0; b < sizeof toks / sizeof toks[0]; b++) {
-            for (int e = 0; e < MAXT * LDY; e++) y[e] = -1.0f;
+        for (size_t b = 0; toks[b]; b++) {
+            for (int e = 0; e < maxt * LDY; e++) y[e] = -1.0f;
             gemm(n, w, wb, rows[a], x, xb, toks[b], y, LDY);
-            for (int64_t t = 0; t < MAXT; t++)
+            for (int64_t t = 0; t < maxt; t++)
                 for (int64_t o = 0; o < LDY; o++) {
                     const bool in = t < toks[b] && o < rows[a];
                     const float want = in ? dot(n, w + o * wb, x + t * xb) : -1.0f;
@@ -419,6 +422,11 @@ static void check_panel_gemm(const tensor_kernels *k, uint32_t wt, tensor_gemm_f
                 }
         }
     free(f); free(y); free(wbuf); free(x);
+}
+
+static void check_panel_gemm(const tensor_kernels *k, uint32_t wt, tensor_gemm_fn gemm, tensor_vec_dot_fn dot,
+                             int64_t n, const int64_t *rows, int nrows, rng *r) {
+    check_panel_gemm_toks(k, wt, gemm, dot, n, rows, nrows, panel_toks, r);
 }
 
 static void test_gemm_panel(void **state) {
@@ -447,6 +455,16 @@ static void test_gemm_panel(void **state) {
             check_panel_gemm(tab[k], GGUF_T_Q4_0, tab[k]->gemm[GGUF_T_Q4_0], dot, 32 * 513, few, 1, &r);
             checked++;
         }
+        if (tab[k]->gemm[GGUF_T_Q8_0]) {   /* groups of 16 rows: token tiles of 3 and their tails,
+                                              * accumulators parked across 30-token chunks and
+                                              * 16-block chunks; past the group panel */
+            const int64_t grows[] = { 16, 33 }, gtoks[] = { 11, 12, 13, 14, 31, 64, 65, 0 };
+            const tensor_vec_dot_fn dot = s->vec_dot[GGUF_T_Q8_0];
+            check_panel_gemm_toks(tab[k], GGUF_T_Q8_0, tab[k]->gemm[GGUF_T_Q8_0], dot, 32 * 56, grows, 2, gtoks, &r);
+            check_panel_gemm_toks(tab[k], GGUF_T_Q8_0, tab[k]->gemm[GGUF_T_Q8_0], dot, 32 * 13, grows, 2, gtoks, &r);
+            check_panel_gemm_toks(tab[k], GGUF_T_Q8_0, tab[k]->gemm[GGUF_T_Q8_0], dot, 32 * 257, grows, 1, gtoks + 1, &r);
+            checked++;
+        }
         if (tab[k]->gemm[GGUF_T_Q5_K]) {   /* that table's dot (the scalar one sums in double) */
             const tensor_vec_dot_fn dot = tab[k]->vec_dot[GGUF_T_Q5_K];
             check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 768, rows, 6, &r);
@@ -458,7 +476,7 @@ static void test_gemm_panel(void **state) {
             checked++;
         }
     }
-    if (tensor_kernels_avx512()) assert_int_equal(checked, 4);
+    if (tensor_kernels_avx512()) assert_int_equal(checked, 5);
 }
 
 /* ---- f16 helpers ------------------------------------------------------------------------------ */

@@ -3,16 +3,16 @@
  * Every output element performs exactly dot_q8_0's operations (tensor_impl.h, the Q8_0 order):
  * per block in order, 8 int32 lanes (exact sums of 4 byte products) converted to float and
  * added with one FMA scaled by the product of the two fp16 scales (exact in float), into one
- * 8-lane accumulator; the 8 lanes reduced at the end as x86_hsum_ps. Only the layout differs:
- *  - a 512-bit register holds the same block of two weight rows (rows 2p, 2p+1: lanes 0-7,
- *    8-15), so each vector FMA steps two output elements;
- *  - the activation block (signed bytes x) is broadcast to both halves as x + 128 (unsigned)
- *    and dpbusd starts from -128 · Σ4 w, which gives Σ4 x·w exactly (integers);
- *  - a tile of GP row pairs × GT tokens shares each weight load over GT tokens and each
- *    activation load over GP pairs; a row tile stays in L1 while every token passes;
- *  - from PMIN_TOK tokens on, the weight side of a row tile (joined pair, its dpbusd start,
- *    its scales as floats) is computed once per call into a stack panel (≤ 384 KB, L2) and
- *    every token tile reads it from there (packed panels, below).
+ * 8-lane accumulator; the 8 lanes reduced at the end as x86_hsum_ps. Only the layout differs,
+ * in two ways:
+ *  - few tokens (below PMIN_TOK) or long rows: a 512-bit register holds the same block of two
+ *    weight rows (rows 2p, 2p+1: lanes 0-7, 8-15), so each vector FMA steps two output
+ *    elements; the activation block (signed bytes x) is broadcast to both halves as x + 128
+ *    (unsigned) and dpbusd starts from -128 · Σ4 w, which gives Σ4 x·w exactly (integers);
+ *    a tile of GP row pairs × GT tokens shares each weight load over GT tokens and each
+ *    activation load over GP pairs;
+ *  - otherwise groups of 16 rows, a lane per row (below), the weights transposed once per
+ *    call into a panel on the stack.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
 #include "tensor/x86/simd_x86.h"
 
@@ -80,79 +80,143 @@ static inline __attribute__((always_inline)) void row_tile(int P, int64_t nb, co
     }
 }
 
-/* ---- packed panels: what `tile` computes per row pair and block, once per call ---------- */
+/* ---- groups of 16 rows: one row per lane ---------------------------------------------------
+ *
+ * From PMIN_TOK tokens on, rows go 16 at a time with a lane per row, which takes the scale
+ * product (one multiply per 16 rows instead of per 2) off the FMA pipes: per block, lane r of
+ * accumulator j (one per 4-byte chunk j = 0..7) gets row r's chunk j, so after the blocks the
+ * 8 accumulators hold exactly dot_q8_0's 8 lanes of each row and are reduced in x86_hsum_ps's
+ * tree, 16 rows at a time. The weights are transposed once per call into a group panel (the
+ * chunk j of 16 rows side by side, its dpbusd start −128 · Σ4 w, the 16 scales as floats);
+ * each token's chunk is broadcast and biased by 128 (unsigned), so
+ * dpbusd(−128 · Σ4 w, x + 128, w) = Σ4 x·w exactly. Blocks go KC at a time so a chunk of the
+ * panel stays in L1 while TC tokens pass (their accumulators parked in an L1 buffer between
+ * chunks: stored and reloaded unchanged, so the sums are the same). */
 
-#define PMAXB 256      /* blocks per panel buffer (8192 elements) */
-#define PMIN_TOK 8     /* fewer tokens do not pay for the packing */
+#define PMAXB 256      /* blocks per group panel (8192 elements) */
+#define PMIN_TOK 12    /* fewer tokens do not pay for the transposition */
+#define GR 16          /* rows per group */
+#define GT3 3          /* tokens per group tile: 24 accumulators */
+#define KC 16          /* blocks per chunk: 17 KB of panel */
+#define TC 30          /* tokens whose accumulators are parked between chunks (15 KB) */
 
-/* One block of one row pair, as `tile` uses it: the joined weight bytes, −128·Σ4 w (the
- * dpbusd start) and the two fp16 scales as floats. */
-typedef struct q8_pair {
-    __m512i w, nc;
+/* One block of a group: chunk j of the 16 rows (lane r: row r's 4 bytes), −128 · Σ4 of it,
+ * and the rows' fp16 scales as floats. */
+typedef struct q8_grp {
+    __m512i w[8], nc[8];
     __m512  dw;
-} q8_pair;
+} q8_grp;
 
-static void pack_panel(q8_pair *pk, int64_t nb, const uint8_t *const *wr) {
-    const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-    for (int64_t b = 0; b < nb; b++)
-        for (int p = 0; p < GP; p++) {
-            const uint8_t *w0 = wr[2 * p] + (size_t)b * Q8_0_BYTES, *w1 = wr[2 * p + 1] + (size_t)b * Q8_0_BYTES;
-            q8_pair *q = &pk[b * GP + p];
-            q->w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(w0 + Q8_0_QS))),
-                                      _mm256_loadu_si256((const __m256i *)(w1 + Q8_0_QS)), 1);
-            q->nc = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, q->w));
-            q->dw = _mm512_cvtph_ps(_mm256_inserti128_si256(bcast_h(w0), _mm256_castsi256_si128(bcast_h(w1)), 1));
-        }
+/* The 8 chunks of one block of 16 rows, lane r of out[j] = row r's chunk j: rows r and r+8
+ * share a register (its two halves), then one 8x8 transposition of 32-bit words per half. */
+static inline void transpose_block(const uint8_t *const *row, size_t off, __m512i out[8]) {
+    __m512i z[8], t[8], u[8];
+    for (int k = 0; k < 8; k++)
+        z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(row[k] + off))),
+                                  _mm256_loadu_si256((const __m256i *)(row[k + 8] + off)), 1);
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm512_unpacklo_epi32(z[k], z[k + 1]);
+        t[k + 1] = _mm512_unpackhi_epi32(z[k], z[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]);
+        u[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
+        u[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]);
+        u[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
+    }
+    /* u[0..3] hold rows 0-3 (and 8-11), u[4..7] rows 4-7 (12-15); 128-bit lane l of each
+     * half holds chunks 4l..4l+3 */
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int k = 0; k < 4; k++) {
+        out[k] = _mm512_permutex2var_epi64(u[k], lo, u[k + 4]);
+        out[k + 4] = _mm512_permutex2var_epi64(u[k], hi, u[k + 4]);
+    }
 }
 
-/* `tile` with GP pairs and T tokens, its weight side read from a packed panel. */
-static inline __attribute__((always_inline)) void ptile(int T, int64_t nb, const q8_pair *pk, const uint8_t *x,
-                                                         size_t xs, float *y, int64_t ldy) {
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
-    __m512 acc[GP][GT];
-    _Pragma("GCC unroll 8")
-    for (int p = 0; p < GP; p++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++) acc[p][t] = _mm512_setzero_ps();
+static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    const uint8_t *row[GR];
+    for (int r = 0; r < GR; r++) row[r] = W + (size_t)r * ws;
     for (int64_t b = 0; b < nb; b++) {
         const size_t off = (size_t)b * Q8_0_BYTES;
-        __m512i xu[GT];
-        __m512 dx[GT];
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++) {
-            const uint8_t *xb = x + t * xs + off;
-            xu[t] = _mm512_xor_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb + Q8_0_QS))), bias);
-            dx[t] = _mm512_cvtph_ps(bcast_h(xb));
-        }
-        const q8_pair *q = pk + b * GP;
-        _Pragma("GCC unroll 8")
-        for (int p = 0; p < GP; p++)
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < T; t++) {
-                const __m512 pf = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(q[p].nc, xu[t], q[p].w));
-                acc[p][t] = _mm512_fmadd_ps(_mm512_mul_ps(q[p].dw, dx[t]), pf, acc[p][t]);
-            }
+        q8_grp *q = &pk[b];
+        transpose_block(row, off + Q8_0_QS, q->w);
+        for (int j = 0; j < 8; j++) q->nc[j] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, q->w[j]));
+        _Alignas(32) uint16_t h[GR];
+        for (int r = 0; r < GR; r++) h[r] = rd_u16(row[r] + off);
+        q->dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
     }
-    _Pragma("GCC unroll 8")
-    for (int p = 0; p < GP; p++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++) {
-            y[t * ldy + 2 * p] = x86_hsum_ps(_mm512_castps512_ps256(acc[p][t]));
-            y[t * ldy + 2 * p + 1] = x86_hsum_ps(_mm512_extractf32x8_ps(acc[p][t], 1));
-        }
 }
 
-/* Rows r..r+2GP-1 over every token from a panel packed once. */
-static void panel_rows(int64_t nb, const uint8_t *const *wr, const uint8_t *x, size_t xs, int64_t n_tok, float *y,
-                       int64_t ldy, q8_pair *pk) {
-    pack_panel(pk, nb, wr);
-    int64_t t = 0;
-    for (; t + GT <= n_tok; t += GT) ptile(GT, nb, pk, x + t * xs, xs, y + t * ldy, ldy);
-    switch (n_tok - t) {
-    case 3: ptile(3, nb, pk, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 2: ptile(2, nb, pk, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 1: ptile(1, nb, pk, x + t * xs, xs, y + t * ldy, ldy); break;
-    default: break;
+/* kc blocks of one group for T tokens: accumulators from zero (first) or from park, back to
+ * park, or (last) reduced into y[t · ldy + r] for the group's 16 rows. */
+static inline __attribute__((always_inline)) void gtile(int T, int64_t kc, const q8_grp *pk, const uint8_t *x,
+                                                         size_t xs, __m512 *park, bool first, bool last, float *y,
+                                                         int64_t ldy) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    __m512 acc[GT3][8];
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T; t++)
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < 8; j++) acc[t][j] = first ? _mm512_setzero_ps() : park[t * 8 + j];
+    for (int64_t b = 0; b < kc; b++) {
+        const q8_grp *q = pk + b;
+        __m512 d[GT3];
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++) d[t] = _mm512_mul_ps(q->dw, _mm512_cvtph_ps(bcast_h(x + t * xs + (size_t)b * Q8_0_BYTES)));
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < 8; j++) {
+            __m512i w = q->w[j], nc = q->nc[j];
+            __asm__("" : "+v"(w), "+v"(nc));   /* keep them in registers for the T tokens */
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < T; t++) {
+                int32_t xv;   /* the xor shares the convert's pipes, off the dpbusd/FMA ones */
+                memcpy(&xv, x + t * xs + (size_t)b * Q8_0_BYTES + Q8_0_QS + 4 * j, 4);
+                const __m512i xu = _mm512_xor_si512(_mm512_set1_epi32(xv), bias);
+                const __m512i s = _mm512_dpbusd_epi32(nc, xu, w);
+                acc[t][j] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(s), acc[t][j]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T; t++) {
+        if (!last) {
+            _Pragma("GCC unroll 8")
+            for (int j = 0; j < 8; j++) park[t * 8 + j] = acc[t][j];
+            continue;
+        }
+        const __m512 a04 = _mm512_add_ps(acc[t][0], acc[t][4]), a26 = _mm512_add_ps(acc[t][2], acc[t][6]);
+        const __m512 a15 = _mm512_add_ps(acc[t][1], acc[t][5]), a37 = _mm512_add_ps(acc[t][3], acc[t][7]);
+        _mm512_storeu_ps(y + t * ldy, _mm512_add_ps(_mm512_add_ps(a04, a26), _mm512_add_ps(a15, a37)));
+    }
+}
+
+/* Rows r..r+15 over every token from a group panel packed once. */
+static void group_rows(int64_t nb, const uint8_t *W, size_t ws, const uint8_t *x, size_t xs, int64_t n_tok, float *y,
+                       int64_t ldy, q8_grp *pk) {
+    pack_group(pk, nb, W, ws);
+    _Alignas(64) __m512 park[TC * 8];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += TC) {
+        const int64_t tc = n_tok - t0 < TC ? n_tok - t0 : TC;
+        for (int64_t k0 = 0; k0 < nb; k0 += KC) {
+            const int64_t kc = nb - k0 < KC ? nb - k0 : KC;
+            const bool first = k0 == 0, last = k0 + kc == nb;
+            for (int64_t t = 0; t < tc; t += GT3) {
+                const uint8_t *xt = x + (t0 + t) * xs + (size_t)k0 * Q8_0_BYTES;
+                float *yt = y + (t0 + t) * ldy;
+                switch (tc - t < GT3 ? tc - t : GT3) {
+                case 3:
+                    gtile(3, kc, pk + k0, xt, xs, park + t * 8, first, last, yt, ldy);
+                    break;
+                case 2:
+                    gtile(2, kc, pk + k0, xt, xs, park + t * 8, first, last, yt, ldy);
+                    break;
+                default:
+                    gtile(1, kc, pk + k0, xt, xs, park + t * 8, first, last, yt, ldy);
+                    break;
+                }
+            }
+        }
     }
 }
 
@@ -161,13 +225,14 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK8_0;
     const uint8_t *wr[2 * GP];
-    const bool packed = nb <= PMAXB && n_tok >= PMIN_TOK;
-    _Alignas(64) q8_pair pk[PMAXB * GP];   /* 192 KB, only touched when packed */
     int64_t r = 0;
+    if (nb <= PMAXB && n_tok >= PMIN_TOK) {
+        _Alignas(64) q8_grp pk[PMAXB];   /* 272 KB, only touched here */
+        for (; r + GR <= n_rows; r += GR) group_rows(nb, W + (size_t)r * ws, ws, X, xs, n_tok, y + r, ldy, pk);
+    }
     for (; r + 2 * GP <= n_rows; r += 2 * GP) {
         for (int i = 0; i < 2 * GP; i++) wr[i] = W + (size_t)(r + i) * ws;
-        if (packed) panel_rows(nb, wr, X, xs, n_tok, y + r, ldy, pk);
-        else row_tile(GP, nb, wr, X, xs, n_tok, y + r, ldy, true);
+        row_tile(GP, nb, wr, X, xs, n_tok, y + r, ldy, true);
     }
     for (; r < n_rows; r += 2) {   /* pairs left, then a lone row given twice */
         const bool two = r + 1 < n_rows;
