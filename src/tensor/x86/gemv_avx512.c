@@ -11,12 +11,17 @@
  * accumulator, and the activation side of a block (its bytes, its correction, its scale) is
  * loaded once for all of them.
  *
- * Memory: rows read side by side are interleaved streams, which the hardware prefetchers of
- * the Zen 5 machine this was measured on follow badly (two interleaved streams read at well
- * under half the speed of one). So each kernel prefetches the bytes of the rows that follow
- * in address order, PF_DIST ahead, as many bytes per step as the group consumes (never past
- * the last row). Q8_0 takes one row pair at a time (two streams: measured best; four and eight
- * rows read slower).
+ * Memory: neighbouring rows read side by side are interleaved streams that jump ahead by the
+ * group's size at every row end, which the hardware prefetchers of the Zen 5 machine this was
+ * measured on follow badly (two such streams read at well under half the speed of one).
+ *  - Q8_0 pairs row r with row r + n_rows/2: two streams that each run straight through
+ *    their half of the memory. With 2 threads on a 570 MB matrix: 64-65 GB/s against 43-45
+ *    for neighbouring pairs with software prefetch (and ~60 for the plain sequential read of
+ *    recur-bench), so no prefetch is needed.
+ *  - Q4_K, compute-bound at ~29 GB/s a core even in cache, keeps eight neighbouring rows and
+ *    prefetches the bytes of the rows that follow in address order, PF_DIST ahead, as many
+ *    bytes per step as the group consumes (never past the last row); eight streams an eighth
+ *    apart measured a little slower (38-39 against 40-42 GB/s).
  *
  * Q8_0 (dot_q8_0's order, tensor_impl.h rt_hsum8_ggml): a 512-bit register holds the same
  * block of two rows (lanes 0-7: row r, 8-15: row r+1), as gemm_avx512.c does with the roles
@@ -36,18 +41,13 @@
 /* fp16 field at p broadcast to 8 lanes (vcvtph2ps: rt_f16_to_f32's bits). */
 static inline __m256i bcast_h(const uint8_t *p) { return _mm256_set1_epi16((short)rd_u16(p)); }
 
-/* Rows w0, w1 over every block: y[0], and y[1] when `store_hi` (a lone last row is passed
- * twice). Prefetches 2 * Q8_0_BYTES per block from pf on, while below pf_end. */
-static inline void q8_pair(int64_t nb, const uint8_t *w0, const uint8_t *w1, const uint8_t *x, float *y,
-                           bool store_hi, const uint8_t *pf, const uint8_t *pf_end) {
+/* Rows w0, w1 over every block: *y0, and *y1 when y1 is not NULL (a lone last row is passed
+ * twice). */
+static inline void q8_pair(int64_t nb, const uint8_t *w0, const uint8_t *w1, const uint8_t *x, float *y0, float *y1) {
     const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++, pf += 2 * Q8_0_BYTES) {
+    for (int64_t b = 0; b < nb; b++) {
         const size_t off = (size_t)b * Q8_0_BYTES;
-        if (pf < pf_end) {   /* the 68 bytes touch at most two lines */
-            _mm_prefetch((const char *)pf, PF_HINT);
-            _mm_prefetch((const char *)(pf + 2 * Q8_0_BYTES - 1), PF_HINT);
-        }
         const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x + off + Q8_0_QS)));
         const __m512i nc = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, xv));
         const __m512 dx = _mm512_set1_ps(x86_f16(x + off));
@@ -58,19 +58,20 @@ static inline void q8_pair(int64_t nb, const uint8_t *w0, const uint8_t *w1, con
         const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(bcast_h(a0), _mm256_castsi256_si128(bcast_h(a1)), 1));
         acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), s, acc);
     }
-    y[0] = x86_hsum_ps(_mm512_castps512_ps256(acc));
-    if (store_hi) y[1] = x86_hsum_ps(_mm512_extractf32x8_ps(acc, 1));
+    *y0 = x86_hsum_ps(_mm512_castps512_ps256(acc));
+    if (y1) *y1 = x86_hsum_ps(_mm512_extractf32x8_ps(acc, 1));
 }
 
+/* Row r goes with row r + h (h = half the rows): two streams that each run straight through
+ * the memory of their half, which the hardware prefetchers follow at full speed. */
 static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    const uint8_t *W = w, *end = W + (size_t)n_rows * ws;
-    const int64_t nb = n / QK8_0;
-    int64_t r = 0;
-    for (; r + 2 <= n_rows; r += 2) {
-        const uint8_t *w0 = W + (size_t)r * ws;
-        q8_pair(nb, w0, w0 + ws, x, y + r, true, w0 + PF_DIST, end);
+    const uint8_t *W = w;
+    const int64_t nb = n / QK8_0, h = n_rows / 2;
+    for (int64_t r = 0; r < h; r++) q8_pair(nb, W + (size_t)r * ws, W + (size_t)(r + h) * ws, x, y + r, y + r + h);
+    if (n_rows % 2) {
+        const uint8_t *last = W + (size_t)(n_rows - 1) * ws;
+        q8_pair(nb, last, last, x, y + n_rows - 1, NULL);
     }
-    if (r < n_rows) q8_pair(nb, W + (size_t)r * ws, W + (size_t)r * ws, x, y + r, false, end, end);
 }
 
 /* ---- Q4_K (dot_q4_K_rp's order): eight rows per group, one float lane per row ------------
