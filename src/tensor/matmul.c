@@ -5,11 +5,12 @@
  *     weight type's vec_dot_type (rows split among threads; a row's bytes never depend on
  *     who quantizes it);
  *  2. output rows are split into shares (tp_split, MM_SHARES per thread, so a thread the OS
- *     holds back delays little); each Y element is exactly one vec_dot call, one lane of a
- *     vec_dot4 call or one element of a gemm or gemv call, which give the same bits (tensor.h
- *     invariant 2; the dot is tensor_matmul_dot's, a property of the weight). A table with a
- *     gemm for the type gets a share's whole row range (it tiles rows x tokens itself), and so
- *     does a gemv for a single token (it runs several rows side by side).
+ *     holds back delays little; one per thread for a single token, see mm_shares); each Y
+ *     element is exactly one vec_dot call, one lane of a vec_dot4 call or one element of a
+ *     gemm or gemv call, which give the same bits (tensor.h invariant 2; the dot is
+ *     tensor_matmul_dot's, a property of the weight). A table with a gemm for the type gets a
+ *     share's whole row range (it tiles rows x tokens itself), and so does a gemv for a single
+ *     token (it runs several rows side by side).
  *     Otherwise rows are walked in tiles of MM_TILE weight rows, and each tile is dotted with
  *     every token before the next, so a batch reads W from memory once.
  *
@@ -115,9 +116,13 @@ static bool mm_small(int64_t n_in, int64_t n_out, int64_t n_tok) {
     return (double)n_out * (double)n_in * (double)n_tok < MM_MIN_PARALLEL;
 }
 
-/* Row shares of one matrix: MM_SHARES per thread, never more than its tiles. */
-static int mm_shares(int64_t n_out, int nth) {
-    const long tiles = (n_out + MM_TILE - 1) / MM_TILE, want = (long)MM_SHARES * nth;
+/* Row shares of one matrix: MM_SHARES per thread, never more than its tiles. A single token
+ * (generation, memory-bound) gets one share per thread: every share start is a new stream
+ * the prefetchers must catch, and on the small matrices of a decode step those starts cost
+ * more than the balance the extra shares buy (1024 x 1024 Q4_K, 2 threads, matrices not in
+ * cache: 17.5 us a matmul with 1 share per thread, 22.8 with 4). */
+static int mm_shares(int64_t n_out, int nth, int64_t n_tok) {
+    const long tiles = (n_out + MM_TILE - 1) / MM_TILE, want = (long)(n_tok == 1 ? 1 : MM_SHARES) * nth;
     return (int)(tiles < want ? tiles : want);
 }
 
@@ -130,7 +135,7 @@ void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const
     const bool small = mm_small(n_in, n_out, n_tok);
     tp_run(n_tok > 1 && !small ? pool : NULL, mm_quantize, &j);
     /* more shares than threads: when the OS holds a thread back, the others take its rows */
-    tp_run_n(small ? NULL : pool, mm_dot, &j, mm_shares(n_out, tp_n_threads(pool)));
+    tp_run_n(small ? NULL : pool, mm_dot, &j, mm_shares(n_out, tp_n_threads(pool), n_tok));
 }
 
 /* Several matrices over one X: share s of the job is share s - first[i] of matrix i. */
@@ -157,7 +162,7 @@ void tensor_matmul_n(tp_pool *pool, const tensor_kernels *k, const tensor_mm *ma
     for (int i = 0; i < n_mats && i < TENSOR_MM_MAX; i++) {
         if (tensor_vec_dot_type(mats[i].wtype) != vt || mats[i].n_out <= 0) continue;
         mj.jobs[mj.n] = mm_job_of(k, &mats[i], n_in, X, n_tok, scratch);
-        mj.first[mj.n + 1] = mj.first[mj.n] + mm_shares(mats[i].n_out, tp_n_threads(pool));
+        mj.first[mj.n + 1] = mj.first[mj.n] + mm_shares(mats[i].n_out, tp_n_threads(pool), n_tok);
         mj.n++;
         rows += mats[i].n_out;
     }
