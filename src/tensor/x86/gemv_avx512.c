@@ -88,10 +88,6 @@ static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
 
 #define KQ_ROWS 8
 
-static inline __m512i join256(__m256i lo, __m256i hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
 /* t[j] lane r = the exact int32 sum of the 16 lanes of s[j][r], for 4 chunks x 8 rows at once:
  * each level adds two vectors' halves (128-bit blocks, then lanes) so one instruction serves
  * several sums; integer additions, so any order gives the same values. */
@@ -165,8 +161,9 @@ static inline void kq_rows(kq_group_fn g, size_t bbytes, int64_t n, const uint8_
  * activations (maddubs: u8 x s8 pairs, |sum| <= 2·15·128, exact), times the sub-block scales
  * (madd), as dot_avx512.c's k4_chunk. */
 static inline __m512i q4k_chunk(const uint8_t *qs, __m512i y, __m512i sc) {
-    const __m256i q = _mm256_loadu_si256((const __m256i *)qs);
-    const __m512i v = _mm512_and_si512(join256(q, _mm256_srli_epi16(q, 4)), _mm512_set1_epi8(0x0F));
+    /* the 32 bytes in both halves (a load, no shuffle), the upper half shifted by a nibble */
+    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qs));
+    const __m512i v = _mm512_and_si512(_mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4), _mm512_set1_epi8(0x0F));
     return _mm512_madd_epi16(_mm512_maddubs_epi16(v, y), sc);
 }
 
