@@ -5,12 +5,13 @@
  * added with one FMA scaled by the product of the two fp16 scales (exact in float), into one
  * 8-lane accumulator; the 8 lanes reduced at the end as x86_hsum_ps. Only the layout differs,
  * in two ways:
- *  - few tokens (below PMIN_TOK) or long rows: a 512-bit register holds the same block of two
- *    weight rows (rows 2p, 2p+1: lanes 0-7, 8-15), so each vector FMA steps two output
- *    elements; the activation block (signed bytes x) is broadcast to both halves as x + 128
- *    (unsigned) and dpbusd starts from -128 · Σ4 w, which gives Σ4 x·w exactly (integers);
- *    a tile of GP row pairs × GT tokens shares each weight load over GT tokens and each
- *    activation load over GP pairs;
+ *  - few tokens (below PMIN_TOK), rows too long for the panel, and the rows after the last
+ *    group of 16: a 512-bit register holds the same block of two weight rows (rows 2p,
+ *    2p+1: lanes 0-7, 8-15), so each vector FMA steps two output elements; the activation
+ *    block (signed bytes x) is broadcast to both halves as x + 128 (unsigned) and dpbusd
+ *    starts from -128 · Σ4 w, which gives Σ4 x·w exactly (integers); a tile of GP row pairs
+ *    × GT tokens shares each weight load over GT tokens and each activation load over GP
+ *    pairs;
  *  - otherwise groups of 16 rows, a lane per row (below), the weights transposed once per
  *    call into a panel on the stack.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
@@ -94,7 +95,7 @@ static inline __attribute__((always_inline)) void row_tile(int P, int64_t nb, co
  * chunks: stored and reloaded unchanged, so the sums are the same). */
 
 #define PMAXB 256      /* blocks per group panel (8192 elements) */
-#define PMIN_TOK 12    /* fewer tokens do not pay for the transposition */
+#define PMIN_TOK 24    /* fewer tokens do not pay for the transposition */
 #define GR 16          /* rows per group */
 #define GT3 3          /* tokens per group tile: 24 accumulators */
 #define KC 16          /* blocks per chunk: 17 KB of panel */
