@@ -401,10 +401,11 @@ static void check_panel_gemm_toks(const tensor_kernels *k, uint32_t wt, tensor_g
     for (const int64_t *t = toks; *t; t++) maxt = *t > maxt ? *t : maxt;
     const uint32_t vt = tensor_vec_dot_type(wt);
     const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(vt, n) + 3;
-    float *f = xalloc((size_t)n * MAXR * 4), *y = xalloc(maxt * LDY * 4);
+    const int64_t nf = maxt > MAXR ? maxt : MAXR;   /* float rows: the weights', then the tokens' */
+    float *f = xalloc((size_t)n * nf * 4), *y = xalloc(maxt * LDY * 4);
     uint8_t *wbuf = xalloc(wb * MAXR + 1), *x = xalloc(maxt * xb);
     uint8_t *w = wbuf + 1;   /* rows at odd addresses */
-    fill_rough(r, f, n * MAXR);
+    fill_rough(r, f, n * nf);
     tensor_kernels_scalar()->from_float[wt](f, w, n * MAXR);
     for (int j = 0; j < maxt; j++) k->from_float[vt](f + j * n, x + j * xb, n);
     for (int a = 0; a < nrows; a++)
