@@ -83,6 +83,15 @@ static void mm_dot(void *arg, int ith, int nth) {
         gemv(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->Y + lo);
         return;
     }
+    if (j->n_tok == 1) {   /* rows r and r + h in turn: two streams, each straight through its half */
+        const long h = (hi - lo) / 2;
+        for (long r = lo; r < lo + h; r++) {
+            j->Y[r] = dot(j->n_in, j->W + (size_t)r * j->w_stride, j->Xq);
+            j->Y[r + h] = dot(j->n_in, j->W + (size_t)(r + h) * j->w_stride, j->Xq);
+        }
+        if ((hi - lo) % 2) j->Y[hi - 1] = dot(j->n_in, j->W + (size_t)(hi - 1) * j->w_stride, j->Xq);
+        return;
+    }
     const tensor_vec_dot4_fn dot4 = plain ? j->k->vec_dot4[j->wtype] : NULL;
     for (long r0 = lo; r0 < hi; r0 += MM_TILE) {
         const long r1 = r0 + MM_TILE < hi ? r0 + MM_TILE : hi;
