@@ -2,7 +2,10 @@
  *  - read bandwidth: each thread streams over its share of a buffer far larger than the caches
  *    (1 GiB by default), summing 64-bit lanes with 4 independent accumulators; a pass is timed
  *    from a barrier before the first load to a barrier after the last thread finished; best of
- *    BW_PASSES passes (after one untimed pass that also faults the pages in).
+ *    BW_PASSES passes (after one untimed pass that also faults the pages in). Passes alternate
+ *    between one stream per thread and two (the two halves of its share side by side), since
+ *    the matmuls read two streams per thread and on the Zen 5 machine this was written on two
+ *    streams read faster than one: the roofline is the faster of the two.
  *  - FMA peak: each thread runs independent fp32 FMA chains that live in registers (16 chains of
  *    16 lanes on AVX-512, 12 of 8 on AVX2: more chains than FMA latency x ports, so the ports
  *    are the limit); 2 FLOPs per lane per FMA; best of FMA_PASSES.
@@ -20,7 +23,7 @@
 
 #include "bench.h"
 
-#define BW_PASSES 5
+#define BW_PASSES 6   /* odd passes: one stream per thread, even: two */
 #define FMA_PASSES 3
 #define FMA_ITERS 20000000L   /* per thread and pass: ~0.1 s at 3 GHz */
 
@@ -38,6 +41,20 @@ __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p,
     return (uint64_t)_mm512_reduce_add_epi64(a0);
 }
 
+/* The two halves of p[0..n) side by side (n a multiple of 256). */
+__attribute__((target("avx512f"))) static uint64_t read2_avx512(const uint8_t *p, size_t n) {
+    const uint8_t *q = p + n / 2;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 128 <= n / 2; i += 128) {
+        a0 = _mm512_add_epi64(a0, _mm512_load_si512((const void *)(p + i)));
+        a1 = _mm512_add_epi64(a1, _mm512_load_si512((const void *)(p + i + 64)));
+        a2 = _mm512_add_epi64(a2, _mm512_load_si512((const void *)(q + i)));
+        a3 = _mm512_add_epi64(a3, _mm512_load_si512((const void *)(q + i + 64)));
+    }
+    a0 = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
+    return (uint64_t)_mm512_reduce_add_epi64(a0);
+}
+
 __attribute__((target("avx2"))) static uint64_t read_avx2(const uint8_t *p, size_t n) {
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
     for (size_t i = 0; i + 128 <= n; i += 128) {
@@ -45,6 +62,21 @@ __attribute__((target("avx2"))) static uint64_t read_avx2(const uint8_t *p, size
         a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(p + i + 32)));
         a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(p + i + 64)));
         a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(p + i + 96)));
+    }
+    a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+    uint64_t l[4];
+    _mm256_storeu_si256((__m256i *)l, a0);
+    return l[0] + l[1] + l[2] + l[3];
+}
+
+__attribute__((target("avx2"))) static uint64_t read2_avx2(const uint8_t *p, size_t n) {
+    const uint8_t *q = p + n / 2;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 64 <= n / 2; i += 64) {
+        a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(p + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(p + i + 32)));
+        a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(q + i)));
+        a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(q + i + 32)));
     }
     a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
     uint64_t l[4];
@@ -157,11 +189,12 @@ typedef struct hw_thread {
     int        ith;
 } hw_thread;
 
-static void hw_read_slice(hw_shared *s, int ith) {
+static void hw_read_slice(hw_shared *s, int ith, bool two) {
     const size_t per = s->bytes / (size_t)s->n_threads / 256 * 256;
     const uint8_t *p = s->buf + per * (size_t)ith;
-    const uint64_t v = s->isa == HW_AVX512 ? read_avx512(p, per) : s->isa == HW_AVX2 ? read_avx2(p, per)
-                                                                                     : read_scalar(p, per);
+    const uint64_t v = s->isa == HW_AVX512 ? (two ? read2_avx512(p, per) : read_avx512(p, per))
+                       : s->isa == HW_AVX2 ? (two ? read2_avx2(p, per) : read_avx2(p, per))
+                                           : read_scalar(p, per);
     if (v == 42) s->sink = v;
 }
 
@@ -173,7 +206,7 @@ static void *hw_worker(void *arg) {
     for (int pass = 0; pass <= BW_PASSES; pass++) {           /* pass 0 is untimed */
         pthread_barrier_wait(&s->bar);
         const uint64_t t0 = bench_now_ns();
-        hw_read_slice(s, t->ith);
+        hw_read_slice(s, t->ith, pass % 2 == 0);
         pthread_barrier_wait(&s->bar);
         const double dt = (double)(bench_now_ns() - t0) * 1e-9;
         if (t->ith == 0 && pass > 0 && (s->best_read_s == 0 || dt < s->best_read_s)) s->best_read_s = dt;
