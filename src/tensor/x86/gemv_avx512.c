@@ -14,17 +14,17 @@
  * Memory: neighbouring rows read side by side are interleaved streams that jump ahead by the
  * group's size at every row end, which the hardware prefetchers of the Zen 5 machine this was
  * measured on follow badly (two such streams read at well under half the speed of one).
- *  - Q8_0 pairs row r with row r + n_rows/2: two streams that each run straight through
- *    their half of the memory. With 2 threads on a 570 MB matrix: 64-65 GB/s against 43-45
- *    for neighbouring pairs with software prefetch (and ~60 for the plain sequential read of
- *    recur-bench), so no prefetch is needed.
+ *  - Q8_0 takes rows r, r + n/4, r + n/2, r + 3n/4 together: four streams that each run
+ *    straight through their quarter of the memory. With 2 threads on a 570 MB matrix: 66-71
+ *    GB/s, against 59-64 for two such streams (r, r + n/2) and 43-45 for neighbouring pairs
+ *    with software prefetch, so no prefetch is needed.
  *  - Q4_K, compute-bound at ~29 GB/s a core even in cache, keeps eight neighbouring rows and
  *    prefetches the bytes of the rows that follow in address order, PF_DIST ahead, as many
  *    bytes per step as the group consumes (never past the last row); eight streams an eighth
  *    apart measured a little slower (38-39 against 40-42 GB/s).
  *
  * Q8_0 (dot_q8_0's order, tensor_impl.h rt_hsum8_ggml): a 512-bit register holds the same
- * block of two rows (lanes 0-7: row r, 8-15: row r+1), as gemm_avx512.c does with the roles
+ * block of two rows (lanes 0-7: one, 8-15: the other), as gemm_avx512.c's pair tiles do with the roles
  * of weights and activations swapped: the weight bytes become unsigned by w ^ 0x80 = w + 128,
  * and dpbusd starts from −128 · Σ4 x (computed once per block for all rows), which gives
  * Σ4 x·w exactly (integers, |sum| < 2^17). Lane l of a row then takes, block by block in
@@ -41,36 +41,46 @@
 /* fp16 field at p broadcast to 8 lanes (vcvtph2ps: rt_f16_to_f32's bits). */
 static inline __m256i bcast_h(const uint8_t *p) { return _mm256_set1_epi16((short)rd_u16(p)); }
 
-/* Rows w0, w1 over every block: *y0, and *y1 when y1 is not NULL (a lone last row is passed
- * twice). */
-static inline void q8_pair(int64_t nb, const uint8_t *w0, const uint8_t *w1, const uint8_t *x, float *y0, float *y1) {
+/* Rows r, r + q, r + 2q, r + 3q (q = n_rows / 4) side by side, as two pairs sharing the
+ * activation side: four streams that each run straight through a quarter of the memory, which
+ * the hardware prefetchers follow at full speed. *y0, and y1..y3 where not NULL (a row given
+ * four times is computed four times and stored once). */
+static inline void q8_quad(int64_t nb, const uint8_t *w0, const uint8_t *w1, const uint8_t *w2, const uint8_t *w3,
+                           const uint8_t *x, float *y0, float *y1, float *y2, float *y3) {
     const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
     for (int64_t b = 0; b < nb; b++) {
         const size_t off = (size_t)b * Q8_0_BYTES;
         const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x + off + Q8_0_QS)));
         const __m512i nc = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, xv));
         const __m512 dx = _mm512_set1_ps(x86_f16(x + off));
-        const uint8_t *a0 = w0 + off, *a1 = w1 + off;
-        const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a0 + Q8_0_QS))),
-                                             _mm256_loadu_si256((const __m256i *)(a1 + Q8_0_QS)), 1);
-        const __m512 s = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, _mm512_xor_si512(w, bias), xv));
-        const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(bcast_h(a0), _mm256_castsi256_si128(bcast_h(a1)), 1));
-        acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), s, acc);
+        const uint8_t *a0 = w0 + off, *a1 = w1 + off, *a2 = w2 + off, *a3 = w3 + off;
+        const __m512i wa = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a0 + Q8_0_QS))),
+                                              _mm256_loadu_si256((const __m256i *)(a1 + Q8_0_QS)), 1);
+        const __m512i wb = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a2 + Q8_0_QS))),
+                                              _mm256_loadu_si256((const __m256i *)(a3 + Q8_0_QS)), 1);
+        const __m512 sa = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, _mm512_xor_si512(wa, bias), xv));
+        const __m512 sb = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, _mm512_xor_si512(wb, bias), xv));
+        const __m512 da = _mm512_cvtph_ps(_mm256_inserti128_si256(bcast_h(a0), _mm256_castsi256_si128(bcast_h(a1)), 1));
+        const __m512 db = _mm512_cvtph_ps(_mm256_inserti128_si256(bcast_h(a2), _mm256_castsi256_si128(bcast_h(a3)), 1));
+        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(da, dx), sa, acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_mul_ps(db, dx), sb, acc1);
     }
-    *y0 = x86_hsum_ps(_mm512_castps512_ps256(acc));
-    if (y1) *y1 = x86_hsum_ps(_mm512_extractf32x8_ps(acc, 1));
+    *y0 = x86_hsum_ps(_mm512_castps512_ps256(acc0));
+    if (y1) *y1 = x86_hsum_ps(_mm512_extractf32x8_ps(acc0, 1));
+    if (y2) *y2 = x86_hsum_ps(_mm512_castps512_ps256(acc1));
+    if (y3) *y3 = x86_hsum_ps(_mm512_extractf32x8_ps(acc1, 1));
 }
 
-/* Row r goes with row r + h (h = half the rows): two streams that each run straight through
- * the memory of their half, which the hardware prefetchers follow at full speed. */
 static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
     const uint8_t *W = w;
-    const int64_t nb = n / QK8_0, h = n_rows / 2;
-    for (int64_t r = 0; r < h; r++) q8_pair(nb, W + (size_t)r * ws, W + (size_t)(r + h) * ws, x, y + r, y + r + h);
-    if (n_rows % 2) {
-        const uint8_t *last = W + (size_t)(n_rows - 1) * ws;
-        q8_pair(nb, last, last, x, y + n_rows - 1, NULL);
+    const int64_t nb = n / QK8_0, q = n_rows / 4;
+    for (int64_t r = 0; r < q; r++)
+        q8_quad(nb, W + (size_t)r * ws, W + (size_t)(r + q) * ws, W + (size_t)(r + 2 * q) * ws, W + (size_t)(r + 3 * q) * ws,
+                x, y + r, y + r + q, y + r + 2 * q, y + r + 3 * q);
+    for (int64_t r = 4 * q; r < n_rows; r++) {   /* the 0-3 rows left, one at a time */
+        const uint8_t *row = W + (size_t)r * ws;
+        q8_quad(nb, row, row, row, row, x, y + r, NULL, NULL, NULL);
     }
 }
 
