@@ -4,8 +4,9 @@
  *    from a barrier before the first load to a barrier after the last thread finished; best of
  *    BW_PASSES passes (after one untimed pass that also faults the pages in). Passes alternate
  *    between one stream per thread and two (the two halves of its share side by side), since
- *    the matmuls read two streams per thread and on the Zen 5 machine this was written on two
- *    streams read faster than one: the roofline is the faster of the two.
+ *    the single-token matmuls read several straight streams per thread and on the Zen 5
+ *    machine this was written on two streams read faster than one: the roofline is the faster
+ *    of the two.
  *  - FMA peak: each thread runs independent fp32 FMA chains that live in registers (16 chains of
  *    16 lanes on AVX-512, 12 of 8 on AVX2: more chains than FMA latency x ports, so the ports
  *    are the limit); 2 FLOPs per lane per FMA; best of FMA_PASSES.
