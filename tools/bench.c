@@ -182,11 +182,17 @@ static int bench_setting_tests(recur_model *m, const bench_opts *o, const bench_
         const time_t now = time(NULL);
         strftime(r.test_time, sizeof r.test_time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
         char err[256];
+        /* a tg test's roofline: the bandwidth right around it (a shared machine's moves by 2x
+         * within a run), the mean of a measurement before and one after */
+        const bool near = r.hw && r.n_gen > 0 && r.n_prompt == 0 && r.n_depth == 0;
+        const double bw0 = near ? bench_read_bw(r.n_threads, (size_t)o->bw_mib << 20) : 0;
         if (bench_run_test(m, o, &r, err, sizeof err)) {
             fprintf(stderr, "recur-bench: %s: %s\n", r.bm->filename, err);
             fails++;
             continue;
         }
+        const double bw1 = near ? bench_read_bw(r.n_threads, (size_t)o->bw_mib << 20) : 0;
+        if (bw0 > 0 && bw1 > 0) r.near_read_gbs = (bw0 + bw1) / 2;
         bench_out_test(out, &r);
     }
     return fails;

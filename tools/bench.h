@@ -72,6 +72,8 @@ typedef struct bench_result {
     uint64_t          *samples_ns;  /* [n_samples] */
     char               test_time[32];
     uint64_t           rss, rss_peak;   /* VmRSS / VmHWM after the test */
+    double             near_read_gbs;   /* tg tests: the read bandwidth measured right before and
+                                         * right after the runs, their mean (0: not measured) */
 } bench_result;
 
 /* ---- bench_run.c ---- */
@@ -90,6 +92,8 @@ uint64_t bench_now_ns(void);
 /* Measures bandwidth (a bw_bytes buffer) and FMA peak on n_threads threads, in a child process
  * so that the buffer never counts in this process's peak RSS. */
 void bench_hw_measure(int n_threads, size_t bw_bytes, bench_hw *out);
+/* The read bandwidth alone, measured as bench_hw_measure does (GB/s; 0 when it failed). */
+double bench_read_bw(int n_threads, size_t bw_bytes);
 /* VmRSS / VmHWM of this process in bytes (0 when /proc is unreadable). */
 uint64_t bench_rss(void);
 uint64_t bench_rss_peak(void);

@@ -13,7 +13,9 @@
  *  - int8 dot peak (AVX512-VNNI only): the same with 16 vpdpbusd chains, 2 ops per byte product:
  *    what the quantized dots (Q8_0, K-quants) are built on, so their pp is held against it.
  * All run in a forked child, so the buffer never counts in the benchmark's peak RSS; the ISA
- * kernels are compiled per function (target attributes) and chosen with the CPU's flags. */
+ * kernels are compiled per function (target attributes) and chosen with the CPU's flags.
+ * bench_read_bw measures the bandwidth alone, the same way (next to each tg test: a shared
+ * machine's bandwidth moves during a run). */
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -183,6 +185,7 @@ typedef struct hw_shared {
     volatile uint64_t sink;           /* keeps the results alive */
     double            best_read_s, best_fma_s, best_dp_s;
     bool              vnni;           /* measure the int8 dot peak too */
+    bool              bw_only;        /* the read passes alone */
 } hw_shared;
 
 typedef struct hw_thread {
@@ -212,7 +215,7 @@ static void *hw_worker(void *arg) {
         const double dt = (double)(bench_now_ns() - t0) * 1e-9;
         if (t->ith == 0 && pass > 0 && (s->best_read_s == 0 || dt < s->best_read_s)) s->best_read_s = dt;
     }
-    for (int pass = 0; pass < FMA_PASSES; pass++) {
+    for (int pass = 0; !s->bw_only && pass < FMA_PASSES; pass++) {
         pthread_barrier_wait(&s->bar);
         const uint64_t t0 = bench_now_ns();
         const float v = s->isa == HW_AVX512 ? fma_avx512(s->fma_iters) : s->isa == HW_AVX2 ? fma_avx2(s->fma_iters)
@@ -222,7 +225,7 @@ static void *hw_worker(void *arg) {
         if (v == 42.0f) s->sink = 1;
         if (t->ith == 0 && (s->best_fma_s == 0 || dt < s->best_fma_s)) s->best_fma_s = dt;
     }
-    for (int pass = 0; s->vnni && pass < FMA_PASSES; pass++) {
+    for (int pass = 0; s->vnni && !s->bw_only && pass < FMA_PASSES; pass++) {
         pthread_barrier_wait(&s->bar);
         const uint64_t t0 = bench_now_ns();
         const int32_t v = dp_avx512(s->fma_iters);
@@ -234,9 +237,10 @@ static void *hw_worker(void *arg) {
     return NULL;
 }
 
-/* Runs in the child: fills out, returns 0 on success. */
-static int hw_measure_here(int n_threads, size_t bw_bytes, bench_hw *out) {
-    hw_shared s = { .isa = hw_detect(), .n_threads = n_threads, .bytes = bw_bytes, .fma_iters = FMA_ITERS };
+/* Runs in the child: fills out (the bandwidth alone when bw_only), returns 0 on success. */
+static int hw_measure_here(int n_threads, size_t bw_bytes, bool bw_only, bench_hw *out) {
+    hw_shared s = { .isa = hw_detect(), .n_threads = n_threads, .bytes = bw_bytes, .fma_iters = FMA_ITERS,
+                    .bw_only = bw_only };
     s.vnni = s.isa == HW_AVX512 && __builtin_cpu_supports("avx512vnni");
     hw_thread th[BENCH_MAX_LIST * 8];
     pthread_t tid[BENCH_MAX_LIST * 8];
@@ -251,9 +255,10 @@ static int hw_measure_here(int n_threads, size_t bw_bytes, bench_hw *out) {
     for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
     free(s.buf);
     pthread_barrier_destroy(&s.bar);
-    if (started < n_threads || s.best_read_s <= 0 || s.best_fma_s <= 0) return 1;
+    if (started < n_threads || s.best_read_s <= 0 || (!bw_only && s.best_fma_s <= 0)) return 1;
     const size_t per = bw_bytes / (size_t)n_threads / 256 * 256;
     out->read_gbs = (double)(per * (size_t)n_threads) / s.best_read_s * 1e-9;
+    if (bw_only) return 0;
     out->fma_gflops = fma_flops(s.isa, s.fma_iters) * n_threads / s.best_fma_s * 1e-9;
     snprintf(out->fma_isa, sizeof out->fma_isa, "%s", s.isa == HW_AVX512 ? "avx512" : s.isa == HW_AVX2 ? "avx2" : "scalar");
     /* 16 chains x 64 byte products x 2 ops per iteration */
@@ -261,7 +266,7 @@ static int hw_measure_here(int n_threads, size_t bw_bytes, bench_hw *out) {
     return 0;
 }
 
-void bench_hw_measure(int n_threads, size_t bw_bytes, bench_hw *out) {
+static void hw_measure_child(int n_threads, size_t bw_bytes, bool bw_only, bench_hw *out) {
     *out = (bench_hw){ .n_threads = n_threads, .bw_bytes = bw_bytes };
     int fd[2];
     if (pipe(fd)) return;
@@ -275,7 +280,7 @@ void bench_hw_measure(int n_threads, size_t bw_bytes, bench_hw *out) {
     if (pid == 0) {
         close(fd[0]);
         bench_hw r = *out;
-        const int rc = hw_measure_here(n_threads, bw_bytes, &r);
+        const int rc = hw_measure_here(n_threads, bw_bytes, bw_only, &r);
         if (rc == 0 && write(fd[1], &r, sizeof r) != (ssize_t)sizeof r) _exit(1);
         _exit(rc);
     }
@@ -289,6 +294,16 @@ void bench_hw_measure(int n_threads, size_t bw_bytes, bench_hw *out) {
         *out = r;
         out->ok = true;
     }
+}
+
+void bench_hw_measure(int n_threads, size_t bw_bytes, bench_hw *out) {
+    hw_measure_child(n_threads, bw_bytes, false, out);
+}
+
+double bench_read_bw(int n_threads, size_t bw_bytes) {
+    bench_hw r;
+    hw_measure_child(n_threads, bw_bytes, true, &r);
+    return r.ok ? r.read_gbs : 0;
 }
 
 /* ---- process and CPU facts ---------------------------------------------------------------- */

@@ -74,9 +74,15 @@ double bench_flops_per_token(const bench_result *r) {
     return 2 * macs;
 }
 
-double bench_bw_efficiency(const bench_result *r) {
+/* The read bandwidth a tg test is held against: the one measured around it, else the
+ * machine's at the start (GB/s; NaN when neither was measured). */
+static double tg_read_gbs(const bench_result *r) {
     if (!r->hw || !r->hw->ok) return NAN;
-    return bench_avg_ts(r) * bench_bytes_per_token(r) / (r->hw->read_gbs * 1e9);
+    return r->near_read_gbs > 0 ? r->near_read_gbs : r->hw->read_gbs;
+}
+
+double bench_bw_efficiency(const bench_result *r) {
+    return bench_avg_ts(r) * bench_bytes_per_token(r) / (tg_read_gbs(r) * 1e9);
 }
 
 double bench_fma_efficiency(const bench_result *r) {
@@ -126,6 +132,7 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
     D("avg_ts", bench_avg_ts(r));
     D("stddev_ts", bench_stddev_ts(r));
     D("read_bw_gbs", hw ? r->hw->read_gbs : NAN);
+    D("read_bw_near_gbs", hw && r->near_read_gbs > 0 ? r->near_read_gbs : NAN);
     D("fma_peak_gflops", hw ? r->hw->fma_gflops : NAN);
     S("fma_isa", hw ? r->hw->fma_isa : "");
     D("bytes_per_token", bench_bytes_per_token(r));
@@ -249,10 +256,10 @@ static void md_efficiency(const bench_out *out) {
         else
             printf("machine, %d threads: not measured (the measurement failed)\n", hw->n_threads);
     }
-    printf("\n| %-30s | %7s | %15s | %10s | %14s | %16s | %11s | %22s |\n", "model", "threads", "test", "t/s",
-           "per token", "achieved", "limit t/s", "efficiency");
+    printf("\n| %-30s | %7s | %15s | %10s | %14s | %16s | %12s | %11s | %22s |\n", "model", "threads", "test", "t/s",
+           "per token", "achieved", "read bw", "limit t/s", "efficiency");
     printf("| ------------------------------ | ------: | --------------: | ---------: | -------------: |"
-           " ---------------: | ----------: | ---------------------: |\n");
+           " ---------------: | -----------: | ----------: | ---------------------: |\n");
     for (int i = 0; i < out->n; i++) {
         const bench_result *r = &out->r[i];
         const double ts = out->avg_ts[i], bpt = bench_bytes_per_token(r), fpt = bench_flops_per_token(r);
@@ -260,8 +267,9 @@ static void md_efficiency(const bench_out *out) {
         const bool tg = !isnan(bpt);
         /* the limit: t/s at the measured bandwidth (tg) or at the peak the weights run at (pp) */
         bool int8 = false;
-        const double limit = !(r->hw && r->hw->ok) ? NAN : tg ? r->hw->read_gbs * 1e9 / bpt : bench_pp_peak(r, &int8) * 1e9 / fpt;
-        char test[48], per[32], got[32], lim[32] = "-", eff[48] = "-";
+        const double limit = !(r->hw && r->hw->ok) ? NAN : tg ? tg_read_gbs(r) * 1e9 / bpt : bench_pp_peak(r, &int8) * 1e9 / fpt;
+        char test[48], per[32], got[32], bw[32] = "-", lim[32] = "-", eff[48] = "-";
+        if (tg && !isnan(limit)) snprintf(bw, sizeof bw, "%.2f GB/s", tg_read_gbs(r));
         if (tg) {
             snprintf(per, sizeof per, "%.1f MB", bpt / 1e6);
             snprintf(got, sizeof got, "%.2f GB/s", ts * bpt / 1e9);
@@ -274,11 +282,13 @@ static void md_efficiency(const bench_out *out) {
             snprintf(eff, sizeof eff, "%.1f %% of %s", 100 * ts / limit, tg ? "read bw" : int8 ? "int8 peak" : "FMA peak");
         }
         test_name(r, test, sizeof test);
-        printf("| %-30s | %7d | %15s | %10.2f | %14s | %16s | %11s | %22s |\n", r->bm->type, r->n_threads, test, ts, per,
-               got, lim, eff);
+        printf("| %-30s | %7d | %15s | %10.2f | %14s | %16s | %12s | %11s | %22s |\n", r->bm->type, r->n_threads, test, ts,
+               per, got, bw, lim, eff);
     }
     printf("\ntg: bytes per token = weight bytes one token reads (every weight once; MoE: only the used experts' share;"
-           " token embedding: one row; KV cache and recurrent state not counted).\n"
+           " token embedding: one row; KV cache and recurrent state not counted). read bw = the read bandwidth"
+           " measured right before and right after the test (their mean; the machine line's figure where it was not"
+           " measured): a shared machine's bandwidth moves during a run.\n"
            "pp: FLOPs per token = 2 x MACs: every weight element but the lm head, attention Q.K and P.V over the"
            " causal prefix, 3 per recurrent-state float; the lm head once per -b call. Quantized weights (under 1.5 bytes"
            " per element) are held against the int8 dot peak where the CPU has VNNI, others against the fp32 FMA peak.\n"

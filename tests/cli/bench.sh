@@ -33,8 +33,9 @@ grep -qE '^\| qwen3 [^|]*Q8_0 +\| +2\.27 MiB \| +2\.23 M \| CPU +\| +2 \| +pp16 
 grep -qE '^\| qwen3 [^|]*Q8_0 +\| +2\.27 MiB \| +2\.23 M \| CPU +\| +2 \| +tg4 \| +[0-9]+\.[0-9]{2} ± 0\.00 \|$' "$tmp/md.txt" ||
     fail "md tg4 row"
 grep -qE '^machine, 2 threads: read [0-9.]+ GB/s .*FMA peak [0-9.]+ GFLOP/s .*, int8 dot peak [0-9.]+ GOP/s' "$tmp/md.txt" || fail "md machine line"
-grep -qE '\| +tg4 \|.* MB \|.* GB/s \| +[0-9.]+ \| +[0-9.]+ % of read bw \|$' "$tmp/md.txt" || fail "md tg efficiency row"
-grep -qE '\| +pp16 \|.* GFLOP \|.* GFLOP/s \| +[0-9.]+ \| +[0-9.]+ % of (FMA|int8) peak \|$' "$tmp/md.txt" || fail "md pp efficiency row"
+grep -qE '\| +tg4 \|.* MB \| +[0-9.]+ GB/s \| +[0-9.]+ GB/s \| +[0-9.]+ \| +[0-9.]+ % of read bw \|$' "$tmp/md.txt" ||
+    fail "md tg efficiency row"
+grep -qE '\| +pp16 \|.* GFLOP \|.* GFLOP/s \| +- \| +[0-9.]+ \| +[0-9.]+ % of (FMA|int8) peak \|$' "$tmp/md.txt" || fail "md pp efficiency row"
 grep -qE '^\| qwen3 .*\| +[0-9.]+ MiB \| +[0-9.]+ MiB \| +[0-9.]+ MiB \|$' "$tmp/md.txt" || fail "md memory row"
 
 # ---- json: llama-bench's fields, recur's, the values of the file ----
@@ -47,7 +48,7 @@ assert isinstance(rows, list) and len(rows) == 4, f"{len(rows)} rows, want 4"
 llama_fields = ["model_filename", "model_type", "model_size", "model_n_params", "n_batch", "n_ubatch",
                 "n_threads", "n_prompt", "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
                 "samples_ns", "samples_ts"]
-ours = ["read_bw_gbs", "fma_peak_gflops", "bytes_per_token", "flops_per_token", "bw_efficiency",
+ours = ["read_bw_gbs", "read_bw_near_gbs", "fma_peak_gflops", "bytes_per_token", "flops_per_token", "bw_efficiency",
         "fma_efficiency", "int8_peak_gops", "pp_efficiency", "rss_load_bytes", "rss_bytes", "rss_peak_bytes"]
 for r in rows:
     missing = [f for f in llama_fields + ours if f not in r]
@@ -72,7 +73,9 @@ for m in (qwen3, moe):
     got = pp["avg_ts"] * pp["flops_per_token"] / 1e9
     peaks = [pp["fma_peak_gflops"]] + ([pp["int8_peak_gops"]] if pp["int8_peak_gops"] > 0 else [])
     assert any(abs(pp["pp_efficiency"] - got / p) < 1e-3 * pp["pp_efficiency"] for p in peaks), pp["pp_efficiency"]
-    assert abs(tg["bw_efficiency"] - tg["avg_ts"] * tg["bytes_per_token"] / (tg["read_bw_gbs"] * 1e9)) < 1e-3 * tg["bw_efficiency"]
+    # tg against the bandwidth measured right around it; pp has none
+    assert tg["read_bw_near_gbs"] > 0 and pp["read_bw_near_gbs"] is None
+    assert abs(tg["bw_efficiency"] - tg["avg_ts"] * tg["bytes_per_token"] / (tg["read_bw_near_gbs"] * 1e9)) < 1e-3 * tg["bw_efficiency"]
 # dense with a tied lm head: one token reads every weight; MoE: only the used experts
 assert by[(qwen3, 0, 4)]["bytes_per_token"] == by[(qwen3, 0, 4)]["model_size"]
 assert by[(moe, 0, 4)]["bytes_per_token"] < 0.8 * by[(moe, 0, 4)]["model_size"], by[(moe, 0, 4)]["bytes_per_token"]
@@ -80,7 +83,7 @@ PY
 
 # ---- jsonl and csv ----
 "$bin" -m "$qwen3" "${small[@]}" --bw-mib 0 -o jsonl >"$tmp/out.jsonl" || fail "jsonl run"
-python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; assert len(rows)==2 and rows[0]["read_bw_gbs"] is None' \
+python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; assert len(rows)==2 and rows[0]["read_bw_gbs"] is None and rows[1]["read_bw_near_gbs"] is None' \
     "$tmp/out.jsonl" || fail "jsonl content"
 "$bin" -m "$qwen3" "${small[@]}" -o csv >"$tmp/out.csv" || fail "csv run"
 python3 -c 'import csv,sys; rows=list(csv.DictReader(open(sys.argv[1]))); assert len(rows)==2 and rows[1]["n_gen"]=="4" and float(rows[0]["avg_ts"])>0' \

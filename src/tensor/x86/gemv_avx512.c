@@ -18,10 +18,7 @@
  *    straight through their quarter of the memory. With 2 threads on a 570 MB matrix: 66-71
  *    GB/s, against 59-64 for two such streams (r, r + n/2) and 43-45 for neighbouring pairs
  *    with software prefetch, so no prefetch is needed.
- *  - Q4_K, compute-bound at ~29 GB/s a core even in cache, keeps eight neighbouring rows and
- *    prefetches the bytes of the rows that follow in address order, PF_DIST ahead, as many
- *    bytes per step as the group consumes (never past the last row); eight streams an eighth
- *    apart measured a little slower (38-39 against 40-42 GB/s).
+ *  - Q4_K and Q6_K take rows r + k·n/8 (k = 0..7) together: eight straight streams (kq_rows).
  *
  * Q8_0 (dot_q8_0's order, tensor_impl.h rt_hsum8_ggml): a 512-bit register holds the same
  * block of two rows (lanes 0-7: one, 8-15: the other), as gemm_avx512.c's pair tiles do with the roles
@@ -35,8 +32,6 @@
  * the same exact sums for every activation the quantizer produces (|x| <= 127). */
 #include "tensor/x86/simd_x86.h"
 
-#define PF_DIST 8192   /* bytes of software prefetch ahead of the rows being read */
-#define PF_HINT _MM_HINT_T0
 
 /* fp16 field at p broadcast to 8 lanes (vcvtph2ps: rt_f16_to_f32's bits). */
 static inline __m256i bcast_h(const uint8_t *p) { return _mm256_set1_epi16((short)rd_u16(p)); }
@@ -92,150 +87,257 @@ static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
  * integer additions gives the same value) and gathered into the eight lanes of a vector, and
  * each chain step is one vector FMA whose lane r performs row r's scalar step: the same
  * operation on the same operands, hence the same bits. The scale products (fp16 scale times
- * the activation's float scale) are one IEEE multiply per lane, as in the scalar code.
- * (Q6_K was tried the same way, with rt_dot_q6_K_avx512's integer part: slower than the
- * row-by-row dot from memory on this machine, so the table keeps the dot.) */
+ * the activation's float scale) are one IEEE multiply per lane, as in the scalar code. */
 
 #define KQ_ROWS 8
 
-/* t[j] lane r = the exact int32 sum of the 16 lanes of s[j][r], for 4 chunks x 8 rows at once:
- * each level adds two vectors' halves (128-bit blocks, then lanes) so one instruction serves
- * several sums; integer additions, so any order gives the same values. */
-static inline void hsum_4x8x16(const __m512i s[4][KQ_ROWS], __m256i t[4]) {
-    __m512i a[4][4], b[4][2], c[4], e[2];
-    _Pragma("GCC unroll 4")
-    for (int j = 0; j < 4; j++)
-        _Pragma("GCC unroll 4")
-        for (int m = 0; m < 4; m++)   /* blocks 0-1: row 2m (8 lanes), 2-3: row 2m+1 */
-            a[j][m] = _mm512_add_epi32(_mm512_shuffle_i32x4(s[j][2 * m], s[j][2 * m + 1], 0x44),
-                                       _mm512_shuffle_i32x4(s[j][2 * m], s[j][2 * m + 1], 0xEE));
-    _Pragma("GCC unroll 4")
-    for (int j = 0; j < 4; j++)
-        _Pragma("GCC unroll 2")
-        for (int h = 0; h < 2; h++)   /* block k: row 4h + k (4 lanes) */
-            b[j][h] = _mm512_add_epi32(_mm512_shuffle_i32x4(a[j][2 * h], a[j][2 * h + 1], 0x88),
-                                       _mm512_shuffle_i32x4(a[j][2 * h], a[j][2 * h + 1], 0xDD));
-    _Pragma("GCC unroll 4")
-    for (int j = 0; j < 4; j++)   /* block k: rows k, k+4, k, k+4 (2 lanes each, interleaved) */
-        c[j] = _mm512_add_epi32(_mm512_unpacklo_epi32(b[j][0], b[j][1]), _mm512_unpackhi_epi32(b[j][0], b[j][1]));
-    _Pragma("GCC unroll 2")
-    for (int h = 0; h < 2; h++)   /* block k: row k and k+4 of chunk 2h, then of chunk 2h+1 */
-        e[h] = _mm512_add_epi32(_mm512_unpacklo_epi64(c[2 * h], c[2 * h + 1]),
-                                _mm512_unpackhi_epi64(c[2 * h], c[2 * h + 1]));
-    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+/* One group: lane k of the result is row wr[k]'s dot (nb blocks against x). */
+typedef __m256 (*kq_group_fn)(int64_t nb, const uint8_t *const *wr, const uint8_t *x);
+
+/* Rows r + k·q (k = 0..7, q = n_rows / 8) form group r: eight streams that each run straight
+ * through an eighth of the memory, which the hardware prefetchers follow at full speed (the
+ * neighbouring rows of earlier versions were streams that jump at every row end, which they
+ * follow badly: with the Q4_K kernel of this file, one thread on 1024x3072 matrices out of
+ * cache, 7 GB/s with neighbouring rows and software prefetch against 17 for these). The
+ * n_rows % 8 rows left form one last group, its missing rows given as the last real row
+ * (computed, not stored). */
+static inline void kq_rows(kq_group_fn g, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *x,
+                           float *y) {
+    const int64_t nb = n / QK_K, q = n_rows / KQ_ROWS, m = n_rows - KQ_ROWS * q;
+    const uint8_t *wr[KQ_ROWS];
+    float v[KQ_ROWS];
+    for (int64_t r = 0; r < q; r++) {
+        for (int k = 0; k < KQ_ROWS; k++) wr[k] = W + (size_t)(r + k * q) * ws;
+        _mm256_storeu_ps(v, g(nb, wr, x));
+        for (int k = 0; k < KQ_ROWS; k++) y[r + k * q] = v[k];
+    }
+    if (m == 0) return;
+    for (int k = 0; k < KQ_ROWS; k++) wr[k] = W + (size_t)(KQ_ROWS * q + (k < m ? k : m - 1)) * ws;
+    _mm256_mask_storeu_ps(y + KQ_ROWS * q, (__mmask8)((1u << m) - 1), g(nb, wr, x));
+}
+
+/* The first 16 bytes (d, dmin, the 12 scale bytes) of block `blk` of rows wr[4g..4g+3], one
+ * row per 128-bit lane. */
+static inline __m512i q4k_heads(const uint8_t *const *wr, int g, size_t blk) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(wr[4 * g] + blk)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wr[4 * g + 1] + blk)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wr[4 * g + 2] + blk)), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wr[4 * g + 3] + blk)), 3);
+}
+
+/* rt_k4_scales_u64 for the four rows of q4k_heads at once: 128-bit lane m becomes
+ * [sc[0..8) | m[0..8)] of row 4g+m. With the dwords of a lane [dd, w0, w1, w2]:
+ * sc_lo = w0 & 0x3f.., sc_hi = (w2 & 0x0f..) | ((w0 >> 2) & 0x30..), m_lo = w1 & 0x3f..,
+ * m_hi = ((w2 >> 4) & 0x0f..) | ((w1 >> 2) & 0x30..). */
+static inline __m512i q4k_unpack_scales(__m512i h) {
+    const __m512i p = _mm512_shuffle_epi32(h, (_MM_PERM_ENUM)0xA5);   /* w0 w0 w1 w1 */
+    const __m512i w2 = _mm512_shuffle_epi32(h, (_MM_PERM_ENUM)0xFF);  /* w2 w2 w2 w2 */
+    const __m512i lo6 = _mm512_set4_epi32(0, 0x3f3f3f3f, 0, 0x3f3f3f3f);
+    const __m512i lo4 = _mm512_set4_epi32(0x0f0f0f0f, 0, 0x0f0f0f0f, 0);
+    const __m512i top2 = _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0);
+    const __m512i w2s = _mm512_srlv_epi32(w2, _mm512_set4_epi32(4, 4, 0, 0));
+    return _mm512_or_si512(_mm512_or_si512(_mm512_and_si512(p, lo6), _mm512_and_si512(w2s, lo4)),
+                           _mm512_and_si512(_mm512_srli_epi32(p, 2), top2));
+}
+
+/* One row's block: the exact sums of its 8 sub-blocks, partly reduced: z[h] holds sub-blocks
+ * 4h..4h+3 in its 128-bit blocks, 4 lanes each, the odd (high-nibble) ones times 16. The high
+ * nibbles are taken in place (q & 0xF0, no shift); a 128-bit block of the low nibbles (lo) and
+ * one of the high (hi) hold half a sub-block each, so A = [lo.b0 hi.b0 lo.b2 hi.b2] and
+ * B = [lo.b1 hi.b1 lo.b3 hi.b3] line the two halves of every sub-block up lane for lane and
+ * one dpbusd chain sums both. y[2h], y[2h+1]: the activations of A and B (the even and odd
+ * 16-byte blocks of y[128h..128h+128)). Nibbles are u8 (high ones up to 240) and activations
+ * s8: every sum is exact (|lane| <= 8·240·128). */
+static inline void q4k_row_sums(const uint8_t *a, const __m512i y[4], __m512i z[2]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i ia = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), ib = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
     _Pragma("GCC unroll 2")
     for (int h = 0; h < 2; h++) {
-        const __m512i r = _mm512_permutexvar_epi32(idx, e[h]);
-        t[2 * h] = _mm512_castsi512_si256(r);
-        t[2 * h + 1] = _mm512_extracti64x4_epi64(r, 1);
+        const __m512i q = _mm512_loadu_si512(a + Q4_K_QS + 64 * h);
+        const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_andnot_si512(m4, q);
+        z[h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, _mm512_permutex2var_epi64(lo, ia, hi), y[2 * h]),
+                                   _mm512_permutex2var_epi64(lo, ib, hi), y[2 * h + 1]);
     }
 }
 
-/* The fp16 field at offset `off` of block `blk` of the eight rows, as floats. */
-static inline __m256 rows_f16(const uint8_t *const *wr, size_t blk, size_t off) {
-    const __m128i h = _mm_setr_epi16((short)rd_u16(wr[0] + blk + off), (short)rd_u16(wr[1] + blk + off),
-                                     (short)rd_u16(wr[2] + blk + off), (short)rd_u16(wr[3] + blk + off),
-                                     (short)rd_u16(wr[4] + blk + off), (short)rd_u16(wr[5] + blk + off),
-                                     (short)rd_u16(wr[6] + blk + off), (short)rd_u16(wr[7] + blk + off));
-    return _mm256_cvtph_ps(h);
+/* Lane 4i + m = the sum of the 4 lanes of 128-bit block i of input m (a, b, c, d = m 0..3):
+ * four rows' q4k_row_sums z[h] give lane 4i + m = sub-block 4h + i of row m. Integer
+ * additions: any order gives the same exact sums. */
+static inline __m512i reduce4_i32(__m512i a, __m512i b, __m512i c, __m512i d) {
+    const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
 }
 
-/* Prefetch the group's next bytes: `step` bytes from pf (if below end). */
-static inline void kq_prefetch(const uint8_t *pf, size_t step, const uint8_t *end) {
-    if (pf >= end) return;
-    for (size_t l = 0; l < step + 63; l += 64) _mm_prefetch((const char *)(pf + l), PF_HINT);
-}
+/* Word indices for q4k_rp_group's permutex2var_epi16 over two vectors (32 words each). */
+static const int16_t q4k_min_words[32] = { 16, 18, 20, 22, 48, 50, 52, 54, 17, 19, 21, 23, 49, 51, 53, 55,
+                                           24, 26, 28, 30, 56, 58, 60, 62, 25, 27, 29, 31, 57, 59, 61, 63 };
+static const int16_t q4k_d_words[32] = { 0, 8, 16, 24, 32, 40, 48, 56, 1, 9, 17, 25, 33, 41, 49, 57 };
 
-/* Rows wr[0..7] in groups over [r, n_rows): full groups, then a last group with its missing
- * rows given as the last real row (computed, not stored). */
-typedef __m256 (*kq_group_fn)(int64_t nb, const uint8_t *const *wr, const uint8_t *x, const uint8_t *pf,
-                              size_t pf_step, const uint8_t *end);
-
-static inline void kq_rows(kq_group_fn g, size_t bbytes, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows,
-                           const uint8_t *x, float *y) {
-    const int64_t nb = n / QK_K;
-    const uint8_t *end = W + (size_t)n_rows * ws, *wr[KQ_ROWS];
-    for (int64_t r = 0; r < n_rows; r += KQ_ROWS) {
-        const int64_t m = n_rows - r < KQ_ROWS ? n_rows - r : KQ_ROWS;
-        for (int i = 0; i < KQ_ROWS; i++) wr[i] = W + (size_t)(r + (i < m ? i : m - 1)) * ws;
-        const __m256 v = g(nb, wr, x, wr[0] + PF_DIST, KQ_ROWS * bbytes, end);
-        if (m == KQ_ROWS) {
-            _mm256_storeu_ps(y + r, v);
-        } else {
-            _mm256_mask_storeu_ps(y + r, (__mmask8)((1u << m) - 1), v);
-        }
-    }
-}
-
-/* Q4_K chunk j (64 elements: sub-blocks 2j, 2j+1) as 16 int32 lanes: nibbles times the
- * activations (maddubs: u8 x s8 pairs, |sum| <= 2·15·128, exact), times the sub-block scales
- * (madd), as dot_avx512.c's k4_chunk. */
-static inline __m512i q4k_chunk(const uint8_t *qs, __m512i y, __m512i sc) {
-    /* the 32 bytes in both halves (a load, no shuffle), the upper half shifted by a nibble */
-    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qs));
-    const __m512i v = _mm512_and_si512(_mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4), _mm512_set1_epi8(0x0F));
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(v, y), sc);
-}
-
-/* int16 lanes 0-15 = s[k], 16-31 = s[k+1], from the 8 int16 in the low 128 bits of s16. */
-static inline __m512i kq_scale_pair(__m512i s16, int k) {
-    const __m512i idx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm512_permutexvar_epi16(_mm512_add_epi16(idx, _mm512_set1_epi16((short)k)), s16);
-}
-
-/* dot_q4_K_rp (tensor_impl.h rt_dot_q4_K_rp) for eight rows: per block, chunk j's exact sum
- * cs[j] and min sum mn[j] (m[2j]·(bs[4j]+bs[4j+1]) + m[2j+1]·(bs[4j+2]+bs[4j+3])), then
- * acc = fma(cs[j], d·yd, acc), accm = fma(mn[j], dmin·yd, accm) for j = 0..3; acc − accm. */
-static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *x, const uint8_t *pf,
-                           size_t pf_step, const uint8_t *end) {
+/* dot_q4_K_rp (tensor_impl.h rt_dot_q4_K_rp) for eight rows. Per block: each sub-block's exact
+ * sum (dpbusd, then a reduction shared by four rows), times its scale (an int32 multiply after
+ * the reduction), chunk j = sub-blocks 2j + 2j+1; the min sums mn[j] = m[2j]·(bs[4j]+bs[4j+1]) +
+ * m[2j+1]·(bs[4j+2]+bs[4j+3]) with one madd for 8 rows x 2 chunks; then acc = fma(cs[j], d·yd,
+ * acc), accm = fma(mn[j], dmin·yd, accm) for j = 0..3 (lane r: row r's scalar chain); acc − accm. */
+static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+    /* 4x4 dword transpose of the 128-bit lanes: block k = dword k of lanes 0-3 */
+    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    /* in a block [row m: bytes 4m..4m+3], byte 4i + m <- byte 4m + i (a 4x4 byte transpose) */
+    const __m512i bt = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    /* the even (low-nibble) sub-blocks' scales times 16, as their sums lack the factor */
+    const __m512i x16 = _mm512_setr_epi32(4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0);
+    /* mins: word 8j + 4g + m <- row 4g+m's m[2j], m[2j+1] (T_g words 16 + 2m + j, 24 + 2m + j - 2) */
+    const __m512i mw = _mm512_loadu_si512(q4k_min_words);
+    /* d and dmin: words 0-7 = d of rows 0-7 (word 8m of head vector g), 8-15 = dmin */
+    const __m512i dw = _mm512_loadu_si512(q4k_d_words);
+    /* chunk pairs: blocks [C0.b0 C1.b0 C0.b2 C1.b2] and [C0.b1 C1.b1 C0.b3 C1.b3] (qwords) */
+    const __m512i ca = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), cb = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    const __m512i pi = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++, pf += pf_step) {
-        kq_prefetch(pf, pf_step, end);
+    for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = x + (size_t)i * Q8_K_BYTES;
         const size_t blk = (size_t)i * Q4_K_BYTES;
-        __m512i yv[4];
-        for (int j = 0; j < 4; j++) yv[j] = _mm512_loadu_si512(b + Q8_K_QS + 64 * j);
+        __m512i y[4];
+        _Pragma("GCC unroll 2")
+        for (int h = 0; h < 2; h++) {
+            const __m512i y0 = _mm512_loadu_si512(b + Q8_K_QS + 128 * h), y1 = _mm512_loadu_si512(b + Q8_K_QS + 128 * h + 64);
+            y[2 * h] = _mm512_shuffle_i32x4(y0, y1, 0x88);
+            y[2 * h + 1] = _mm512_shuffle_i32x4(y0, y1, 0xDD);
+        }
         /* bsum pairs: ps[k] = bs[2k] + bs[2k+1] (|.| <= 32·128: exact in int16) */
-        const __m128i ps = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(b + Q8_K_BSUMS)),
-                                          _mm_loadu_si128((const __m128i *)(b + Q8_K_BSUMS + 16)));
-        __m512i cs[4][KQ_ROWS];
-        __m256i mn[KQ_ROWS / 2];
-        __m128i mr[KQ_ROWS];
-        _Pragma("GCC unroll 8")
-        for (int r = 0; r < KQ_ROWS; r++) {
-            const uint8_t *a = wr[r] + blk;
-            uint64_t sc, m;
-            rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &m);
-            const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        const __m512i ps = _mm512_castsi128_si512(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(b + Q8_K_BSUMS)),
+                                                                 _mm_loadu_si128((const __m128i *)(b + Q8_K_BSUMS + 16))));
+        const __m512i h0 = q4k_heads(wr, 0, blk), h1 = q4k_heads(wr, 1, blk);
+        const __m512i t0 = _mm512_permutexvar_epi32(tr, q4k_unpack_scales(h0));
+        const __m512i t1 = _mm512_permutexvar_epi32(tr, q4k_unpack_scales(h1));
+        __m512i c[2][2];   /* [h][g]: 16 x sub-block 4h+i of row 4g+m times its scale, lane 4i + m */
+        _Pragma("GCC unroll 2")
+        for (int g = 0; g < 2; g++) {   /* four rows at a time: their partial sums fit in registers */
+            __m512i z[4][2];
             _Pragma("GCC unroll 4")
-            for (int j = 0; j < 4; j++) cs[j][r] = q4k_chunk(a + Q4_K_QS + 32 * j, yv[j], kq_scale_pair(s16, 2 * j));
-            mr[r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m)), ps);
+            for (int r = 0; r < 4; r++) q4k_row_sums(wr[4 * g + r] + blk, y, z[r]);
+            const __m512i s = _mm512_shuffle_epi8(g ? t1 : t0, bt);
+            _Pragma("GCC unroll 2")
+            for (int h = 0; h < 2; h++) {
+                const __m512i sc = _mm512_sllv_epi32(_mm512_cvtepu8_epi32(h ? _mm512_extracti32x4_epi32(s, 1) : _mm512_castsi512_si128(s)), x16);
+                c[h][g] = _mm512_mullo_epi32(reduce4_i32(z[0][h], z[1][h], z[2][h], z[3][h]), sc);
+            }
         }
-        /* mins: 8 rows x 4 chunks -> 4 vectors of 8 rows (4x4 transposes, rows r and r+4) */
-        for (int r = 0; r < 4; r++) mn[r] = _mm256_set_m128i(mr[r + 4], mr[r]);
-        const __m256i t0 = _mm256_unpacklo_epi32(mn[0], mn[1]), t1 = _mm256_unpacklo_epi32(mn[2], mn[3]);
-        const __m256i t2 = _mm256_unpackhi_epi32(mn[0], mn[1]), t3 = _mm256_unpackhi_epi32(mn[2], mn[3]);
-        const __m256i mj[4] = { _mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1),
-                                _mm256_unpacklo_epi64(t2, t3), _mm256_unpackhi_epi64(t2, t3) };
-        const __m256 yd = _mm256_set1_ps(rd_f32(b));
-        const __m256 d = _mm256_mul_ps(rows_f16(wr, blk, 0), yd), dm = _mm256_mul_ps(rows_f16(wr, blk, Q4_K_DMIN), yd);
-        __m256i tot[4];
-        hsum_4x8x16(cs, tot);
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < 4; j++) {
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot[j]), d, acc);
-            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mj[j]), dm, accm);
-        }
+        /* [chunk 2h rows 0-7 | chunk 2h+1 rows 0-7], divided by 16 (exact: every term has the factor) */
+        const __m512 cs01 = _mm512_cvtepi32_ps(_mm512_srai_epi32(
+            _mm512_add_epi32(_mm512_permutex2var_epi64(c[0][0], ca, c[0][1]), _mm512_permutex2var_epi64(c[0][0], cb, c[0][1])), 4));
+        const __m512 cs23 = _mm512_cvtepi32_ps(_mm512_srai_epi32(
+            _mm512_add_epi32(_mm512_permutex2var_epi64(c[1][0], ca, c[1][1]), _mm512_permutex2var_epi64(c[1][0], cb, c[1][1])), 4));
+        /* mins: bytes 16j + 2r + e = m[2j+e] of row r; ps pairs (ps[2j], ps[2j+1]) per dword */
+        const __m512i mb = _mm512_permutex2var_epi16(t0, mw, t1);
+        const __m512i mn01 = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(mb)), _mm512_permutexvar_epi32(pi, ps));
+        const __m512i mn23 = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(mb, 1)),
+                                               _mm512_permutexvar_epi32(_mm512_add_epi32(pi, _mm512_set1_epi32(2)), ps));
+        const __m512 mf01 = _mm512_cvtepi32_ps(mn01), mf23 = _mm512_cvtepi32_ps(mn23);
+        const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(h0, dw, h1))),
+                                        _mm512_set1_ps(rd_f32(b)));
+        const __m256 d = _mm512_castps512_ps256(dd), dm = _mm512_extractf32x8_ps(dd, 1);
+        acc = _mm256_fmadd_ps(_mm512_castps512_ps256(cs01), d, acc);
+        accm = _mm256_fmadd_ps(_mm512_castps512_ps256(mf01), dm, accm);
+        acc = _mm256_fmadd_ps(_mm512_extractf32x8_ps(cs01, 1), d, acc);
+        accm = _mm256_fmadd_ps(_mm512_extractf32x8_ps(mf01, 1), dm, accm);
+        acc = _mm256_fmadd_ps(_mm512_castps512_ps256(cs23), d, acc);
+        accm = _mm256_fmadd_ps(_mm512_castps512_ps256(mf23), dm, accm);
+        acc = _mm256_fmadd_ps(_mm512_extractf32x8_ps(cs23, 1), d, acc);
+        accm = _mm256_fmadd_ps(_mm512_extractf32x8_ps(mf23, 1), dm, accm);
     }
     return _mm256_sub_ps(acc, accm);
 }
 
 static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    kq_rows(q4k_rp_group, Q4_K_BYTES, n, w, ws, n_rows, x, y);
+    kq_rows(q4k_rp_group, n, w, ws, n_rows, x, y);
+}
+
+/* ---- Q6_K (rt_dot_q6_K's order): eight rows per group, one float lane per row ------------
+ *
+ * rt_dot_q6_K sums a block exactly in integers (sumi = sum over the 16 sub-blocks of
+ * sc[k] · sum (q - 32)·y) and then runs one scalar chain s = fmaf((float)sumi, d·yd, s). Here
+ * the 6-bit values q (0..63, u8) are dotted with the activations by dpbusd (exact), the four
+ * lanes of each sub-block are reduced for a row at once (reduce4_i32), 32·bsum is taken off
+ * and the scale applied per sub-block (int32), and the 16 products of eight rows are summed
+ * into eight lanes by one shared reduction; lane r then takes row r's chain step. */
+
+/* One row's block: 16 lanes whose sum is sumi, lane 4i + m holding sub-block 4m + i.
+ * y4[4]: the block's activations (y[0..64), y[64..128), ...); bs32: 32·bsum, same layout. */
+static inline __m512i q6k_row(const uint8_t *a, const __m512i y4[4], __m512i bs32) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), zero = _mm512_setzero_si512();
+    /* qh bits of parts 0 | 1 to bits 4-5: shift left by 4 | 2; of parts 2 | 3: right by 0 | 2
+     * (16-bit shifts: what crosses into the neighbouring byte is masked off) */
+    const __m512i sl = _mm512_setr_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
+                                         0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002);
+    const __m512i sr = _mm512_setr_epi64(0, 0, 0, 0, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
+                                         0x0002000200020002);
+    /* in a block of 4 rows' bytes... here one row: byte 4i + m <- scale 4m + i */
+    const __m128i st = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m512i d[4];
+    _Pragma("GCC unroll 2")
+    for (int h = 0; h < 2; h++) {
+        /* elements 128h + j (va) and 128h + 64 + j (vb), j < 64: ql[64h + j] low / high nibble,
+         * qh[32h + j % 32] bits 2·(j / 32) / 4 + 2·(j / 32) */
+        const __m512i ql = _mm512_loadu_si512(a + Q6_K_QL + 64 * h);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a + Q6_K_QH + 32 * h)));
+        const __m512i va = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m4), _mm512_sllv_epi16(qh, sl), m30, 0xF8);
+        const __m512i vb = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                                     _mm512_srlv_epi16(qh, sr), m30, 0xF8);
+        d[2 * h] = _mm512_dpbusd_epi32(zero, va, y4[2 * h]);
+        d[2 * h + 1] = _mm512_dpbusd_epi32(zero, vb, y4[2 * h + 1]);
+    }
+    const __m512i sc = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(a + Q6_K_SCALES)), st));
+    return _mm512_mullo_epi32(_mm512_sub_epi32(reduce4_i32(d[0], d[1], d[2], d[3]), bs32), sc);
+}
+
+/* Lanes 0-7 = the sums of the 16 lanes of p[0..7] (exact integer additions). */
+static inline __m256i hsum8_i32(const __m512i p[8]) {
+    __m512i q[4], r[2];
+    _Pragma("GCC unroll 4")
+    for (int k = 0; k < 4; k++)   /* lanes 0-7: row 2k, 8-15: row 2k+1 */
+        q[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(p[2 * k], p[2 * k + 1], 0x44),
+                                _mm512_shuffle_i32x4(p[2 * k], p[2 * k + 1], 0xEE));
+    _Pragma("GCC unroll 2")
+    for (int k = 0; k < 2; k++)   /* block b: row 4k + b */
+        r[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(q[2 * k], q[2 * k + 1], 0x88),
+                                _mm512_shuffle_i32x4(q[2 * k], q[2 * k + 1], 0xDD));
+    /* block b: [row b, row 4+b, row b, row 4+b] partial sums, then lanes 0-1 complete */
+    const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(r[0], r[1]), _mm512_unpackhi_epi32(r[0], r[1]));
+    const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, (_MM_PERM_ENUM)0x4E));
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), u));
+}
+
+static __m256 q6k_group(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+    /* bsums (int16 k = 0..15) to lane 4i + m = bs[4m + i] */
+    const __m512i bt = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = x + (size_t)i * Q8_K_BYTES;
+        const size_t blk = (size_t)i * Q6_K_BYTES;
+        __m512i y4[4];
+        for (int k = 0; k < 4; k++) y4[k] = _mm512_loadu_si512(b + Q8_K_QS + 64 * k);
+        const __m512i bs32 = _mm512_slli_epi32(
+            _mm512_permutexvar_epi32(bt, _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)))), 5);
+        __m512i p[KQ_ROWS];
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < KQ_ROWS; r++) p[r] = q6k_row(wr[r] + blk, y4, bs32);
+        const __m128i dh = _mm_setr_epi16((short)rd_u16(wr[0] + blk + Q6_K_D), (short)rd_u16(wr[1] + blk + Q6_K_D),
+                                          (short)rd_u16(wr[2] + blk + Q6_K_D), (short)rd_u16(wr[3] + blk + Q6_K_D),
+                                          (short)rd_u16(wr[4] + blk + Q6_K_D), (short)rd_u16(wr[5] + blk + Q6_K_D),
+                                          (short)rd_u16(wr[6] + blk + Q6_K_D), (short)rd_u16(wr[7] + blk + Q6_K_D));
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(rd_f32(b)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_i32(p)), d, acc);
+    }
+    return acc;
+}
+
+static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+    kq_rows(q6k_group, n, w, ws, n_rows, x, y);
 }
 
 void rt_fill_gemv_avx512(tensor_kernels *k) {
     k->gemv[GGUF_T_Q8_0] = gemv_q8_0;
     k->gemv_q4_K_rp = gemv_q4_K_rp;
+    k->gemv[GGUF_T_Q6_K] = gemv_q6_K;
 }
