@@ -32,7 +32,6 @@
  * the same exact sums for every activation the quantizer produces (|x| <= 127). */
 #include "tensor/x86/simd_x86.h"
 
-
 /* fp16 field at p broadcast to 8 lanes (vcvtph2ps: rt_f16_to_f32's bits). */
 static inline __m256i bcast_h(const uint8_t *p) { return _mm256_set1_epi16((short)rd_u16(p)); }
 
