@@ -184,7 +184,7 @@ static int bench_setting_tests(recur_model *m, const bench_opts *o, const bench_
         char err[256];
         /* a tg test's roofline: the bandwidth right around it (a shared machine's moves by 2x
          * within a run), the mean of a measurement before and one after */
-        const bool near = r.hw && r.n_gen > 0 && r.n_prompt == 0 && r.n_depth == 0;
+        const bool near = r.hw && r.n_gen > 0 && r.n_prompt == 0;   /* a tg test, at any depth */
         const double bw0 = near ? bench_read_bw(r.n_threads, (size_t)o->bw_mib << 20) : 0;
         if (bench_run_test(m, o, &r, err, sizeof err)) {
             fprintf(stderr, "recur-bench: %s: %s\n", r.bm->filename, err);
@@ -252,7 +252,8 @@ int main(int argc, char **argv) {
         bench_model *bm = &bms[mi];
         *bm = (bench_model){ .filename = o.models[mi], .size = recur_model_size_bytes(m),
                              .n_params = recur_model_n_params(m), .cost = recur_model_token_cost(m),
-                             .rss_load = bench_rss() };
+                             .state_bytes = recur_model_state_bytes(m),
+                             .kv_row_bytes = recur_model_kv_bytes_per_token(m), .rss_load = bench_rss() };
         model_type(m, bm->type, sizeof bm->type);
         if (!o.checkpoints) {
             fails += bench_model_tests(m, bm, &o, o.bw_mib > 0 ? hw : NULL, out);

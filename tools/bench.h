@@ -59,6 +59,8 @@ typedef struct bench_model {
     char             type[96];     /* llama-bench's "model" column: "qwen3 0.6B Q8_0" */
     uint64_t         size, n_params;
     recur_model_cost cost;
+    uint64_t         state_bytes;  /* recurrent state of one sequence (recur_model_state_bytes) */
+    uint64_t         kv_row_bytes; /* K and V of one position, all attention layers */
     uint64_t         rss_load;     /* VmRSS right after recur_model_load */
 } bench_model;
 
@@ -109,6 +111,8 @@ void bench_out_end(bench_out *out);
 void bench_out_free(bench_out *out);
 /* Efficiency figures of a result (NAN when they do not apply or the machine was not measured). */
 double bench_bytes_per_token(const bench_result *r);
+double bench_tg_state_bytes(const bench_result *r);
+double bench_tg_kv_bytes(const bench_result *r);
 double bench_flops_per_token(const bench_result *r);
 double bench_bw_efficiency(const bench_result *r);
 double bench_fma_efficiency(const bench_result *r);

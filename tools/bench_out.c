@@ -56,21 +56,32 @@ static uint64_t stddev_ns(const bench_result *r) {
     return (uint64_t)sqrt(s / (r->n_samples - 1));
 }
 
-/* tg: every generated token reads the weights once (lm head included). */
+/* tg: what a generated token reads: the weights once (lm head included), the recurrent state
+ * of its sequence once, and the K and V rows of every position it attends (at depth d, token i
+ * of n attends d + i + 1 positions: d + (n + 1) / 2 on average). The state is written back
+ * too; that is not counted (the limit is the read bandwidth). */
+static bool tg_only(const bench_result *r) { return r->n_gen > 0 && r->n_prompt == 0; }
+
+double bench_tg_state_bytes(const bench_result *r) { return tg_only(r) ? (double)r->bm->state_bytes : NAN; }
+
+double bench_tg_kv_bytes(const bench_result *r) {
+    return tg_only(r) ? (double)r->bm->kv_row_bytes * (r->n_depth + (r->n_gen + 1) / 2.0) : NAN;
+}
+
 double bench_bytes_per_token(const bench_result *r) {
-    /* at a depth, the KV cache it reads (not counted) would flatter the efficiency: none */
-    return r->n_gen > 0 && r->n_prompt == 0 && r->n_depth == 0 ? (double)r->bm->cost.weight_bytes : NAN;
+    return (double)r->bm->cost.weight_bytes + bench_tg_state_bytes(r) + bench_tg_kv_bytes(r);
 }
 
 /* pp: per prompt token, 2 FLOPs per MAC: the weights but the lm head, the recurrent state,
- * attention over the causal prefix (position i attends i + 1 positions: (p + 1) / 2 on
- * average), and the lm head once per call (only the last token of a call wants logits). */
+ * attention over the depth and the causal prefix (position i attends d + i + 1 positions:
+ * d + (p + 1) / 2 on average), and the lm head once per call (only the last token of a call
+ * wants logits). */
 double bench_flops_per_token(const bench_result *r) {
-    if (!(r->n_prompt > 0 && r->n_gen == 0) || r->n_depth > 0) return NAN;   /* attention over a depth: not counted */
+    if (!(r->n_prompt > 0 && r->n_gen == 0)) return NAN;
     const recur_model_cost *c = &r->bm->cost;
     const double p = r->n_prompt, calls = ceil(p / (r->n_batch < r->n_prompt ? r->n_batch : r->n_prompt));
     const double macs = (double)(c->weight_macs - c->head_macs + c->state_macs) + (double)c->head_macs * calls / p +
-                        (double)c->attn_macs_per_pos * (p + 1) / 2;
+                        (double)c->attn_macs_per_pos * (r->n_depth + (p + 1) / 2);
     return 2 * macs;
 }
 
@@ -136,6 +147,9 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
     D("fma_peak_gflops", hw ? r->hw->fma_gflops : NAN);
     S("fma_isa", hw ? r->hw->fma_isa : "");
     D("bytes_per_token", bench_bytes_per_token(r));
+    D("weight_bytes_per_token", tg_only(r) ? (double)r->bm->cost.weight_bytes : NAN);
+    D("state_bytes_per_token", bench_tg_state_bytes(r));
+    D("kv_bytes_per_token", bench_tg_kv_bytes(r));
     D("flops_per_token", bench_flops_per_token(r));
     D("bw_efficiency", bench_bw_efficiency(r));
     D("fma_efficiency", bench_fma_efficiency(r));
@@ -263,7 +277,7 @@ static void md_efficiency(const bench_out *out) {
     for (int i = 0; i < out->n; i++) {
         const bench_result *r = &out->r[i];
         const double ts = out->avg_ts[i], bpt = bench_bytes_per_token(r), fpt = bench_flops_per_token(r);
-        if (isnan(bpt) && isnan(fpt)) continue;   /* pp+tg mixes both limits; a -d depth adds uncounted work */
+        if (isnan(bpt) && isnan(fpt)) continue;   /* pp+tg mixes both limits */
         const bool tg = !isnan(bpt);
         /* the limit: t/s at the measured bandwidth (tg) or at the peak the weights run at (pp) */
         bool int8 = false;
@@ -285,14 +299,14 @@ static void md_efficiency(const bench_out *out) {
         printf("| %-30s | %7d | %15s | %10.2f | %14s | %16s | %12s | %11s | %22s |\n", r->bm->type, r->n_threads, test, ts,
                per, got, bw, lim, eff);
     }
-    printf("\ntg: bytes per token = weight bytes one token reads (every weight once; MoE: only the used experts' share;"
-           " token embedding: one row; KV cache and recurrent state not counted). read bw = the read bandwidth"
+    printf("\ntg: bytes per token = what one token reads: every weight once (MoE: only the used experts' share;"
+           " token embedding: one row), its sequence's recurrent state once, and the KV rows of the positions it"
+           " attends (depth + (n + 1) / 2 on average); the state written back is not counted. read bw = the read bandwidth"
            " measured right before and right after the test (their mean; the machine line's figure where it was not"
            " measured): a shared machine's bandwidth moves during a run.\n"
            "pp: FLOPs per token = 2 x MACs: every weight element but the lm head, attention Q.K and P.V over the"
-           " causal prefix, 3 per recurrent-state float; the lm head once per -b call. Quantized weights (under 1.5 bytes"
-           " per element) are held against the int8 dot peak where the CPU has VNNI, others against the fp32 FMA peak.\n"
-           "Tests at a depth (-d) have no row here: the KV cache they read is not in these counts.\n");
+           " depth and the causal prefix, 3 per recurrent-state float; the lm head once per -b call. Quantized weights (under 1.5 bytes"
+           " per element) are held against the int8 dot peak where the CPU has VNNI, others against the fp32 FMA peak.\n");
 }
 
 static void md_memory(const bench_out *out) {

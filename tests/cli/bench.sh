@@ -5,7 +5,9 @@
 # has llama-bench's columns and rows, then the efficiency and memory tables; json parses and
 # holds llama-bench's fields plus recur's; csv has a header and a row per test; model size and
 # parameter count match what llama-bench reports for the same file; MoE models count only the
-# used experts per generated token; --checkpoints measures a recurrent model and says that a
+# used experts per generated token; a generated token also reads its sequence's recurrent state
+# and the KV rows it attends (what recur-gguf info reports per sequence and per position), at
+# any -d depth; --checkpoints measures a recurrent model and says that a
 # transformer has nothing to checkpoint.
 set -u
 build=${1:?usage: bench.sh BUILD_DIR TESTDATA_DIR}
@@ -40,15 +42,19 @@ grep -qE '^\| qwen3 .*\| +[0-9.]+ MiB \| +[0-9.]+ MiB \| +[0-9.]+ MiB \|$' "$tmp
 
 # ---- json: llama-bench's fields, recur's, the values of the file ----
 "$bin" -m "$qwen3,$moe" "${small[@]}" -o json >"$tmp/out.json" 2>"$tmp/json.err" || fail "json run: $(cat "$tmp/json.err")"
-python3 - "$tmp/out.json" "$qwen3" "$moe" <<'PY' || fail "json content"
+# what recur-gguf info says a sequence's state and a position's K and V take
+seqinfo() { "$build/recur-gguf" info "$1" | awk '/^state:/ {s = $2} /^KV cache:/ {k = $3} END {print s, k}'; }
+python3 - "$tmp/out.json" "$qwen3" "$moe" "$(seqinfo "$qwen3")" "$(seqinfo "$moe")" <<'PY' || fail "json content"
 import json, sys
 rows = json.load(open(sys.argv[1]))
 qwen3, moe = sys.argv[2], sys.argv[3]
+seq = {qwen3: [int(v) for v in sys.argv[4].split()], moe: [int(v) for v in sys.argv[5].split()]}
 assert isinstance(rows, list) and len(rows) == 4, f"{len(rows)} rows, want 4"
 llama_fields = ["model_filename", "model_type", "model_size", "model_n_params", "n_batch", "n_ubatch",
                 "n_threads", "n_prompt", "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
                 "samples_ns", "samples_ts"]
-ours = ["read_bw_gbs", "read_bw_near_gbs", "fma_peak_gflops", "bytes_per_token", "flops_per_token", "bw_efficiency",
+ours = ["read_bw_gbs", "read_bw_near_gbs", "fma_peak_gflops", "bytes_per_token", "weight_bytes_per_token",
+        "state_bytes_per_token", "kv_bytes_per_token", "flops_per_token", "bw_efficiency",
         "fma_efficiency", "int8_peak_gops", "pp_efficiency", "rss_load_bytes", "rss_bytes", "rss_peak_bytes"]
 for r in rows:
     missing = [f for f in llama_fields + ours if f not in r]
@@ -67,6 +73,12 @@ assert by[(qwen3, 16, 0)]["model_size"] == 2378752 and by[(qwen3, 16, 0)]["model
 for m in (qwen3, moe):
     pp, tg = by[(m, 16, 0)], by[(m, 0, 4)]
     assert pp["bytes_per_token"] is None and pp["bw_efficiency"] is None and pp["fma_efficiency"] > 0
+    assert pp["weight_bytes_per_token"] is None and pp["state_bytes_per_token"] is None and pp["kv_bytes_per_token"] is None
+    # tg reads the weights, the sequence's state once and the K and V of the positions it
+    # attends: 1..4 for tg4 from an empty context, 2.5 on average
+    state, kv = seq[m]
+    assert tg["state_bytes_per_token"] == state and tg["kv_bytes_per_token"] == 2.5 * kv > 0, (tg, state, kv)
+    assert tg["bytes_per_token"] == tg["weight_bytes_per_token"] + state + 2.5 * kv
     assert tg["flops_per_token"] is None and tg["fma_efficiency"] is None and tg["bw_efficiency"] > 0
     assert pp["flops_per_token"] > 0 and tg["pp_efficiency"] is None
     # pp against the peak its weights run at: the int8 dot peak (quantized, VNNI) or the fp32 one
@@ -77,8 +89,9 @@ for m in (qwen3, moe):
     assert tg["read_bw_near_gbs"] > 0 and pp["read_bw_near_gbs"] is None
     assert abs(tg["bw_efficiency"] - tg["avg_ts"] * tg["bytes_per_token"] / (tg["read_bw_near_gbs"] * 1e9)) < 1e-3 * tg["bw_efficiency"]
 # dense with a tied lm head: one token reads every weight; MoE: only the used experts
-assert by[(qwen3, 0, 4)]["bytes_per_token"] == by[(qwen3, 0, 4)]["model_size"]
-assert by[(moe, 0, 4)]["bytes_per_token"] < 0.8 * by[(moe, 0, 4)]["model_size"], by[(moe, 0, 4)]["bytes_per_token"]
+assert by[(qwen3, 0, 4)]["weight_bytes_per_token"] == by[(qwen3, 0, 4)]["model_size"]
+assert by[(moe, 0, 4)]["weight_bytes_per_token"] < 0.8 * by[(moe, 0, 4)]["model_size"], by[(moe, 0, 4)]["weight_bytes_per_token"]
+assert seq[qwen3][0] == 0 and seq[moe][0] > 0   # a transformer has no state; the hybrid has
 PY
 
 # ---- jsonl and csv ----
@@ -93,18 +106,27 @@ python3 -c 'import csv,sys; rows=list(csv.DictReader(open(sys.argv[1]))); assert
 "$bin" -m "$qwen3,$mamba2" -p 16 -n 4 -d 0,24 -r 2 -t 2 --bw-mib 0 >"$tmp/d.txt" 2>"$tmp/d.err" || fail "depth md run: $(cat "$tmp/d.err")"
 grep -qE '^\| qwen3 [^|]+\|[^|]+\|[^|]+\| CPU +\| +2 \| +tg4 @ d24 \| +[0-9]+\.[0-9]{2} ± [0-9.]+ \|$' "$tmp/d.txt" || fail "depth: tg4 @ d24 row"
 grep -qE '^\| mamba2 [^|]+\|[^|]+\|[^|]+\| CPU +\| +2 \| +pp16 @ d24 \|' "$tmp/d.txt" || fail "depth: mamba2 pp16 @ d24 row"
+grep -qE '^\| qwen3 [^|]+\| +2 \| +tg4 @ d24 \|.* MB \|' "$tmp/d.txt" || fail "depth: efficiency row of tg4 @ d24"
 "$bin" -m "$qwen3,$mamba2" -p 16 -n 4 -d 0,24 -r 2 -t 2 --bw-mib 64 -o json >"$tmp/d.json" || fail "depth json run"
-python3 - "$tmp/d.json" <<'PY' || fail "depth json content"
+python3 - "$tmp/d.json" "$qwen3" "$(seqinfo "$qwen3")" <<'PY' || fail "depth json content"
 import json, sys
 rows = json.load(open(sys.argv[1]))
 assert len(rows) == 8, len(rows)
 assert sorted({r["n_depth"] for r in rows}) == [0, 24]
+by = {(r["model_filename"], r["n_prompt"], r["n_depth"]): r for r in rows}
 for r in rows:
     assert r["avg_ts"] > 0 and len(r["samples_ns"]) == 2
-    if r["n_depth"] > 0:   # the KV cache read at a depth is not counted: no efficiency figures
-        assert r["bytes_per_token"] is None and r["flops_per_token"] is None and r["bw_efficiency"] is None
-    elif r["n_gen"] > 0:
-        assert r["bytes_per_token"] > 0
+    if r["n_gen"] > 0:   # at a depth too: the KV rows it reads are counted
+        assert r["bytes_per_token"] > 0 and r["bw_efficiency"] > 0 and r["read_bw_near_gbs"] > 0
+    else:
+        assert r["flops_per_token"] > 0 and r["pp_efficiency"] > 0
+# at depth 24, tg4's tokens attend 25..28 positions (26.5 on average) instead of 1..4
+kv = int(sys.argv[3].split()[1])
+t0, t24 = by[(sys.argv[2], 0, 0)], by[(sys.argv[2], 0, 24)]
+assert t0["kv_bytes_per_token"] == 2.5 * kv and t24["kv_bytes_per_token"] == 26.5 * kv, (t0, t24)
+# and a prompt at depth 24 pays attention over it: more FLOPs a token than from empty
+p0, p24 = by[(sys.argv[2], 16, 0)], by[(sys.argv[2], 16, 24)]
+assert p24["flops_per_token"] > p0["flops_per_token"], (p0["flops_per_token"], p24["flops_per_token"])
 PY
 
 # ---- --checkpoints ----
