@@ -246,4 +246,5 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_bf16_avx2(k);
     rt_fill_scan_avx2(k);
     rt_fill_rope_avx2(k);
+    rt_fill_gemm_avx2(k);
 }

@@ -113,6 +113,7 @@ void rt_fill_exp_avx2(tensor_kernels *k);
 void rt_fill_exp_avx512(tensor_kernels *k);
 void rt_fill_bf16_avx2(tensor_kernels *k);
 void rt_fill_scan_avx2(tensor_kernels *k);
+void rt_fill_gemm_avx2(tensor_kernels *k);
 void rt_fill_rope_avx2(tensor_kernels *k);
 void rt_fill_scan_avx512(tensor_kernels *k);
 void rt_fill_gemm_avx512(tensor_kernels *k);
