@@ -132,7 +132,7 @@ static float dot_q4_K(int64_t n, const void *w, const void *x) {
 
 /* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
  * chains as in the scalar reference, so the bits are the same. */
-static float dot_q4_K_rp(int64_t n, const void *w, const void *x) {
+float rt_dot_q4_K_rp_avx2(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     float acc = 0.0f, accm = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
@@ -168,7 +168,7 @@ static float dot_q5_K(int64_t n, const void *w, const void *x) {
 /* Q6_K: the unsigned 6-bit values q = (q6 + 32) are dotted with y by maddubs (q <= 63, so
  * no saturation), weighted by the per-16 scales, and 32 * sum_k sc[k] * bsums[k] is
  * subtracted: exactly sum sc * (q - 32) * y. */
-static float dot_q6_K(int64_t n, const void *w, const void *x) {
+float rt_dot_q6_K_avx2(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     const __m128i sel0 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
@@ -236,9 +236,9 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
-    k->dot_q4_K_rp = dot_q4_K_rp;
+    k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;
     k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
-    k->vec_dot[GGUF_T_Q6_K] = dot_q6_K;
+    k->vec_dot[GGUF_T_Q6_K] = rt_dot_q6_K_avx2;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
     rt_fill_float_avx2(k);
     rt_fill_quant_avx2(k);
@@ -247,4 +247,6 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_scan_avx2(k);
     rt_fill_rope_avx2(k);
     rt_fill_gemm_avx2(k);
+    rt_fill_gemm_q4k_avx2(k);
+    rt_fill_gemm_q6k_avx2(k);
 }

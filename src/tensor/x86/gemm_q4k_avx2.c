@@ -1,0 +1,158 @@
+/* gemm_q4k_avx2.c — AVX2 tiles of Q4_K weight rows × Q8_K activation rows in the order of
+ * ggml's repacked gemm (tensor.h, gemm_q4_K_rp; rt_dot_q4_K_rp), for CPUs without AVX-512.
+ *
+ * Every output element performs exactly rt_dot_q4_K_rp's operations: per 64-element chunk j
+ * the exact integer sum sc[2j]·Σ q·y + sc[2j+1]·Σ q·y and the exact min sum
+ * m[2j]·(bs0+bs1) + m[2j+1]·(bs2+bs3), then acc = fma(chunk, d·yd, acc) and
+ * accm = fma(min, dmin·yd, accm) chunk by chunk, blocks in order; result acc − accm. The
+ * layout is gemm_q4k_avx512.c's with 8 rows a panel (one int32 lane per row) and no VNNI:
+ *  - per sub-block (8 groups of 4 elements) and token, maddubs of the panel's nibble bytes
+ *    (u8 <= 15) and the token's 4 activation bytes broadcast (s8) gives int16 pair sums
+ *    (|.| <= 2·15·128), added over the 8 groups in int16 (|.| <= 30720: exact); one madd with
+ *    the sub-block's scale in both words of a lane then gives row r's exact scaled sum;
+ *  - the min sums are one madd of the rows' (m[2j], m[2j+1]) pairs with the token's bsum pair;
+ *  - a register tile of 8 rows × QT tokens shares each panel load over QT tokens; the panel
+ *    (<= 120 KB) stays in L2 while the call's tokens pass.
+ * Rows longer than QMAXB blocks, and calls of fewer than QT tokens, take the dot. Any row and
+ * token counts, unaligned rows and strides; row offsets within a panel must fit in int32. */
+#include "tensor/x86/simd_x86.h"
+
+#define QR 8       /* weight rows per panel: one per int32 lane */
+#define QT 3       /* tokens per register tile (AVX2 has 16 vector registers) */
+#define QMAXB 48   /* blocks per panel buffer (12288 elements) */
+
+/* One Q4_K block of 8 rows, unpacked (2496 bytes, a multiple of 32). */
+typedef struct q4k_pblk {
+    uint8_t q[64][32];   /* [group 8s + k][row r][4]: elements 4k..4k+3 of sub-block s (nibbles) */
+    int32_t sc[8][QR];   /* scale of sub-block s, in both 16-bit halves */
+    int32_t m[4][QR];    /* chunk j: m[2j] | m[2j+1] << 16 */
+    float   d[QR], dmin[QR];
+} q4k_pblk;
+
+/* Unpacks block b of rows row[0..8) into p. vi: the rows' offsets from row[0]. */
+static void pack_block(q4k_pblk *p, const uint8_t *const *row, __m256i vi, int64_t b) {
+    const size_t off = (size_t)b * Q4_K_BYTES;
+    for (int r = 0; r < QR; r++) {
+        const uint8_t *a = row[r] + off;
+        uint64_t sc, mm;
+        rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
+        for (int s = 0; s < 8; s++) {
+            const int32_t v = (int32_t)((sc >> (8 * s)) & 0xFF);
+            p->sc[s][r] = v | v << 16;
+        }
+        for (int j = 0; j < 4; j++)
+            p->m[j][r] = (int32_t)((mm >> (16 * j)) & 0xFF) | (int32_t)((mm >> (16 * j + 8)) & 0xFF) << 16;
+        p->d[r] = x86_f16(a);
+        p->dmin[r] = x86_f16(a + Q4_K_DMIN);
+    }
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    const uint8_t *qs = row[0] + off + Q4_K_QS;
+    for (int j = 0; j < 4; j++)      /* chunk j: low nibbles = sub-block 2j, high = 2j+1 */
+        for (int k = 0; k < 8; k++) {
+            const __m256i g = _mm256_i32gather_epi32((const int *)(qs + 32 * j + 4 * k), vi, 1);
+            _mm256_store_si256((__m256i *)p->q[16 * j + k], _mm256_and_si256(g, lo4));
+            _mm256_store_si256((__m256i *)p->q[16 * j + 8 + k], _mm256_and_si256(_mm256_srli_epi16(g, 4), lo4));
+        }
+}
+
+/* The min pair of chunk j of a Q8_K row: (bs[4j]+bs[4j+1]) | (bs[4j+2]+bs[4j+3]) << 16. */
+static inline int32_t min_pair(const uint8_t *xb, int j) {
+    const uint8_t *s = xb + Q8_K_BSUMS + 8 * j;
+    const int a = rd_i16(s) + rd_i16(s + 2), c = rd_i16(s + 4) + rd_i16(s + 6);
+    return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)c << 16);
+}
+
+/* 8 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr. */
+static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const q4k_pblk *pk, const uint8_t *x,
+                                                        size_t xs, float *y, int64_t ldy, int nr) {
+    __m256 acc[QT], accm[QT];
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const q4k_pblk *p = pk + b;
+        const uint8_t *xb[QT];
+        __m256 dt[QT];
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {   /* the min chain first: its chunks in order */
+            xb[t] = x + t * xs + (size_t)b * Q8_K_BYTES;
+            const __m256 yd = _mm256_set1_ps(rd_f32(xb[t]));
+            dt[t] = _mm256_mul_ps(_mm256_load_ps(p->d), yd);
+            const __m256 dm = _mm256_mul_ps(_mm256_load_ps(p->dmin), yd);
+            _Pragma("GCC unroll 4")
+            for (int j = 0; j < 4; j++) {
+                const __m256i ms = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)p->m[j]),
+                                                     _mm256_set1_epi32(min_pair(xb[t], j)));
+                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), dm, accm[t]);
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            __m256i cs[QT];
+            _Pragma("GCC unroll 2")
+            for (int h = 0; h < 2; h++) {
+                const int s = 2 * j + h;
+                __m256i s16[QT];
+                _Pragma("GCC unroll 4")
+                for (int t = 0; t < T; t++) s16[t] = _mm256_setzero_si256();
+                _Pragma("GCC unroll 8")
+                for (int k = 0; k < 8; k++) {
+                    const __m256i w = _mm256_load_si256((const __m256i *)p->q[8 * s + k]);
+                    _Pragma("GCC unroll 4")
+                    for (int t = 0; t < T; t++) {
+                        int32_t v;
+                        memcpy(&v, xb[t] + Q8_K_QS + 32 * s + 4 * k, 4);
+                        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(v)));
+                    }
+                }
+                const __m256i sc = _mm256_load_si256((const __m256i *)p->sc[s]);
+                _Pragma("GCC unroll 4")
+                for (int t = 0; t < T; t++) {
+                    const __m256i v = _mm256_madd_epi16(s16[t], sc);
+                    cs[t] = h ? _mm256_add_epi32(cs[t], v) : v;
+                }
+            }
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(cs[t]), dt[t], acc[t]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) {
+        _Alignas(32) float v[QR];
+        _mm256_store_ps(v, _mm256_sub_ps(acc[t], accm[t]));
+        for (int r = 0; r < nr; r++) y[t * ldy + r] = v[r];
+    }
+}
+
+static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                         int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK_K;
+    if (nb > QMAXB || n_tok < QT) {   /* no room, or too few tokens to pay for the panel: the dot */
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = rt_dot_q4_K_rp_avx2(n, W + r * ws, X + t * xs);
+        return;
+    }
+    _Alignas(32) q4k_pblk pk[QMAXB];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
+        const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
+        const uint8_t *row[QR];
+        int32_t offs[QR];
+        for (int r = 0; r < QR; r++) {   /* rows past nr repeat the last */
+            row[r] = W + (size_t)(r0 + (r < nr ? r : nr - 1)) * ws;
+            offs[r] = (int32_t)(row[r] - row[0]);
+        }
+        const __m256i vi = _mm256_loadu_si256((const __m256i *)offs);
+        for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], row, vi, b);
+        float *yr = y + r0;
+        int64_t t = 0;
+        for (; t + QT <= n_tok; t += QT) tile(QT, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, nr);
+        switch (n_tok - t) {
+        case 2: tile(2, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, nr); break;
+        case 1: tile(1, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, nr); break;
+        default: break;
+        }
+    }
+}
+
+void rt_fill_gemm_q4k_avx2(tensor_kernels *k) {
+    k->gemm_q4_K_rp = gemm_q4_K_rp;
+}
