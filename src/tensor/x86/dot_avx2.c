@@ -11,17 +11,39 @@
 
 #include "tensor/x86/simd_x86.h"
 
-/* rt_dot_q8_0's order (tensor_impl.h): one 8-lane accumulator, one FMA per block. */
+/* One block of rt_dot_q8_0's order (tensor_impl.h): its 8 int32 lanes, one FMA into the
+ * 8-lane accumulator. */
+static inline __m256 q8_0_step(const uint8_t *a, const uint8_t *b, __m256 acc) {
+    const __m256i p = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_QS)),
+                                 _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
+    return _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p), acc);
+}
+
 static float dot_q8_0(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     const int64_t nb = n / QK8_0;
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++, a += Q8_0_BYTES, b += Q8_0_BYTES) {
-        const __m256i p = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_QS)),
-                                     _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p), acc);
-    }
+    for (int64_t i = 0; i < nb; i++, a += Q8_0_BYTES, b += Q8_0_BYTES) acc = q8_0_step(a, b, acc);
     return x86_hsum_ps(acc);
+}
+
+/* The single-token matmul (tensor.h gemv): rows r, r + q, r + 2q, r + 3q (q = n_rows / 4)
+ * side by side, four chains of dot_q8_0's operations that do not wait on each other, read as
+ * four straight streams (gemv_avx512.c says why); the 0-3 rows left take the dot. In cache,
+ * one thread, 1024x1024: 27.2 -> 29.8 GB/s. (The K-quant dots gain nothing this way: they
+ * are bound by their own operations, not by the chain.) */
+static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK8_0, q = n_rows / 4;
+    for (int64_t r = 0; r < q; r++) {
+        const uint8_t *wr[4];
+        for (int k = 0; k < 4; k++) wr[k] = W + (size_t)(r + k * q) * ws;
+        __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+        for (int64_t i = 0; i < nb; i++)
+            for (int k = 0; k < 4; k++) acc[k] = q8_0_step(wr[k] + i * Q8_0_BYTES, X + i * Q8_0_BYTES, acc[k]);
+        for (int k = 0; k < 4; k++) y[r + k * q] = x86_hsum_ps(acc[k]);
+    }
+    for (int64_t r = 4 * q; r < n_rows; r++) y[r] = dot_q8_0(n, W + (size_t)r * ws, x);
 }
 
 /* dot_q8_0 for four activation rows at once (independent chains, same operations). */
@@ -234,6 +256,7 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
 void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
+    k->gemv[GGUF_T_Q8_0] = gemv_q8_0;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;
