@@ -179,6 +179,55 @@ float rt_dot_q4_K_rp_avx2(int64_t n, const void *w, const void *x) {
     return acc - accm;
 }
 
+/* dot_q4_K_rp for rows r, r + q, r + 2q, r + 3q (q = n_rows / 4) side by side: each row's
+ * chunk sums as there, then its float chains as lane k of 4-lane FMAs (a 4x4 transpose puts
+ * chunk j of the four rows in one vector), and its min sums by one madd of the rows' (m[2j],
+ * m[2j+1]) pairs with the block's bsum pairs (exact) — the dot's scalar tail was most of its
+ * time: in cache, one thread, 3072x1024, 12.1 -> 15.8 GB/s. The 0-3 rows left take the dot. */
+static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK_K, q = n_rows / 4;
+    const __m256i hb = _mm256_setzero_si256();
+    for (int64_t r = 0; r < q; r++) {
+        const uint8_t *wr[4];
+        for (int k = 0; k < 4; k++) wr[k] = W + (size_t)(r + k * q) * ws;
+        __m128 acc = _mm_setzero_ps(), accm = _mm_setzero_ps();
+        for (int64_t i = 0; i < nb; i++) {
+            const uint8_t *b = X + (size_t)i * Q8_K_BYTES;
+            const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
+            /* dword j: (bs[4j] + bs[4j+1], bs[4j+2] + bs[4j+3]) */
+            const __m128i bp = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(b + Q8_K_BSUMS)),
+                                              _mm_loadu_si128((const __m128i *)(b + Q8_K_BSUMS + 16)));
+            __m128 cs[4], mn[4];
+            uint16_t dh[8];
+            for (int k = 0; k < 4; k++) {
+                const uint8_t *a = wr[k] + (size_t)i * Q4_K_BYTES;
+                uint64_t sc, mm;
+                rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
+                const __m256i s = x86_u8x8_to_i16x2(sc);
+                const uint8_t *qs = a + Q4_K_QS;
+                cs[k] = _mm_cvtepi32_ps(x86_hsum4_epi32(k4_chunk(qs, hb, yq, s, 0), k4_chunk(qs, hb, yq, s, 1),
+                                                        k4_chunk(qs, hb, yq, s, 2), k4_chunk(qs, hb, yq, s, 3)));
+                mn[k] = _mm_cvtepi32_ps(_mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mm)), bp));
+                dh[k] = rd_u16(a);
+                dh[4 + k] = rd_u16(a + Q4_K_DMIN);
+            }
+            _MM_TRANSPOSE4_PS(cs[0], cs[1], cs[2], cs[3]);   /* cs[j]: chunk j of the four rows */
+            _MM_TRANSPOSE4_PS(mn[0], mn[1], mn[2], mn[3]);
+            const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)), _mm256_set1_ps(rd_f32(b)));
+            const __m128 d = _mm256_castps256_ps128(dd), dmin = _mm256_extractf128_ps(dd, 1);
+            for (int j = 0; j < 4; j++) {
+                acc = _mm_fmadd_ps(cs[j], d, acc);
+                accm = _mm_fmadd_ps(mn[j], dmin, accm);
+            }
+        }
+        float v[4];
+        _mm_storeu_ps(v, _mm_sub_ps(acc, accm));
+        for (int k = 0; k < 4; k++) y[r + k * q] = v[k];
+    }
+    for (int64_t r = 4 * q; r < n_rows; r++) y[r] = rt_dot_q4_K_rp_avx2(n, W + (size_t)r * ws, x);
+}
+
 static float dot_q5_K(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     __m256 acc = _mm256_setzero_ps(), accm = acc;
@@ -257,6 +306,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->gemv[GGUF_T_Q8_0] = gemv_q8_0;
+    k->gemv_q4_K_rp = gemv_q4_K_rp;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;
