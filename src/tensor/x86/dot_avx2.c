@@ -239,40 +239,70 @@ static float dot_q5_K(int64_t n, const void *w, const void *x) {
 /* Q6_K: the unsigned 6-bit values q = (q6 + 32) are dotted with y by maddubs (q <= 63, so
  * no saturation), weighted by the per-16 scales, and 32 * sum_k sc[k] * bsums[k] is
  * subtracted: exactly sum sc * (q - 32) * y. */
-float rt_dot_q6_K_avx2(int64_t n, const void *w, const void *x) {
-    const uint8_t *a = w, *b = x;
+/* One block: 8 int32 lanes whose sum is the block's exact integer sum. */
+static inline __m256i q6_K_lanes(const uint8_t *a, const uint8_t *b) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     const __m128i sel0 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    float acc = 0.0f;   /* rt_dot_q6_K's chain: one fma per block of its exact integer sum */
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q6_K_BYTES, b += Q8_K_BYTES) {
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(a + Q6_K_SCALES));
-        const __m256i corr = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8),
-                                               _mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)));
-        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
-        __m256i sumi = _mm256_setzero_si256();
-        __m128i sel = sel0;
-        for (int h = 0; h < 2; h++) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(a + Q6_K_QL + 64 * h));
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(a + Q6_K_QL + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(a + Q6_K_QH + 32 * h));
-            __m256i q[4];
-            q[0] = _mm256_and_si256(l0, m4);
-            q[1] = _mm256_and_si256(l1, m4);
-            q[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
-            q[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
-            for (int p = 0; p < 4; p++) {
-                const __m256i hbits = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), m2);
-                const __m256i v = _mm256_or_si256(q[p], _mm256_slli_epi16(hbits, 4));
-                const __m256i prod = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(y + 128 * h + 32 * p)));
-                const __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, sel));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(prod, s16));
-                sel = _mm_add_epi8(sel, _mm_set1_epi8(2));
-            }
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)(a + Q6_K_SCALES));
+    const __m256i corr = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8),
+                                           _mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)));
+    const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+    __m256i sumi = _mm256_setzero_si256();
+    __m128i sel = sel0;
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(a + Q6_K_QL + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(a + Q6_K_QL + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(a + Q6_K_QH + 32 * h));
+        __m256i q[4];
+        q[0] = _mm256_and_si256(l0, m4);
+        q[1] = _mm256_and_si256(l1, m4);
+        q[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
+        q[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
+        for (int p = 0; p < 4; p++) {
+            const __m256i hbits = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), m2);
+            const __m256i v = _mm256_or_si256(q[p], _mm256_slli_epi16(hbits, 4));
+            const __m256i prod = _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(y + 128 * h + 32 * p)));
+            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, sel));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(prod, s16));
+            sel = _mm_add_epi8(sel, _mm_set1_epi8(2));
         }
-        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
-        acc = fmaf((float)x86_hsum_epi32(sumi), x86_f16(a + Q6_K_D) * rd_f32(b), acc);
     }
+    return _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
+}
+
+float rt_dot_q6_K_avx2(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    float acc = 0.0f;   /* rt_dot_q6_K's chain: one fma per block of its exact integer sum */
+    for (int64_t i = 0; i < n / QK_K; i++, a += Q6_K_BYTES, b += Q8_K_BYTES)
+        acc = fmaf((float)x86_hsum_epi32(q6_K_lanes(a, b)), x86_f16(a + Q6_K_D) * rd_f32(b), acc);
     return acc;
+}
+
+/* rt_dot_q6_K_avx2 for rows r, r + q, r + 2q, r + 3q (q = n_rows / 4) side by side: the four
+ * rows' block sums come out of one hadd tree, and their chains are the lanes of one 4-lane
+ * FMA. The 0-3 rows left take the dot. */
+static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK_K, q = n_rows / 4;
+    for (int64_t r = 0; r < q; r++) {
+        const uint8_t *wr[4];
+        for (int k = 0; k < 4; k++) wr[k] = W + (size_t)(r + k * q) * ws;
+        __m128 acc = _mm_setzero_ps();
+        for (int64_t i = 0; i < nb; i++) {
+            const uint8_t *b = X + (size_t)i * Q8_K_BYTES;
+            const size_t o = (size_t)i * Q6_K_BYTES;
+            const __m128i sum = x86_hsum4_epi32(q6_K_lanes(wr[0] + o, b), q6_K_lanes(wr[1] + o, b),
+                                                q6_K_lanes(wr[2] + o, b), q6_K_lanes(wr[3] + o, b));
+            const __m128 d = _mm_cvtph_ps(_mm_setr_epi16((short)rd_u16(wr[0] + o + Q6_K_D), (short)rd_u16(wr[1] + o + Q6_K_D),
+                                                         (short)rd_u16(wr[2] + o + Q6_K_D), (short)rd_u16(wr[3] + o + Q6_K_D),
+                                                         0, 0, 0, 0));
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum), _mm_mul_ps(d, _mm_set1_ps(rd_f32(b))), acc);
+        }
+        float v[4];
+        _mm_storeu_ps(v, acc);
+        for (int k = 0; k < 4; k++) y[r + k * q] = v[k];
+    }
+    for (int64_t r = 4 * q; r < n_rows; r++) y[r] = rt_dot_q6_K_avx2(n, W + (size_t)r * ws, x);
 }
 
 /* Sub-block ib of an IQ4_XS block: the 16 bytes of nibbles looked up in the level table,
@@ -307,6 +337,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->gemv[GGUF_T_Q8_0] = gemv_q8_0;
     k->gemv_q4_K_rp = gemv_q4_K_rp;
+    k->gemv[GGUF_T_Q6_K] = gemv_q6_K;
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;
