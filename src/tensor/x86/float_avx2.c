@@ -167,7 +167,7 @@ static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const floa
     }
 }
 
-static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
+static void att_wsum4_lanes(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
                       const int32_t n_ctx[4], float *const out[4]) {
     int32_t n_min = n_ctx[0], n_max = n_ctx[0];
     for (int i = 1; i < nr; i++) n_min = n_ctx[i] < n_min ? n_ctx[i] : n_min, n_max = n_ctx[i] > n_max ? n_ctx[i] : n_max;
@@ -192,6 +192,103 @@ static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float 
                 for (int e = 0; e < 16; e++) l[e] = lane[i][e][d];
                 out[i][d0 + d] = rt_hsum16_ggml(l);
             }
+    }
+}
+
+/* The weighted sums with the lane accumulators in registers (head dims a multiple of 8): lane
+ * l of the reference (positions l, l + 16, ...) is run on its own over a pass of the rows'
+ * outputs d0..d0+8C-1, R·C = 8 vectors, so a V row is loaded and converted once for every row
+ * and no lane row goes through memory per position; the 16 lane results of a pass go to a
+ * stack buffer and are added element-wise in rt_hsum16_ggml's order (att_avx512.c's scheme). */
+#define WS2_ACC 8
+
+/* Positions p, p + 16, ... below `end` into acc[i][c]; `check`: only the rows whose context
+ * reaches p (else every row sees them). */
+static inline __attribute__((always_inline)) void wsum2_span(int R, int C, bool check, int32_t p, int32_t end,
+                                                              int64_t d0, const uint16_t *const *v,
+                                                              const float *const *pr, const int32_t *n_ctx,
+                                                              __m256 acc[4][WS2_ACC]) {
+    for (; p < end; p += 16) {
+        const uint8_t *vp = (const uint8_t *)v[p];
+        if (!vp) continue;
+        if (!check) {
+            __m256 b[4];
+            _Pragma("GCC unroll 4")
+            for (int i = 0; i < R; i++) b[i] = _mm256_set1_ps(pr[i][p]);
+            _Pragma("GCC unroll 8")
+            for (int c = 0; c < C; c++) {
+                const __m256 x = ld_f16x8(vp + 2 * (d0 + 8 * c));
+                _Pragma("GCC unroll 4")
+                for (int i = 0; i < R; i++) acc[i][c] = _mm256_fmadd_ps(b[i], x, acc[i][c]);
+            }
+            continue;
+        }
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < R; i++) {
+            if (p >= n_ctx[i]) continue;
+            const __m256 b = _mm256_set1_ps(pr[i][p]);
+            _Pragma("GCC unroll 8")
+            for (int c = 0; c < C; c++) acc[i][c] = _mm256_fmadd_ps(b, ld_f16x8(vp + 2 * (d0 + 8 * c)), acc[i][c]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void wsum2_pass(int R, int C, int64_t d0, const uint16_t *const *v,
+                                                              const float *const *pr, const int32_t *n_ctx,
+                                                              int32_t n_min, int32_t n_max, float *const *out) {
+    _Alignas(32) float lanes[4][16][8 * WS2_ACC];
+    for (int l = 0; l < 16; l++) {
+        __m256 acc[4][WS2_ACC];
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < R; i++)
+            _Pragma("GCC unroll 8")
+            for (int c = 0; c < C; c++) acc[i][c] = _mm256_setzero_ps();
+        /* lane l's positions: those every row sees, then the rest of the longest context */
+        const int32_t p_mid = n_min <= l ? l : l + (n_min - l + 15) / 16 * 16;
+        wsum2_span(R, C, false, l, n_min, d0, v, pr, n_ctx, acc);
+        wsum2_span(R, C, true, p_mid, n_max, d0, v, pr, n_ctx, acc);
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < R; i++)
+            _Pragma("GCC unroll 8")
+            for (int c = 0; c < C; c++) _mm256_store_ps(lanes[i][l] + 8 * c, acc[i][c]);
+    }
+    for (int i = 0; i < R; i++)
+        for (int c = 0; c < C; c++) {
+            __m256 h[8], q[4];
+            for (int e = 0; e < 8; e++) h[e] = _mm256_add_ps(_mm256_load_ps(lanes[i][e] + 8 * c), _mm256_load_ps(lanes[i][e + 8] + 8 * c));
+            for (int e = 0; e < 4; e++) q[e] = _mm256_add_ps(h[e], h[e + 4]);
+            _mm256_storeu_ps(out[i] + d0 + 8 * c, _mm256_add_ps(_mm256_add_ps(q[0], q[2]), _mm256_add_ps(q[1], q[3])));
+        }
+}
+
+static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
+                      const int32_t n_ctx[4], float *const out[4]) {
+    if (dv % 8) {   /* head dims that are not a multiple of 8: the lane rows in memory */
+        att_wsum4_lanes(nr, dv, v, pr, n_ctx, out);
+        return;
+    }
+    int32_t n_min = n_ctx[0], n_max = n_ctx[0];
+    for (int i = 1; i < nr; i++) n_min = n_ctx[i] < n_min ? n_ctx[i] : n_min, n_max = n_ctx[i] > n_max ? n_ctx[i] : n_max;
+    const int C = nr == 1 ? 8 : nr == 2 ? 4 : 2;   /* vectors of outputs per pass */
+    for (int64_t d0 = 0; d0 < dv;) {
+        const int64_t left = (dv - d0) / 8;
+        if (left >= C) {
+            switch (nr) {
+            case 1: wsum2_pass(1, 8, d0, v, pr, n_ctx, n_min, n_max, out); break;
+            case 2: wsum2_pass(2, 4, d0, v, pr, n_ctx, n_min, n_max, out); break;
+            case 3: wsum2_pass(3, 2, d0, v, pr, n_ctx, n_min, n_max, out); break;
+            default: wsum2_pass(4, 2, d0, v, pr, n_ctx, n_min, n_max, out); break;
+            }
+            d0 += 8 * C;
+            continue;
+        }
+        switch (nr) {   /* the last vectors of a head dim that is not a multiple of the pass */
+        case 1: wsum2_pass(1, 1, d0, v, pr, n_ctx, n_min, n_max, out); break;
+        case 2: wsum2_pass(2, 1, d0, v, pr, n_ctx, n_min, n_max, out); break;
+        case 3: wsum2_pass(3, 1, d0, v, pr, n_ctx, n_min, n_max, out); break;
+        default: wsum2_pass(4, 1, d0, v, pr, n_ctx, n_min, n_max, out); break;
+        }
+        d0 += 8;
     }
 }
 
