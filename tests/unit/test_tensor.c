@@ -477,14 +477,15 @@ static void test_gemm_panel(void **state) {
             checked++;
         }
     }
-    /* the AVX-512 table has all five; the AVX2 one gemm[Q8_0] (gemm_avx2.c), gemm_q4_K_rp
-     * (gemm_q4k_avx2.c) and gemm[Q6_K] (gemm_q6k_avx2.c) */
+    /* the AVX-512 table has all five; the AVX2 one all but gemm[Q4_0] (gemm_avx2.c,
+     * gemm_q4k_avx2.c, gemm_q6k_avx2.c, gemm_q5k_avx2.c) */
     if (tensor_kernels_avx2()) {
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q8_0]);
         assert_non_null(tensor_kernels_avx2()->gemm_q4_K_rp);
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q6_K]);
+        assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q5_K]);
     }
-    if (tensor_kernels_avx512()) assert_int_equal(checked, 8);
+    if (tensor_kernels_avx512()) assert_int_equal(checked, 9);
 }
 
 /* ---- f16 helpers ------------------------------------------------------------------------------ */

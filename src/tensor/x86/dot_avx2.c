@@ -228,7 +228,7 @@ static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
     for (int64_t r = 4 * q; r < n_rows; r++) y[r] = rt_dot_q4_K_rp_avx2(n, W + (size_t)r * ws, x);
 }
 
-static float dot_q5_K(int64_t n, const void *w, const void *x) {
+float rt_dot_q5_K_avx2(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     __m256 acc = _mm256_setzero_ps(), accm = acc;
     for (int64_t i = 0; i < n / QK_K; i++, a += Q5_K_BYTES, b += Q8_K_BYTES)
@@ -341,7 +341,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;
-    k->vec_dot[GGUF_T_Q5_K] = dot_q5_K;
+    k->vec_dot[GGUF_T_Q5_K] = rt_dot_q5_K_avx2;
     k->vec_dot[GGUF_T_Q6_K] = rt_dot_q6_K_avx2;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
     rt_fill_float_avx2(k);
@@ -353,4 +353,5 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_gemm_avx2(k);
     rt_fill_gemm_q4k_avx2(k);
     rt_fill_gemm_q6k_avx2(k);
+    rt_fill_gemm_q5k_avx2(k);
 }
