@@ -477,15 +477,15 @@ static void test_gemm_panel(void **state) {
             checked++;
         }
     }
-    /* the AVX-512 table has all five; the AVX2 one all but gemm[Q4_0] (gemm_avx2.c,
-     * gemm_q4k_avx2.c, gemm_q6k_avx2.c, gemm_q5k_avx2.c) */
+    /* the AVX-512 and the AVX2 tables have all five (gemm_*_avx2.c for the latter) */
     if (tensor_kernels_avx2()) {
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q8_0]);
         assert_non_null(tensor_kernels_avx2()->gemm_q4_K_rp);
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q6_K]);
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q5_K]);
+        assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q4_0]);
     }
-    if (tensor_kernels_avx512()) assert_int_equal(checked, 9);
+    if (tensor_kernels_avx512()) assert_int_equal(checked, 10);
 }
 
 /* ---- f16 helpers ------------------------------------------------------------------------------ */

@@ -69,7 +69,7 @@ static inline __m256i q4_0_block(const uint8_t *a, const uint8_t *b) {
     return x86_dot_i8(q, _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
 }
 
-static float dot_q4_0(int64_t n, const void *w, const void *x) {
+float rt_dot_q4_0_avx2(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     const int64_t nb = n / QK4_0;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
@@ -338,7 +338,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->gemv[GGUF_T_Q8_0] = gemv_q8_0;
     k->gemv_q4_K_rp = gemv_q4_K_rp;
     k->gemv[GGUF_T_Q6_K] = gemv_q6_K;
-    k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
+    k->vec_dot[GGUF_T_Q4_0] = rt_dot_q4_0_avx2;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;
     k->vec_dot[GGUF_T_Q5_K] = rt_dot_q5_K_avx2;
@@ -354,4 +354,5 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_gemm_q4k_avx2(k);
     rt_fill_gemm_q6k_avx2(k);
     rt_fill_gemm_q5k_avx2(k);
+    rt_fill_gemm_q40_avx2(k);
 }
