@@ -135,12 +135,7 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
     for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
         const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
         const uint8_t *row[QR];
-        int32_t offs[QR];
-        for (int r = 0; r < QR; r++) {   /* rows past nr repeat the last */
-            row[r] = W + (size_t)(r0 + (r < nr ? r : nr - 1)) * ws;
-            offs[r] = (int32_t)(row[r] - row[0]);
-        }
-        const __m256i vi = _mm256_loadu_si256((const __m256i *)offs);
+        const __m256i vi = x86_panel8_rows(W, ws, r0, nr, row);
         for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], row, vi, b);
         float *yr = y + r0;
         int64_t t = 0;

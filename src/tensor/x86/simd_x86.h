@@ -104,6 +104,18 @@ static inline __m256i x86_bf16_round(__m256 v) {
     return _mm256_blendv_epi8(r, qnan, _mm256_castps_si256(nan));
 }
 
+/* A panel of 8 weight rows from row r0 (the AVX2 gemms' one int32 lane per row): row[k] the
+ * k-th row's start, rows past nr repeating the last; returns their offsets from row[0] (for
+ * gathers: they must fit in int32). */
+static inline __m256i x86_panel8_rows(const uint8_t *W, size_t ws, int64_t r0, int nr, const uint8_t *row[8]) {
+    int32_t offs[8];
+    for (int r = 0; r < 8; r++) {
+        row[r] = W + (size_t)(r0 + (r < nr ? r : nr - 1)) * ws;
+        offs[r] = (int32_t)(row[r] - row[0]);
+    }
+    return _mm256_loadu_si256((const __m256i *)offs);
+}
+
 /* Sub-fillers of the ISA tables (one per file). */
 void rt_fill_quant_avx2(tensor_kernels *k);
 void rt_fill_float_avx2(tensor_kernels *k);
