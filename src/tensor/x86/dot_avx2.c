@@ -1,4 +1,5 @@
-/* dot_avx2.c — AVX2 dot products of the quantized weight types, and the AVX2 table.
+/* dot_avx2.c — AVX2 dot products of the quantized weight types, their single-token matmuls
+ * (several rows side by side: tensor.h gemv), and the AVX2 table.
  *
  * Contract (as dot_ref.c): n a multiple of the block size; w a row of the weight type, x a
  * row of its vec_dot_type; unaligned loads only. Per block the integer part is exact (the
@@ -30,8 +31,8 @@ static float dot_q8_0(int64_t n, const void *w, const void *x) {
 /* The single-token matmul (tensor.h gemv): rows r, r + q, r + 2q, r + 3q (q = n_rows / 4)
  * side by side, four chains of dot_q8_0's operations that do not wait on each other, read as
  * four straight streams (gemv_avx512.c says why); the 0-3 rows left take the dot. In cache,
- * one thread, 1024x1024: 27.2 -> 29.8 GB/s. (The K-quant dots gain nothing this way: they
- * are bound by their own operations, not by the chain.) */
+ * one thread, 1024x1024: 27.2 -> 29.8 GB/s. (The K-quant dots are bound by their own
+ * operations more than by the chain: their gemvs below vectorize the scalar tails too.) */
 static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK8_0, q = n_rows / 4;
@@ -236,10 +237,10 @@ float rt_dot_q5_K_avx2(int64_t n, const void *w, const void *x) {
     return x86_hsum_ps(acc) - x86_hsum_ps(accm);
 }
 
-/* Q6_K: the unsigned 6-bit values q = (q6 + 32) are dotted with y by maddubs (q <= 63, so
- * no saturation), weighted by the per-16 scales, and 32 * sum_k sc[k] * bsums[k] is
- * subtracted: exactly sum sc * (q - 32) * y. */
-/* One block: 8 int32 lanes whose sum is the block's exact integer sum. */
+/* Q6_K, one block: 8 int32 lanes whose sum is the block's exact integer sum. The unsigned
+ * 6-bit values q = (q6 + 32) are dotted with y by maddubs (q <= 63, so no saturation),
+ * weighted by the per-16 scales, and 32 * sum_k sc[k] * bsums[k] is subtracted: exactly
+ * sum sc * (q - 32) * y. */
 static inline __m256i q6_K_lanes(const uint8_t *a, const uint8_t *b) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     const __m128i sel0 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
