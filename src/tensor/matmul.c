@@ -17,8 +17,8 @@
  * tensor_matmul_n does the same for several matrices over one X: X is quantized once, and
  * the matrices' shares form one job (one barrier instead of one per matrix).
  *
- * Scratch layout: n_tok rows, each tensor_row_bytes(vec_dot_type, n_in) rounded up to 64
- * bytes (so every row starts 64-byte aligned when scratch is). */
+ * Scratch layout: n_tok activation rows (tensor.h), each tensor_act_row_bytes(vec_dot_type,
+ * n_in) bytes, a multiple of 64 (so every row starts 64-byte aligned when scratch is). */
 #include "tensor/tensor_impl.h"
 
 #define MM_TILE 16
@@ -27,9 +27,31 @@
  * workers would cost more than it saves (the result is the same either way). */
 #define MM_MIN_PARALLEL (1 << 19)   /* weight rows per tile: 16 rows of 4096 Q8_0 = 70 KB, within L2 */
 
-static size_t act_stride(uint32_t wtype, int64_t n_in) {
-    const size_t rb = tensor_row_bytes(tensor_vec_dot_type(wtype), n_in);
+size_t tensor_act_row_bytes(uint32_t vtype, int64_t n) {
+    const size_t rb = tensor_row_bytes(vtype, n);
+    if (vtype == GGUF_T_Q8_0 && rb) return q8_0_tail(n) + (((size_t)(n / QK8_0) * Q8_0_TAIL_BYTES + 63) & ~(size_t)63);
     return (rb + 63) & ~(size_t)63;
+}
+
+void tensor_act_quantize(const tensor_kernels *k, uint32_t vtype, const float *x, void *dst, int64_t n) {
+    k->from_float[vtype](x, dst, n);
+    if (vtype != GGUF_T_Q8_0) return;
+    const uint8_t *q = dst;
+    uint8_t *u = (uint8_t *)dst + q8_0_tail(n);
+    for (int64_t b = 0; b < n / QK8_0; b++, u += Q8_0_TAIL_BYTES) {
+        const uint8_t *blk = q + (size_t)b * Q8_0_BYTES;
+        wr_f32(u, rd_f16(blk));
+        for (int i = 0; i < 32; i += 8) {   /* + 128 = flip each byte's top bit */
+            uint64_t v;
+            memcpy(&v, blk + Q8_0_QS + i, 8);
+            v ^= 0x8080808080808080u;
+            memcpy(u + Q8_0_TAIL_QS + i, &v, 8);
+        }
+    }
+}
+
+static size_t act_stride(uint32_t wtype, int64_t n_in) {
+    return tensor_act_row_bytes(tensor_vec_dot_type(wtype), n_in);
 }
 
 size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok) {
@@ -52,8 +74,7 @@ static void mm_quantize(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     long lo, hi;
     tp_split((long)j->n_tok, ith, nth, 1, &lo, &hi);
-    const tensor_from_float_fn q = j->k->from_float[j->vtype];
-    for (long t = lo; t < hi; t++) q(j->X + t * j->n_in, j->Xq + (size_t)t * j->x_stride, j->n_in);
+    for (long t = lo; t < hi; t++) tensor_act_quantize(j->k, j->vtype, j->X + t * j->n_in, j->Xq + (size_t)t * j->x_stride, j->n_in);
 }
 
 tensor_vec_dot_fn tensor_matmul_dot(const tensor_kernels *k, uint32_t wtype, int64_t n_out) {

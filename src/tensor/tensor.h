@@ -42,7 +42,9 @@ typedef void (*tensor_vec_dot4_fn)(int64_t n, const void *w, const void *x, size
 
 /* y[t*ldy + r] = vec_dot(n, w + r*w_stride, x + t*x_stride) for r < n_rows, t < n_tok, each
  * element bit-identical to vec_dot (the same operations in the same order; only the tiling of
- * rows and tokens differs, so weight and activation loads are shared). y must not alias w or x. */
+ * rows and tokens differs, so weight and activation loads are shared). The x rows are
+ * activation rows as tensor_act_quantize writes them (a gemm may read their tail); x_stride
+ * is at least tensor_act_row_bytes. y must not alias w or x. */
 typedef void (*tensor_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *x,
                                size_t x_stride, int64_t n_tok, float *y, int64_t ldy);
 
@@ -173,6 +175,18 @@ int64_t  tensor_block_size(uint32_t type);
  * unknown to this module. */
 size_t   tensor_row_bytes(uint32_t type, int64_t n);
 
+/* ---- activation rows ---------------------------------------------------------------------
+ *
+ * A matmul quantizes each token row of X once to the weight's vec_dot type. For Q8_0 the row
+ * is followed by a tail the prompt gemms read instead of deriving it again in every tile:
+ * each block's quants + 128 as unsigned bytes and its scale as a float (tensor_impl.h,
+ * q8_0_tail). The vec_dot row itself is exactly from_float's, so dots and gemvs ignore it. */
+/* Bytes of one activation row of n elements of vtype with its tail, rounded up to 64 (0 for
+ * a type this module does not know). */
+size_t tensor_act_row_bytes(uint32_t vtype, int64_t n);
+/* Quantize n floats with k's from_float[vtype] into dst, then write the tail. */
+void   tensor_act_quantize(const tensor_kernels *k, uint32_t vtype, const float *x, void *dst, int64_t n);
+
 /* ---- matrix multiplication -------------------------------------------------------------
  *
  * Y[t][o] = sum_i W[o][i] * X[t][i]   for t < n_tok, o < n_out
@@ -180,8 +194,8 @@ size_t   tensor_row_bytes(uint32_t type, int64_t n);
  * W: n_out rows of n_in elements of wtype, contiguous (row o at W + o*tensor_row_bytes).
  * X: n_tok rows of n_in floats, contiguous. Y: n_tok rows with a stride of ldy floats.
  * scratch: at least tensor_matmul_scratch_bytes(wtype, n_in, n_tok) bytes, 64-byte aligned;
- *          holds X quantized to the vec_dot type, one row per token at a stride of the
- *          row's bytes rounded up to 64. Y must not alias X or scratch.
+ *          holds X as activation rows (tensor_act_quantize), one per token at a stride of
+ *          tensor_act_row_bytes. Y must not alias X or scratch.
  * k: a table from the accessors above; wtype must be supported (tensor_type_supported).
  * Work is split over the pool's threads by output rows (invariant 2); pool may be NULL.
  */

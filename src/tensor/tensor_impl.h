@@ -54,6 +54,12 @@ static inline int32_t  rt_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); retu
 static inline void     wr_u16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 static inline void     wr_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
 
+/* The tail of a Q8_0 activation row (tensor.h, tensor_act_quantize), q8_0_tail bytes into the
+ * row: per block, Q8_0_TAIL_BYTES: its fp16 scale as a float, then its 32 quants + 128
+ * (unsigned bytes, what dpbusd takes). */
+enum { Q8_0_TAIL_BYTES = 36, Q8_0_TAIL_QS = 4 };
+static inline size_t q8_0_tail(int64_t n) { return ((size_t)(n / QK8_0) * Q8_0_BYTES + 63) & ~(size_t)63; }
+
 /* Round to nearest, ties to even, for |f| < 2^22 (ggml's nearest_int; also what x86's
  * round-to-nearest instructions give in that range). Independent of the FP environment. */
 static inline int rt_nearest_int(float f) {

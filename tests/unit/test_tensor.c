@@ -357,14 +357,14 @@ static void test_gemm(void **state) {
             if (!tab[k]->gemm[wt] || n % tensor_block_size(wt) || n % tensor_block_size(vt)) continue;
             float_checked += wt == GGUF_T_F16;
             const uint8_t *w = NULL;
-            const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(vt, n) + 3;   /* odd stride */
+            const size_t wb = tensor_row_bytes(wt, n), xb = tensor_act_row_bytes(vt, n) + 3;   /* odd stride */
             float *f = xalloc((size_t)n * GEMM_ROWS * 4), y[GEMM_TOKS * GEMM_LDY];
             /* the weights at a 64-byte boundary and 32 bytes past one (GGUF's alignment) */
             uint8_t *wbuf = xalloc(wb * GEMM_ROWS + 128), *x = xalloc(GEMM_TOKS * xb);
             uint8_t *w64 = (uint8_t *)(((uintptr_t)wbuf + 63) & ~(uintptr_t)63), *w32 = w64 + 32;
             fill_rough(&r, f, n * GEMM_ROWS);
             tab[0]->from_float[wt](f, w64, n * GEMM_ROWS);
-            for (int j = 0; j < GEMM_TOKS; j++) tab[k]->from_float[vt](f + j * n, x + j * xb, n);
+            for (int j = 0; j < GEMM_TOKS; j++) tensor_act_quantize(tab[k], vt, f + j * n, x + j * xb, n);
             for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++)
                 for (size_t b = 0; b < sizeof toks / sizeof toks[0]; b++) {
                     const bool mis = (a + b) % 2;
@@ -400,14 +400,14 @@ static void check_panel_gemm_toks(const tensor_kernels *k, uint32_t wt, tensor_g
     int64_t maxt = 0;
     for (const int64_t *t = toks; *t; t++) maxt = *t > maxt ? *t : maxt;
     const uint32_t vt = tensor_vec_dot_type(wt);
-    const size_t wb = tensor_row_bytes(wt, n), xb = tensor_row_bytes(vt, n) + 3;
+    const size_t wb = tensor_row_bytes(wt, n), xb = tensor_act_row_bytes(vt, n) + 3;
     const int64_t nf = maxt > MAXR ? maxt : MAXR;   /* float rows: the weights', then the tokens' */
     float *f = xalloc((size_t)n * nf * 4), *y = xalloc(maxt * LDY * 4);
     uint8_t *wbuf = xalloc(wb * MAXR + 1), *x = xalloc(maxt * xb);
     uint8_t *w = wbuf + 1;   /* rows at odd addresses */
     fill_rough(r, f, n * nf);
     tensor_kernels_scalar()->from_float[wt](f, w, n * MAXR);
-    for (int j = 0; j < maxt; j++) k->from_float[vt](f + j * n, x + j * xb, n);
+    for (int j = 0; j < maxt; j++) tensor_act_quantize(k, vt, f + j * n, x + j * xb, n);
     for (int a = 0; a < nrows; a++)
         for (size_t b = 0; toks[b]; b++) {
             for (int e = 0; e < maxt * LDY; e++) y[e] = -1.0f;

@@ -8,8 +8,9 @@
  *  - few tokens (below PMIN_TOK), rows too long for the panel, and the rows after the last
  *    group of 16: a 512-bit register holds the same block of two weight rows (rows 2p,
  *    2p+1: lanes 0-7, 8-15), so each vector FMA steps two output elements; the activation
- *    block (signed bytes x) is broadcast to both halves as x + 128 (unsigned) and dpbusd
- *    starts from -128 · Σ4 w, which gives Σ4 x·w exactly (integers); a tile of GP row pairs
+ *    block is broadcast to both halves as x + 128 (unsigned: the activation row's tail,
+ *    tensor_impl.h q8_0_tail, as is its scale as a float) and dpbusd starts from
+ *    -128 · Σ4 w, which gives Σ4 x·w exactly (integers); a tile of GP row pairs
  *    × GT tokens shares each weight load over GT tokens and each activation load over GP
  *    pairs;
  *  - otherwise groups of 16 rows, a lane per row (below), the weights transposed once per
@@ -29,6 +30,7 @@ static inline __attribute__((always_inline)) void tile(int P, int T, int64_t nb,
                                                         const uint8_t *x, size_t xs, float *y, int64_t ldy,
                                                         bool store_hi) {
     const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    const uint8_t *u = x + q8_0_tail(nb * QK8_0);   /* the tails (tensor_impl.h) */
     __m512 acc[GP][GT];
     _Pragma("GCC unroll 8")
     for (int p = 0; p < P; p++)
@@ -40,9 +42,9 @@ static inline __attribute__((always_inline)) void tile(int P, int T, int64_t nb,
         __m512 dx[GT];
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
-            const uint8_t *xb = x + t * xs + off;
-            xu[t] = _mm512_xor_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb + Q8_0_QS))), bias);
-            dx[t] = _mm512_cvtph_ps(bcast_h(xb));
+            const uint8_t *ub = u + t * xs + (size_t)b * Q8_0_TAIL_BYTES;
+            xu[t] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(ub + Q8_0_TAIL_QS)));
+            dx[t] = _mm512_set1_ps(rd_f32(ub));
         }
         _Pragma("GCC unroll 8")
         for (int p = 0; p < P; p++) {
@@ -89,7 +91,7 @@ static inline __attribute__((always_inline)) void row_tile(int P, int64_t nb, co
  * 8 accumulators hold exactly dot_q8_0's 8 lanes of each row and are reduced in x86_hsum_ps's
  * tree, 16 rows at a time. The weights are transposed once per call into a group panel (the
  * chunk j of 16 rows side by side, its dpbusd start −128 · Σ4 w, the 16 scales as floats);
- * each token's chunk is broadcast and biased by 128 (unsigned), so
+ * each token's chunk is broadcast from its row's tail (biased by 128: unsigned), so
  * dpbusd(−128 · Σ4 w, x + 128, w) = Σ4 x·w exactly. Blocks go KC at a time so a chunk of the
  * panel stays in L1 while TC tokens pass (their accumulators parked in an L1 buffer between
  * chunks: stored and reloaded unchanged, so the sums are the same). */
@@ -149,12 +151,12 @@ static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws) {
     }
 }
 
-/* kc blocks of one group for T tokens: accumulators from zero (first) or from park, back to
- * park, or (last) reduced into y[t · ldy + r] for the group's 16 rows. */
-static inline __attribute__((always_inline)) void gtile(int T, int64_t kc, const q8_grp *pk, const uint8_t *x,
-                                                         size_t xs, __m512 *park, bool first, bool last, float *y,
-                                                         int64_t ldy) {
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
+/* kc blocks of one group for T tokens, u: the first token's tail at the chunk's first block;
+ * accumulators from zero (first) or from park, back to park, or (last) reduced into
+ * y[t · ldy + r] for the group's 16 rows. */
+static inline __attribute__((always_inline)) void gtile(int T, int64_t kc, const q8_grp *pk, const uint8_t *u,
+                                                         size_t xs, __m512 *park, bool first, bool last,
+                                                         float *y, int64_t ldy) {
     __m512 acc[GT3][8];
     _Pragma("GCC unroll 8")
     for (int t = 0; t < T; t++)
@@ -164,17 +166,16 @@ static inline __attribute__((always_inline)) void gtile(int T, int64_t kc, const
         const q8_grp *q = pk + b;
         __m512 d[GT3];
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++) d[t] = _mm512_mul_ps(q->dw, _mm512_cvtph_ps(bcast_h(x + t * xs + (size_t)b * Q8_0_BYTES)));
+        for (int t = 0; t < T; t++) d[t] = _mm512_mul_ps(q->dw, _mm512_set1_ps(rd_f32(u + t * xs + (size_t)b * Q8_0_TAIL_BYTES)));
         _Pragma("GCC unroll 8")
         for (int j = 0; j < 8; j++) {
             __m512i w = q->w[j], nc = q->nc[j];
             __asm__("" : "+v"(w), "+v"(nc));   /* keep them in registers for the T tokens */
             _Pragma("GCC unroll 8")
             for (int t = 0; t < T; t++) {
-                int32_t xv;   /* the xor shares the convert's pipes, off the dpbusd/FMA ones */
-                memcpy(&xv, x + t * xs + (size_t)b * Q8_0_BYTES + Q8_0_QS + 4 * j, 4);
-                const __m512i xu = _mm512_xor_si512(_mm512_set1_epi32(xv), bias);
-                const __m512i s = _mm512_dpbusd_epi32(nc, xu, w);
+                int32_t xv;   /* already biased: an xor here, in the chain, costs ~10 % */
+                memcpy(&xv, u + t * xs + (size_t)b * Q8_0_TAIL_BYTES + Q8_0_TAIL_QS + 4 * j, 4);
+                const __m512i s = _mm512_dpbusd_epi32(nc, _mm512_set1_epi32(xv), w);
                 acc[t][j] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(s), acc[t][j]);
             }
         }
@@ -203,17 +204,17 @@ static void group_rows(int64_t nb, const uint8_t *W, size_t ws, const uint8_t *x
             const int64_t kc = nb - k0 < KC ? nb - k0 : KC;
             const bool first = k0 == 0, last = k0 + kc == nb;
             for (int64_t t = 0; t < tc; t += GT3) {
-                const uint8_t *xt = x + (t0 + t) * xs + (size_t)k0 * Q8_0_BYTES;
+                const uint8_t *ut = x + (t0 + t) * xs + q8_0_tail(nb * QK8_0) + (size_t)k0 * Q8_0_TAIL_BYTES;
                 float *yt = y + (t0 + t) * ldy;
                 switch (tc - t < GT3 ? tc - t : GT3) {
                 case 3:
-                    gtile(3, kc, pk + k0, xt, xs, park + t * 8, first, last, yt, ldy);
+                    gtile(3, kc, pk + k0, ut, xs, park + t * 8, first, last, yt, ldy);
                     break;
                 case 2:
-                    gtile(2, kc, pk + k0, xt, xs, park + t * 8, first, last, yt, ldy);
+                    gtile(2, kc, pk + k0, ut, xs, park + t * 8, first, last, yt, ldy);
                     break;
                 default:
-                    gtile(1, kc, pk + k0, xt, xs, park + t * 8, first, last, yt, ldy);
+                    gtile(1, kc, pk + k0, ut, xs, park + t * 8, first, last, yt, ldy);
                     break;
                 }
             }
