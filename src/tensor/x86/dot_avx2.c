@@ -356,4 +356,5 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_gemm_q6k_avx2(k);
     rt_fill_gemm_q5k_avx2(k);
     rt_fill_gemm_q40_avx2(k);
+    rt_fill_gemm_f16_avx2(k);
 }

@@ -151,19 +151,81 @@ static void axpy_f16(int64_t n, float alpha, const uint16_t *x16, float *y) {
  * Both are the reference's operations (att_ref.c), so the bits are its. */
 #define ATT2_D 64
 
+/* Scores tile: R rows × NP positions (R·NP <= 8), all of which every row sees and have a K row,
+ * head dims a multiple of 16. dot_f16_f32's two chains (lo: elements 16i..16i+7, hi: 16i+8..
+ * 16i+15) are independent, so they go in two passes, eight accumulators at a time (row i,
+ * position j in slot NP·i + j); each K vector is loaded and converted once for the R rows.
+ * Then lo + hi, and one transpose-and-add network performs x86_hsum_ps's additions for all
+ * eight at once: h = lanes l + l+4, q = h0 + h2 | h1 + h3, then q0 + q1. */
+static inline __attribute__((always_inline)) void scores2_pass(int R, int NP, int64_t dk, const uint16_t *const *k,
+                                                                const float *const q[4], int32_t p, int64_t h,
+                                                                __m256 a[8]) {
+    _Pragma("GCC unroll 8")
+    for (int m = 0; m < 8; m++) a[m] = _mm256_setzero_ps();
+    for (int64_t d = h; d < dk; d += 16) {
+        __m256 kv[8];
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < NP; j++) kv[j] = ld_f16x8((const uint8_t *)(k[p + j] + d));
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < R; i++) {
+            const __m256 qv = _mm256_loadu_ps(q[i] + d);
+            _Pragma("GCC unroll 8")
+            for (int j = 0; j < NP; j++) a[NP * i + j] = _mm256_fmadd_ps(kv[j], qv, a[NP * i + j]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void scores2_tile(int R, int NP, int64_t dk, const uint16_t *const *k,
+                                                                const float *const q[4], float scale,
+                                                                float *const s[4], int32_t p) {
+    __m256 lo[8], hi[8], v[8], z[4], u[2];
+    scores2_pass(R, NP, dk, k, q, p, 0, lo);
+    scores2_pass(R, NP, dk, k, q, p, 8, hi);
+    _Pragma("GCC unroll 8")
+    for (int m = 0; m < 8; m++) v[m] = _mm256_add_ps(lo[m], hi[m]);
+    _Pragma("GCC unroll 8")
+    for (int m = 0; m < 4; m++)   /* 128-bit lane c: v[2m + c]'s h0..h3 */
+        z[m] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * m], v[2 * m + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * m], v[2 * m + 1], 0x31));
+    _Pragma("GCC unroll 8")
+    for (int m = 0; m < 2; m++)   /* lane c: q0, q1 of v[4m + c], then of v[4m + 2 + c] */
+        u[m] = _mm256_add_ps(_mm256_shuffle_ps(z[2 * m], z[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(z[2 * m], z[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lane c: the sums of v[c], v[2 + c], v[4 + c], v[6 + c] */
+    const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    float o[8];
+    _mm256_storeu_ps(o, _mm256_mul_ps(r, _mm256_set1_ps(scale)));
+    _Pragma("GCC unroll 8")
+    for (int m = 0; m < R * NP; m++) s[m / NP][p + m % NP] = o[(m % 2) * 4 + m / 2];
+}
+
 static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
                         const int32_t n_ctx[4], float scale, float *const s[4]) {
     int32_t n_min = n_ctx[0], n_max = n_ctx[0];
     for (int i = 1; i < nr; i++) n_min = n_ctx[i] < n_min ? n_ctx[i] : n_min, n_max = n_ctx[i] > n_max ? n_ctx[i] : n_max;
-    for (int32_t p = 0; p < n_max; p++) {
+    const int np = nr == 1 ? 8 : nr == 2 ? 4 : 2;   /* positions per tile */
+    for (int32_t p = 0; p < n_max;) {
+        bool tile = dk % 16 == 0 && p + np <= n_min;
+        for (int j = 0; tile && j < np; j++) tile = k[p + j] != NULL;
+        if (tile) {
+            switch (nr) {
+            case 1: scores2_tile(1, 8, dk, k, q, scale, s, p); break;
+            case 2: scores2_tile(2, 4, dk, k, q, scale, s, p); break;
+            case 3: scores2_tile(3, 2, dk, k, q, scale, s, p); break;
+            default: scores2_tile(4, 2, dk, k, q, scale, s, p); break;
+            }
+            p += np;
+            continue;
+        }
         if (nr == 4 && p < n_min && k[p]) {
             float d[4];
             dot4_f16_f32(dk, k[p], q, d);
             for (int i = 0; i < 4; i++) s[i][p] = d[i] * scale;
-            continue;
-        }
-        for (int i = 0; i < nr; i++)
-            if (p < n_ctx[i]) s[i][p] = k[p] ? dot_f16_f32(dk, k[p], q[i]) * scale : -INFINITY;
+        } else
+            for (int i = 0; i < nr; i++)
+                if (p < n_ctx[i]) s[i][p] = k[p] ? dot_f16_f32(dk, k[p], q[i]) * scale : -INFINITY;
+        p++;
     }
 }
 
