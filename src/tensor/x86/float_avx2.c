@@ -144,8 +144,9 @@ static void axpy_f16(int64_t n, float alpha, const uint16_t *x16, float *y) {
     }
 }
 
-/* The attention tiles from the helpers above: scores by dot4_f16_f32 where the four rows
- * see a position, else one dot_f16_f32 per visible row; weighted sums through 16 lane rows
+/* The attention tiles: scores by scores2_tile (below) where every row sees a run of positions
+ * with K rows and the head dim is a multiple of 16, else dot4_f16_f32 where the four rows see
+ * a position, else one dot_f16_f32 per visible row; weighted sums through 16 lane rows
  * per row on the stack (ATT2_D outputs at a time), axpy4_f16 where the four rows see a
  * position, else axpy_f16 per visible row, then the lanes added in rt_hsum16_ggml's order.
  * Both are the reference's operations (att_ref.c), so the bits are its. */
