@@ -96,7 +96,14 @@ void block_shortconv(const struct recur_model *m, model_fwd *f, const model_laye
 void block_mamba(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer);
 void block_mamba2(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer);
 
-/* The causal conv step of the recurrent blocks is the kernel table's conv_step (tensor.h). */
+/* The causal conv of the recurrent blocks (model/blocks/conv.c): channels [lo, hi) of C for
+ * every token of the ubatch, row t of in (in_stride floats apart) into row t of out (C apart),
+ * each token with its sequence's conv state in rs layer rs_layer and the weights w (K per
+ * channel): the kernel table's conv_run over each run of one sequence's tokens that ends at a
+ * captured token or the ubatch's end, then fwd_capture_conv for the run's last token (the
+ * others capture nothing). The same bits as a conv_step per token. */
+void fwd_conv_tokens(model_fwd *f, int rs_layer, const float *w, int K, int64_t C, int64_t lo, int64_t hi,
+                     const float *in, int64_t in_stride, float *out);
 
 /* ---- capture hooks (model/capture.c) ----
  * A recurrent block calls these right after it has stepped token t's state, for the slice the
@@ -106,8 +113,9 @@ void block_mamba2(const struct recur_model *m, model_fwd *f, const model_layer *
  *   fwd_capture_conv: after the conv state of token t's sequence in rs layer rs_layer was
  *     stepped for channels [lo, hi) of C (the conv state is (K-1) rows of C channels);
  *   fwd_capture_ssm: after floats [lo, hi) of that layer's SSM (or delta) state were stepped.
- * Used by shortconv.c and mamba.c; a gated DeltaNet block calls fwd_capture_conv after its conv
- * step and fwd_capture_ssm with the float range of the heads it owns after each token. */
+ * shortconv.c calls fwd_capture_conv after each token's conv step, fwd_conv_tokens (mamba.c,
+ * deltanet.c) after each run of tokens, which ends at every captured token; the scans call
+ * fwd_capture_ssm with the float range of the channels or heads they own after each token. */
 void fwd_capture_conv(model_fwd *f, int rs_layer, int32_t t, int64_t C, int64_t lo, int64_t hi);
 void fwd_capture_ssm(model_fwd *f, int rs_layer, int32_t t, int64_t lo, int64_t hi);
 

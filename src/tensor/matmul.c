@@ -74,7 +74,8 @@ static void mm_quantize(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     long lo, hi;
     tp_split((long)j->n_tok, ith, nth, 1, &lo, &hi);
-    for (long t = lo; t < hi; t++) tensor_act_quantize(j->k, j->vtype, j->X + t * j->n_in, j->Xq + (size_t)t * j->x_stride, j->n_in);
+    for (long t = lo; t < hi; t++)
+        tensor_act_quantize(j->k, j->vtype, j->X + t * j->n_in, j->Xq + (size_t)t * j->x_stride, j->n_in);
 }
 
 tensor_vec_dot_fn tensor_matmul_dot(const tensor_kernels *k, uint32_t wtype, int64_t n_out) {

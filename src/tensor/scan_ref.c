@@ -73,3 +73,8 @@ void rt_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, in
         out[ch] = sum;
     }
 }
+
+void rt_conv_run(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, int64_t n, const float *in,
+                 int64_t in_stride, float *out, int64_t out_stride) {
+    for (int64_t t = 0; t < n; t++) rt_conv_step(state, w, K, C, lo, hi, in + t * in_stride, out + t * out_stride);
+}

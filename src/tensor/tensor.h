@@ -144,6 +144,12 @@ typedef struct tensor_kernels {
      * in may be out; nothing else overlaps. */
     void  (*conv_step)(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
                        float *out);
+    /* n conv_steps of one sequence's consecutive tokens: token t reads the row at
+     * in + t*in_stride and writes out + t*out_stride; bit-identical to the n calls (a channel's
+     * weights and state can stay in registers across the tokens). in and out may be the same
+     * rows (equal strides); nothing else overlaps. */
+    void  (*conv_run)(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, int64_t n,
+                      const float *in, int64_t in_stride, float *out, int64_t out_stride);
 
     /* Single-token matmul (optional, NULL: matmul calls the dot row by row). gemv[t] gives
      * vec_dot[t]'s bits; gemv_q4_K_rp gives dot_q4_K_rp's. tensor_matmul takes them for

@@ -208,6 +208,8 @@ void  rt_ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float 
                    const float *x, float *y);
 void  rt_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
                    float *out);
+void  rt_conv_run(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, int64_t n, const float *in,
+                  int64_t in_stride, float *out, int64_t out_stride);
 
 /* Fills a table with the scalar kernels (cpu.c builds the SIMD tables on top of a copy). */
 void tensor_fill_scalar(tensor_kernels *k);

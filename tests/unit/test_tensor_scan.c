@@ -1,6 +1,6 @@
-/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, conv_step): every SIMD table
- * gives the scalar reference's bits (state, outputs), for sizes with and without tails and
- * unaligned rows; the reference itself against a direct double-precision computation of the
+/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, conv_step, conv_run):
+ * every SIMD table gives the scalar reference's bits (state, outputs), for sizes with and
+ * without tails and unaligned rows; the reference itself against a direct double-precision computation of the
  * same recurrence (named tolerance SCAN_REL, relative to the sum of absolute terms). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -153,12 +153,47 @@ static void test_conv_step(void **state) {
         }
 }
 
+/* conv_run: every table (the scalar one too) gives, state and every output row, the bits of
+ * n scalar conv_steps in order: token counts 1 and 7, K 1..5 (SIMD: 1-4 in registers, 5 per
+ * token), ranges with vector tails, row strides wider than C, and in place (in == out). */
+static void test_conv_run(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    rng r = { 9 };
+    enum { C = 75, S = 80, NMAX = 7 };   /* S: the row stride */
+    const int64_t ranges[][2] = { { 0, 75 }, { 16, 48 }, { 3, 70 }, { 74, 75 } }, ntoks[] = { 1, 7 };
+    for (int K = 1; K <= 5; K++)
+        for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++)
+            for (size_t ni = 0; ni < 2; ni++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    const int64_t lo = ranges[ri][0], hi = ranges[ri][1], n = ntoks[ni], ns = (K - 1) * C;
+                    float *st0 = randv(&r, ns, 1.0f), *w = randv(&r, C * K, 1.0f), *in = randv(&r, S * NMAX, 1.0f);
+                    float *sref = malloc((size_t)(ns + 1) * 4), *sgot = malloc((size_t)(ns + 1) * 4);
+                    float oref[S * NMAX], ogot[S * NMAX];
+                    memcpy(sref, st0, (size_t)ns * 4);
+                    for (int e = 0; e < S * NMAX; e++) oref[e] = inplace ? in[e] : -7.0f;
+                    for (int64_t t = 0; t < n; t++)
+                        tab[0]->conv_step(sref, w, K, C, lo, hi, inplace ? oref + t * S : in + t * S, oref + t * S);
+                    for (int k = 0; k < nt; k++) {
+                        memcpy(sgot, st0, (size_t)ns * 4);
+                        for (int e = 0; e < S * NMAX; e++) ogot[e] = inplace ? in[e] : -7.0f;
+                        tab[k]->conv_run(sgot, w, K, C, lo, hi, n, inplace ? ogot : in, S, ogot, S);
+                        if (memcmp(sgot, sref, (size_t)ns * 4) != 0 || memcmp(ogot, oref, sizeof oref) != 0)
+                            fail_msg("%s: conv_run K %d [%lld, %lld) n %lld in place %d", tab[k]->isa, K,
+                                     (long long)lo, (long long)hi, (long long)n, inplace);
+                    }
+                    free(st0); free(w); free(in); free(sref); free(sgot);
+                }
+}
+
 int main(void) {
     tensor_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gdn_step),
         cmocka_unit_test(test_ssm2_rows),
         cmocka_unit_test(test_conv_step),
+        cmocka_unit_test(test_conv_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,12 +46,10 @@ static void dn_conv_job(void *arg, int ith, int nth) {
     const int64_t C = hp->rs_n_conv;
     long lo, hi;
     tp_split(C, ith, nth, 16, &lo, &hi);
+    fwd_conv_tokens(f, j->rs_layer, j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi, f->r_in, hp->rs_n_in, f->r_conv);
     for (int32_t t = 0; t < f->n_tok; t++) {
         float *out = f->r_conv + (int64_t)t * C;
-        f->kern->conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
-                      f->r_in + (int64_t)t * hp->rs_n_in, out);
         op_silu_part(f->kern, out, out, C, lo, hi);
-        fwd_capture_conv(f, j->rs_layer, t, C, lo, hi);
     }
 }
 

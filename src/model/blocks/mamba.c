@@ -46,12 +46,11 @@ static void conv_tokens(const mb_job *j, int64_t in_stride, int64_t in_off, long
     const model_hparams *hp = &j->m->hp;
     const int64_t C = hp->rs_n_conv;
     const float *bias = j->L->ssm_conv1d_b.data;
+    fwd_conv_tokens(f, j->rs_layer, j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi, f->r_in + in_off, in_stride,
+                    f->r_conv);
     for (int32_t t = 0; t < f->n_tok; t++) {
         float *out = f->r_conv + (int64_t)t * C;
-        f->kern->conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi,
-                      f->r_in + (int64_t)t * in_stride + in_off, out);
-        fwd_capture_conv(f, j->rs_layer, t, C, lo, hi);
-        for (long ch = lo; ch < hi; ch++) out[ch] += bias[ch];
+        op_add(out + lo, bias + lo, hi - lo);
         op_silu_part(f->kern, out, out, C, lo, hi);
     }
 }

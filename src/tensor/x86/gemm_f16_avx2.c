@@ -69,7 +69,8 @@ static inline __attribute__((always_inline)) void f16_tile(int R, int T, int64_t
     for (int t = 0; t < T; t++)
         _Pragma("GCC unroll 8")
         for (int r = 0; r < R; r++) {
-            float v = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(s[0][r][t], s[1][r][t]), _mm256_add_ps(s[2][r][t], s[3][r][t])));
+            const __m256 a = _mm256_add_ps(_mm256_add_ps(s[0][r][t], s[1][r][t]), _mm256_add_ps(s[2][r][t], s[3][r][t]));
+            float v = x86_hsum_ps(a);
             for (int64_t i = n8; i < n; i++) v += x86_f16(wr[r] + 2 * i) * x86_f16(xh + t * xhs + 2 * i);
             y[t * ldy + r] = v;
         }

@@ -127,8 +127,51 @@ static void conv_step(float *state, const float *w, int K, int64_t C, int64_t lo
     }
 }
 
+/* conv_run: 8 channels at a time over all n tokens, their K weights gathered once and their
+ * K-1 state rows held in registers (K <= 4; each token performs conv_step's operations); other
+ * K, and the channels past the last whole vector, go token by token through conv_step. */
+static inline __attribute__((always_inline)) void conv_run8(int K, float *state, const float *wc, __m256i idx,
+                                                             int64_t C, int64_t ch, int64_t n, const float *in,
+                                                             int64_t is, float *out, int64_t os) {
+    __m256 wk[4], st[3];
+    _Pragma("GCC unroll 4")
+    for (int k = 0; k < K; k++) wk[k] = _mm256_i32gather_ps(wc + k, idx, 4);
+    _Pragma("GCC unroll 4")
+    for (int k = 0; k < K - 1; k++) st[k] = _mm256_loadu_ps(state + k * C + ch);
+    for (int64_t t = 0; t < n; t++) {
+        const __m256 v = _mm256_loadu_ps(in + t * is + ch);
+        __m256 sum = _mm256_setzero_ps();
+        _Pragma("GCC unroll 4")
+        for (int k = 0; k < K - 1; k++) sum = _mm256_fmadd_ps(st[k], wk[k], sum);
+        sum = _mm256_fmadd_ps(v, wk[K - 1], sum);
+        _Pragma("GCC unroll 4")
+        for (int k = 0; k + 1 < K - 1; k++) st[k] = st[k + 1];
+        if (K > 1) st[K - 2] = v;
+        _mm256_storeu_ps(out + t * os + ch, sum);
+    }
+    _Pragma("GCC unroll 4")
+    for (int k = 0; k < K - 1; k++) _mm256_storeu_ps(state + k * C + ch, st[k]);
+}
+
+static void conv_run(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, int64_t n,
+                     const float *in, int64_t is, float *out, int64_t os) {
+    int64_t ch = lo;
+    if (K >= 1 && K <= 4) {
+        const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(K));
+        for (; ch + 8 <= hi; ch += 8) switch (K) {
+            case 1: conv_run8(1, state, w + ch * K, idx, C, ch, n, in, is, out, os); break;
+            case 2: conv_run8(2, state, w + ch * K, idx, C, ch, n, in, is, out, os); break;
+            case 3: conv_run8(3, state, w + ch * K, idx, C, ch, n, in, is, out, os); break;
+            default: conv_run8(4, state, w + ch * K, idx, C, ch, n, in, is, out, os); break;
+            }
+    }
+    if (ch < hi)
+        for (int64_t t = 0; t < n; t++) conv_step(state, w, K, C, ch, hi, in + t * is, out + t * os);
+}
+
 void rt_fill_scan_avx2(tensor_kernels *k) {
     k->gdn_step = gdn_step;
     k->ssm2_rows = ssm2_rows;
     k->conv_step = conv_step;
+    k->conv_run = conv_run;
 }
