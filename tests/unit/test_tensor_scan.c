@@ -1,7 +1,8 @@
 /* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, conv_step, conv_run):
  * every SIMD table gives the scalar reference's bits (state, outputs), for sizes with and
- * without tails and unaligned rows; the reference itself against a direct double-precision computation of the
- * same recurrence (named tolerance SCAN_REL, relative to the sum of absolute terms). */
+ * without tails and unaligned rows; the reference itself against a direct double-precision
+ * computation of the same recurrence (named tolerance SCAN_REL, relative to the sum of absolute
+ * terms). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
