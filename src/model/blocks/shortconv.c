@@ -1,4 +1,4 @@
-/* shortconv.c — LFM2's gated short convolution (its conv step: the kernel table's conv_step).
+/* shortconv.c — LFM2's gated short convolution (its conv: fwd_conv_tokens, the kernel table's conv_run).
  *
  *   B, C, x = split3(in_proj · u)         (order B | C | x)
  *   y_t     = conv_K(B ⊙ x)_t             (depthwise, causal; state = the K-1 previous B ⊙ x)
@@ -26,12 +26,15 @@ static void shortconv_job(void *arg, int ith, int nth) {
     const int K = j->m->hp.ssm_d_conv;
     long lo, hi;
     tp_split((long)E, ith, nth, 16, &lo, &hi);
-    for (int32_t t = 0; t < f->n_tok; t++) {
+    for (int32_t t = 0; t < f->n_tok; t++) {   /* B ⊙ x of every token, then the conv in place */
         const float *bcx = f->r_in + (int64_t)t * 3 * E;
-        float *bx = f->r_conv + (int64_t)t * E, *y = f->r_y + (int64_t)t * E;
+        float *bx = f->r_conv + (int64_t)t * E;
         for (long ch = lo; ch < hi; ch++) bx[ch] = bcx[ch] * bcx[2 * E + ch];
-        f->kern->conv_step(rs_conv(f->rs, j->rs_layer, f->seq[t]), j->L->ssm_conv1d.data, K, E, lo, hi, bx, bx);
-        fwd_capture_conv(f, j->rs_layer, t, E, lo, hi);
+    }
+    fwd_conv_tokens(f, j->rs_layer, j->L->ssm_conv1d.data, K, E, lo, hi, f->r_conv, E, f->r_conv);
+    for (int32_t t = 0; t < f->n_tok; t++) {
+        const float *bcx = f->r_in + (int64_t)t * 3 * E, *bx = f->r_conv + (int64_t)t * E;
+        float *y = f->r_y + (int64_t)t * E;
         for (long ch = lo; ch < hi; ch++) y[ch] = bcx[E + ch] * bx[ch];
     }
 }
