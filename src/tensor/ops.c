@@ -140,6 +140,13 @@ void op_swiglu_part(const tensor_kernels *k, float *y, const float *x, const flo
     for (int64_t i = lo > nv ? lo : nv; i < hi; i++) y[i] = op_silu1(x[i]) * g[i];
 }
 
-void op_add(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+void op_add(float *restrict y, const float *restrict x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {   /* four independent adds: -O2 makes them one vector add */
+        y[i] += x[i];
+        y[i + 1] += x[i + 1];
+        y[i + 2] += x[i + 2];
+        y[i + 3] += x[i + 3];
+    }
+    for (; i < n; i++) y[i] += x[i];
 }

@@ -68,8 +68,8 @@ static inline void op_swiglu(const tensor_kernels *k, float *y, const float *x, 
     op_swiglu_part(k, y, x, g, n, 0, n);
 }
 
-/* y[i] += x[i] */
-void op_add(float *y, const float *x, int64_t n);
+/* y[i] += x[i]; y and x do not overlap */
+void op_add(float *restrict y, const float *restrict x, int64_t n);
 
 /* silu(x) = x * sigmoid(x) with libm's expf (ggml_silu_f32: the scalar tails of ggml's rows) */
 static inline float op_silu1(float x) { return x / (1.0f + expf(-x)); }
