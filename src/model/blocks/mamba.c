@@ -118,6 +118,9 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
     const float *A = j->L->ssm_a.data, *D = j->L->ssm_d.data, *dt_b = j->L->ssm_dt_b.data;
     long lo, hi;
     tp_split(nh, ith, nth, 1, &lo, &hi);
+    /* ggml's swiglu rows are head_dim long; when that is a multiple of OP_GGML_LANES, the rows
+     * of adjacent heads in one call get the same per-element operations (ops.h) */
+    const bool whole = hd % OP_GGML_LANES == 0;
     for (long h = lo; h < hi; h++) {
         const int64_t g = h / (nh / ng);
         for (int32_t t = 0; t < f->n_tok; t++) {
@@ -128,10 +131,15 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
             float *yh = f->r_y + t * di + h * hd;
             f->kern->ssm2_rows(ds, hd, s, B, C, dA, dsp, xh, yh);
             for (int64_t p = 0; p < hd; p++) yh[p] = yh[p] + xh[p] * D[h];
-            op_swiglu(f->kern, yh, z + h * hd, yh, hd);   /* ggml's swiglu rows: head_dim */
+            if (!whole) op_swiglu(f->kern, yh, z + h * hd, yh, hd);   /* ggml's swiglu rows: head_dim */
             fwd_capture_ssm(f, j->rs_layer, t, h * hd * ds, (h + 1) * hd * ds);
         }
     }
+    if (whole)   /* the share's heads are adjacent: one call per token, not one per head */
+        for (int32_t t = 0; t < f->n_tok; t++) {
+            float *y = f->r_y + t * di + lo * hd;
+            op_swiglu(f->kern, y, f->r_in + t * nin + lo * hd, y, (hi - lo) * hd);
+        }
 }
 
 /* The grouped RMSNorm of the r_y rows of tokens [lo, hi): each row is one op_rmsnorm (a serial
