@@ -114,8 +114,8 @@ void fwd_conv_tokens(model_fwd *f, int rs_layer, const float *w, int K, int64_t 
  *     stepped for channels [lo, hi) of C (the conv state is (K-1) rows of C channels);
  *   fwd_capture_ssm: after floats [lo, hi) of that layer's SSM (or delta) state were stepped.
  * fwd_conv_tokens (shortconv.c, mamba.c, deltanet.c) calls fwd_capture_conv after each run of
- * tokens, which ends at every captured token; the scans call
- * fwd_capture_ssm with the float range of the channels or heads they own after each token. */
+ * tokens, which ends at every captured token; the scans call fwd_capture_ssm with the float
+ * range of the channels or heads they own after each token. */
 void fwd_capture_conv(model_fwd *f, int rs_layer, int32_t t, int64_t C, int64_t lo, int64_t hi);
 void fwd_capture_ssm(model_fwd *f, int rs_layer, int32_t t, int64_t lo, int64_t hi);
 
