@@ -337,7 +337,8 @@ static void test_vec_dot4(void **state) {
  * token counts around its tile sizes, odd activation strides and an output stride; row
  * lengths around the float dots' unrolls (64- and 16-element blocks, a masked tail; BF16's
  * 32-element blocks and its fallback for other lengths), gemm[F16]'s row blocks of
- * its panel (1655: two blocks of up to 40 rows) and rows too long for the panel. */
+ * its panel (1655: two blocks of up to 40 rows), rows too long for the panel and the AVX2
+ * tile's 1024-element chunks (1032: one whole chunk, then chain 0's 8-element block). */
 #define GEMM_ROWS 40   /* the largest row count tried */
 #define GEMM_TOKS 12
 #define GEMM_LDY  44   /* output row stride: a few columns no call may write */
@@ -347,7 +348,7 @@ static void test_gemm(void **state) {
     rng r = { 8 };
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
-    const int64_t ns[] = { 160, 7, 16, 85, 224, 317, 1655, 1749, 1792 }, rows[] = { 1, 2, 7, 8, 9, 17, 33, 40 };
+    const int64_t ns[] = { 160, 7, 16, 85, 224, 317, 1032, 1655, 1749, 1792 }, rows[] = { 1, 2, 7, 8, 9, 17, 33, 40 };
     const int64_t toks[] = { 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12 };
     int float_checked = 0;
     for (int k = 0; k < nt; k++)
