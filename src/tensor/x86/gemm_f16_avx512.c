@@ -260,8 +260,7 @@ void rt_gemm_bf16_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, co
                          int64_t n_tok, float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     if (n % RT_BF16_BLOCK != 0) {   /* the dot's fallback: the scalar order */
-        for (int64_t t = 0; t < n_tok; t++)
-            for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = rt_dot_bf16(n, W + (size_t)r * ws, X + t * xs);
+        x86_gemm_by_dot(rt_dot_bf16, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     const bool halves = (((uintptr_t)W | ws) & 63) != 0;

@@ -127,8 +127,7 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK_K;
     if (nb > QMAXB || n_tok < QT) {   /* no room, or too few tokens to pay for the panel: the dot */
-        for (int64_t t = 0; t < n_tok; t++)
-            for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = rt_dot_q4_K_rp_avx2(n, W + r * ws, X + t * xs);
+        x86_gemm_by_dot(rt_dot_q4_K_rp_avx2, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     _Alignas(32) q4k_pblk pk[QMAXB];

@@ -270,8 +270,7 @@ static void gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK_K;
     if (nb > PMAX / (8 / QT)) {   /* no room for one register tile's rows: the dot */
-        for (int64_t t = 0; t < n_tok; t++)
-            for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = dot(n, W + r * ws, X + t * xs);
+        x86_gemm_by_dot(dot, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     const int64_t fit = (PMAX / nb) & ~(int64_t)(8 / QT - 1);

@@ -116,6 +116,14 @@ static inline __m256i x86_panel8_rows(const uint8_t *W, size_t ws, int64_t r0, i
     return _mm256_loadu_si256((const __m256i *)offs);
 }
 
+/* A gemm's fallback (rows too long for its panel, too few tokens): every element by the dot
+ * the gemm reproduces, y[t·ldy + r] = dot(row r, token t). */
+static inline void x86_gemm_by_dot(tensor_vec_dot_fn dot, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows,
+                                   const uint8_t *X, size_t xs, int64_t n_tok, float *y, int64_t ldy) {
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = dot(n, W + (size_t)r * ws, X + (size_t)t * xs);
+}
+
 /* Sub-fillers of the ISA tables (one per file). */
 void rt_fill_quant_avx2(tensor_kernels *k);
 void rt_fill_float_avx2(tensor_kernels *k);
