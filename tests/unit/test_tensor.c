@@ -709,6 +709,61 @@ static void test_bf16_dot(void **state) {
     }
 }
 
+/* gemm[BF16] against the scalar dot, bit for bit, on test_bf16_dot's kinds of input: rows and
+ * tokens of ordinary values (the tiles that skip the flush), of tiny ones whose sums underflow
+ * (the tiles that flush), subnormals and mixtures, so one call holds tiles of both kinds; row
+ * and token counts around the 3 × 4 tile, rows past one 512-element chunk, and a row too long
+ * for the panels (the dot). Every table with the gemm, the emulated AVX-512 one included. */
+static void test_bf16_gemm(void **state) {
+    (void)state;
+    const tensor_kernels *tab[4];
+    int nt = get_tables(tab), checked = 0;
+    tensor_kernels emu;
+    if (tensor_kernels_avx512()) {
+        emu = *tensor_kernels_avx512();
+        rt_fill_bf16_avx512(&emu, false);
+        tab[nt++] = &emu;
+    }
+    rng r = { 23 };
+    enum { ROWS = 11, TOKS = 7, LDY = 13 };
+    const int64_t lens[] = { 32, 96, 1056, 8224 };
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        const int64_t n = lens[l];
+        uint16_t *w = xalloc((size_t)n * ROWS * 2), *x = xalloc((size_t)n * TOKS * 2);
+        for (int64_t i = 0; i < n * ROWS; i++) {
+            const int kind = (int)((i / n) % 3), e = (int)(rng_u64(&r) % 8);
+            const float v = rng_gauss(&r) * (kind == 0 ? 1.0f : kind == 1 ? 0x1p-60f : e == 0 ? 0x1p-60f : 1.0f);
+            w[i] = kind == 2 && e == 1 ? (uint16_t)(rng_u64(&r) & 0x807f) : rt_f32_to_bf16(v);
+        }
+        for (int64_t i = 0; i < n * TOKS; i++) {
+            const int kind = (int)((i / n) % 2), e = (int)(rng_u64(&r) % 8);
+            x[i] = kind == 1 && e == 2 ? (uint16_t)(rng_u64(&r) & 0x807f)
+                                       : rt_f32_to_bf16(rng_gauss(&r) * (kind == 1 ? 0x1p-70f : 1.0f));
+        }
+        for (int k = 0; k < nt; k++) {
+            if (!tab[k]->gemm[GGUF_T_BF16]) continue;
+            checked += n == lens[0];
+            for (int64_t rows = 1; rows <= ROWS; rows += 5)
+                for (int64_t toks = 2; toks <= TOKS; toks += 5) {
+                    float y[TOKS * LDY];
+                    tab[k]->gemm[GGUF_T_BF16](n, w, (size_t)n * 2, rows, x, (size_t)n * 2, toks, y, LDY);
+                    for (int64_t t = 0; t < toks; t++)
+                        for (int64_t o = 0; o < rows; o++) {
+                            const float want = tab[0]->vec_dot[GGUF_T_BF16](n, w + o * n, x + t * n);
+                            if (memcmp(&want, &y[t * LDY + o], 4) != 0)
+                                fail_msg("%s%s: bf16 gemm n %lld rows %lld toks %lld: y[%lld][%lld] %a vs %a",
+                                         tab[k]->isa, tab[k] == &emu ? " (emulated)" : "", (long long)n,
+                                         (long long)rows, (long long)toks, (long long)t, (long long)o,
+                                         y[t * LDY + o], want);
+                        }
+                }
+        }
+        free(w); free(x);
+    }
+    /* the AVX2 table, and both AVX-512 ones */
+    assert_int_equal(checked, (tensor_kernels_avx2() != NULL) + 2 * (tensor_kernels_avx512() != NULL));
+}
+
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
 typedef struct mm_case {
@@ -894,6 +949,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_f16_helpers),
         cmocka_unit_test(test_vexp),
         cmocka_unit_test(test_bf16_dot),
+        cmocka_unit_test(test_bf16_gemm),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_n),
     };

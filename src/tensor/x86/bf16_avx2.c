@@ -1,7 +1,8 @@
 /* bf16_avx2.c — rt_dot_bf16 (dot_ref.c) with AVX2: the 16 vdpbf16ps lanes as two 8-lane
  * halves (elements 0-15 and 16-31 of each block of RT_BF16_BLOCK), the lane step done with
  * FMAs (subnormal inputs read as zero, odd pair first, results flushed), then the 16 lanes
- * reduced as rt_hsum16_ggml. Other lengths take the scalar reference. Bit-identical to it. */
+ * reduced as rt_hsum16_ggml. Other lengths take the scalar reference. Bit-identical to it.
+ * Also the prompt tiles of the same dot (rt_gemm_bf16_avx2, below). */
 #include "tensor/x86/simd_x86.h"
 
 static inline __m256 daz8(__m256i v) {
@@ -35,4 +36,184 @@ static float vec_dot_bf16(int64_t n, const void *w, const void *x) {
     return rt_hsum16_ggml(l);
 }
 
-void rt_fill_bf16_avx2(tensor_kernels *k) { k->vec_dot[GGUF_T_BF16] = vec_dot_bf16; }
+/* ---- prompt tiles: many rows × many tokens ---------------------------------------------------
+ *
+ * Every output element performs exactly vec_dot_bf16's operations: chain 0 (the lanes of
+ * elements 0-15 of each block) and chain 1 (16-31), each step fma(w odd, x odd) then fma(w even,
+ * x even), inputs with a zero exponent read as zero, each result flushed when tiny; then
+ * x86_hsum_ps(chain 0 + chain 1), which is rt_hsum16_ggml. What differs is the layout (tiles of
+ * BG_R rows × BG_T tokens, the two independent chains one after the other over each chunk of
+ * BG_KCH elements with their sums parked in between, rows in blocks of BG_WBLK bytes, as
+ * gemm_f16_avx2.c; a token tile split into float halves once per row block, so each FMA reads
+ * its token operand from memory) and one proof, which lets most tiles skip the zero reading and
+ * the flush:
+ *
+ * A nonzero normal BF16 input with biased exponent e is an integer times 2^(e−134) (8
+ * significant bits). If a row and a token hold no subnormal input and the least exponents of
+ * their nonzero inputs add up to at least 142, every product is an integer multiple of 2^−126,
+ * and so is every sum: the exact sum of two such is one, and rounding it to float keeps it
+ * (below 2^−102 it has at most 24 significant bits) or rounds it to a multiple of its ulp
+ * (at least 2^−125). A nonzero multiple of 2^−126 is not tiny, so no result is ever flushed,
+ * and no input is subnormal, so the zero reading changes nothing: the tile's steps are plain
+ * FMAs on the halves of each input word. Real weights and activations pass with a wide margin
+ * (their exponent sums are above 200); any other tile takes the dot's full step. */
+
+#define BG_R 3                  /* weight rows per tile */
+#define BG_T 3                  /* tokens per tile: BG_R·BG_T accumulators + BG_R weights + a mask = 16 ymm */
+#define BG_KCH 1024             /* elements per chunk (a multiple of RT_BF16_BLOCK) */
+#define BG_WBLK (256 * 1024)    /* weight bytes per row block (in L2) */
+#define BG_TGRP 1024            /* tokens whose exponents are found at once */
+#define BG_EMIN 142             /* least exponent sum of a tile that needs neither reading nor flush */
+#define BG_SUBN (-1024)         /* the "exponent" of a row or token with a subnormal input */
+
+/* The least biased exponent of the nonzero inputs of a row of n BF16 values (256 when all are
+ * zero, BG_SUBN when one is subnormal): the least nonzero magnitude, as the unsigned minimum of
+ * |v| − 1 (zero wraps to 0xFFFF). */
+static int bf16_least_exp(const uint8_t *row, int64_t n) {
+    const __m256i mag = _mm256_set1_epi16(0x7FFF), one = _mm256_set1_epi16(1);
+    __m256i m = _mm256_set1_epi16(-1);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(row + 2 * i));
+        m = _mm256_min_epu16(m, _mm256_sub_epi16(_mm256_and_si256(v, mag), one));
+    }
+    uint16_t l[16], least = 0xFFFF;
+    _mm256_storeu_si256((__m256i *)l, m);
+    for (int k = 0; k < 16; k++) least = l[k] < least ? l[k] : least;
+    for (; i < n; i++) {
+        const uint16_t v = (uint16_t)((rd_u16(row + 2 * i) & 0x7FFF) - 1);
+        least = v < least ? v : least;
+    }
+    if (least == 0xFFFF) return 256;
+    const int e = (least + 1) >> 7;
+    return e == 0 ? BG_SUBN : e;
+}
+
+/* One half of the lanes of an input word: the odd element (h = 0) or the even one (h = 1),
+ * read as the dot reads it (`exact`) or as plain floats (the tiles of the proof above). */
+static inline __m256 bf16_half(__m256i v, int h, bool exact) {
+    const __m256i f = h == 0 ? _mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)) : _mm256_slli_epi32(v, 16);
+    return exact ? daz8(f) : _mm256_castsi256_ps(f);
+}
+
+/* Tokens x (T rows, xs bytes apart) into the panel p (n floats a token): each input word split
+ * into its two halves as floats, block by block [chain 0 odd | chain 0 even | chain 1 odd |
+ * chain 1 even], so that the tile reads each half with its FMA. */
+static void bf16_token_panel(int T, int64_t n, const uint8_t *x, size_t xs, float *p) {
+    const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+    for (int t = 0; t < T; t++)
+        for (int64_t i = 0; i < n; i += 16) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(x + t * xs + 2 * i));
+            _mm256_store_si256((__m256i *)(p + t * n + i), _mm256_and_si256(v, hi));
+            _mm256_store_si256((__m256i *)(p + t * n + i + 8), _mm256_slli_epi32(v, 16));
+        }
+}
+
+/* R rows × T tokens of the panel x (n floats apart): the two chains in turn over each chunk,
+ * then the dot's reduction; y[t·ldy + r]. */
+static inline __attribute__((always_inline)) void bf16_tile(int R, int T, bool exact, int64_t n,
+                                                             const uint8_t *const *wr, const float *x,
+                                                             float *y, int64_t ldy) {
+    __m256 s[2][BG_R][BG_T];
+    for (int64_t k0 = 0; k0 < n; k0 += BG_KCH) {
+        const int64_t k1 = n - k0 < BG_KCH ? n : k0 + BG_KCH;
+        for (int c = 0; c < 2; c++) {
+            __m256 acc[BG_R][BG_T];
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < R; r++)
+                _Pragma("GCC unroll 8")
+                for (int t = 0; t < T; t++) acc[r][t] = k0 == 0 ? _mm256_setzero_ps() : s[c][r][t];
+            for (int64_t i = k0 + 16 * c; i < k1; i += RT_BF16_BLOCK)
+                _Pragma("GCC unroll 2")
+                for (int h = 0; h < 2; h++) {
+                    __m256 w[BG_R];
+                    _Pragma("GCC unroll 8")
+                    for (int r = 0; r < R; r++) w[r] = bf16_half(_mm256_loadu_si256((const __m256i *)(wr[r] + 2 * i)), h, exact);
+                    _Pragma("GCC unroll 8")
+                    for (int t = 0; t < T; t++) {
+                        const __m256 p = _mm256_load_ps(x + t * n + i + 8 * h);
+                        const __m256 v = exact ? daz8(_mm256_castps_si256(p)) : p;
+                        _Pragma("GCC unroll 8")
+                        for (int r = 0; r < R; r++) {
+                            acc[r][t] = _mm256_fmadd_ps(w[r], v, acc[r][t]);
+                            if (exact) acc[r][t] = ftz8(acc[r][t]);
+                        }
+                    }
+                }
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < R; r++)
+                _Pragma("GCC unroll 8")
+                for (int t = 0; t < T; t++) s[c][r][t] = acc[r][t];
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T; t++)
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < R; r++) y[t * ldy + r] = x86_hsum_ps(_mm256_add_ps(s[0][r][t], s[1][r][t]));
+}
+
+/* T tokens (least exponent ex) against rows [0, nr) of W (least exponents ew), BG_R at a time. */
+static inline __attribute__((always_inline)) void bf16_cols(int T, int64_t n, const uint8_t *W, size_t ws,
+                                                             const int *ew, int64_t nr, const float *x, int ex, float *y,
+                                                             int64_t ldy) {
+    const uint8_t *wr[BG_R];
+    int64_t r = 0;
+    for (; r < nr; r += BG_R) {
+        const int R = nr - r < BG_R ? (int)(nr - r) : BG_R;
+        int e = ew[r];
+        for (int k = 0; k < R; k++) {
+            wr[k] = W + (size_t)(r + k) * ws;
+            e = ew[r + k] < e ? ew[r + k] : e;
+        }
+        const bool exact = e + ex < BG_EMIN;
+        if (R == BG_R && !exact) bf16_tile(BG_R, T, false, n, wr, x, y + r, ldy);
+        else if (R == BG_R) bf16_tile(BG_R, T, true, n, wr, x, y + r, ldy);
+        else
+            for (int k = 0; k < R; k++)
+                if (exact) bf16_tile(1, T, true, n, wr + k, x, y + r + k, ldy);
+                else bf16_tile(1, T, false, n, wr + k, x, y + r + k, ldy);
+    }
+}
+
+void rt_gemm_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                       float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x;
+    if (n % RT_BF16_BLOCK != 0) {
+        x86_gemm_by_dot(vec_dot_bf16, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        return;
+    }
+    float *pan = aligned_alloc(32, (size_t)BG_T * (size_t)n * sizeof(float));
+    if (!pan) {   /* the dot needs no memory */
+        x86_gemm_by_dot(vec_dot_bf16, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        return;
+    }
+    int ew[BG_WBLK / (2 * RT_BF16_BLOCK)], ex[BG_TGRP];
+    const int64_t fit = (int64_t)(BG_WBLK / ws) / BG_R * BG_R, rb = fit > BG_R ? fit : BG_R;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += BG_TGRP) {
+        const int64_t tn = n_tok - t0 < BG_TGRP ? n_tok - t0 : BG_TGRP;
+        for (int64_t t = 0; t < tn; t++) ex[t] = bf16_least_exp(X + (size_t)(t0 + t) * xs, n);
+        for (int64_t r0 = 0; r0 < n_rows; r0 += rb) {
+            const int64_t nr = n_rows - r0 < rb ? n_rows - r0 : rb;
+            for (int64_t r = 0; r < nr; r++) ew[r] = bf16_least_exp(W + (size_t)(r0 + r) * ws, n);
+            for (int64_t t = 0; t < tn; t += BG_T) {
+                const int T = tn - t < BG_T ? (int)(tn - t) : BG_T;
+                int e = ex[t];
+                for (int k = 1; k < T; k++) e = ex[t + k] < e ? ex[t + k] : e;
+                bf16_token_panel(T, n, X + (size_t)(t0 + t) * xs, xs, pan);
+                float *yt = y + (t0 + t) * ldy + r0;
+                const uint8_t *wb = W + (size_t)r0 * ws;
+                switch (T) {
+                case 3: bf16_cols(3, n, wb, ws, ew, nr, pan, e, yt, ldy); break;
+                case 2: bf16_cols(2, n, wb, ws, ew, nr, pan, e, yt, ldy); break;
+                default: bf16_cols(1, n, wb, ws, ew, nr, pan, e, yt, ldy); break;
+                }
+            }
+        }
+    }
+    free(pan);
+}
+
+void rt_fill_bf16_avx2(tensor_kernels *k) {
+    k->vec_dot[GGUF_T_BF16] = vec_dot_bf16;
+    k->gemm[GGUF_T_BF16] = rt_gemm_bf16_avx2;
+}

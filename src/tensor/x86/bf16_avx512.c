@@ -80,6 +80,6 @@ static void dot4_native(int64_t n, const void *w, const void *x, size_t xs, floa
 void rt_fill_bf16_avx512(tensor_kernels *k, bool native) {
     k->vec_dot[GGUF_T_BF16] = native ? dot_native : dot_fma;
     k->vec_dot4[GGUF_T_BF16] = native ? dot4_native : dot4_fma;
-    /* the gemm is vdpbf16ps's order only (gemm_f16_avx512.c) */
-    k->gemm[GGUF_T_BF16] = native ? rt_gemm_bf16_avx512 : NULL;
+    /* vdpbf16ps tiles (gemm_f16_avx512.c), or the AVX2 tiles of the same FMA steps */
+    k->gemm[GGUF_T_BF16] = native ? rt_gemm_bf16_avx512 : rt_gemm_bf16_avx2;
 }
