@@ -47,8 +47,9 @@ static uint16_t rand_scale(rng *r) {
 static void fill_raw(rng *r, uint32_t wt, uint8_t *w, int64_t n, int64_t rows) {
     const size_t wb = tensor_row_bytes(wt, n);
     for (size_t i = 0; i < wb * (size_t)rows; i++) w[i] = (uint8_t)rng_u64(r);
-    const size_t bb = wt == GGUF_T_Q8_0 ? 34 : wt == GGUF_T_Q4_0 ? 18 : wt == GGUF_T_Q4_K ? 144 : 210;
-    const size_t f16s[2] = { wt == GGUF_T_Q6_K ? 208 : 0, wt == GGUF_T_Q4_K ? 2 : SIZE_MAX };
+    const size_t bb = wt == GGUF_T_Q8_0 ? 34 : wt == GGUF_T_Q4_0 ? 18 : wt == GGUF_T_Q4_K ? 144 : wt == GGUF_T_Q5_K ? 176 : 210;
+    const bool k4 = wt == GGUF_T_Q4_K || wt == GGUF_T_Q5_K;   /* d, then dmin */
+    const size_t f16s[2] = { wt == GGUF_T_Q6_K ? 208 : 0, k4 ? 2 : SIZE_MAX };
     for (size_t b = 0; b < wb * (size_t)rows / bb; b++)
         for (int f = 0; f < 2; f++) {
             if (f16s[f] == SIZE_MAX) continue;
@@ -109,7 +110,7 @@ static void check_gemv(const gv_case *c, int64_t n, rng *r) {
 static int list_cases(gv_case *out, int max) {
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
-    static const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q4_0, GGUF_T_Q4_K, GGUF_T_Q6_K };
+    static const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q4_0, GGUF_T_Q4_K, GGUF_T_Q5_K, GGUF_T_Q6_K };
     int m = 0;
     for (int k = 0; k < nt; k++) {
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
@@ -134,8 +135,8 @@ static void test_gemv_bits(void **state) {
         const size_t nn = q8 ? sizeof n_q8 / sizeof n_q8[0] : sizeof n_k / sizeof n_k[0];
         for (size_t l = 0; l < nn; l++) check_gemv(&cs[i], ns[l], &r);
     }
-    /* the AVX2 table has the Q8_0, Q4_K and Q6_K kernels, the AVX-512 one those and Q4_0:
-     * they were compared above */
+    /* the AVX2 table has the Q8_0, Q4_K and Q6_K kernels, the AVX-512 one those, Q4_0 and
+     * Q5_K: they were compared above */
     if (tensor_kernels_avx2()) {
         assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q8_0]);
         assert_non_null(tensor_kernels_avx2()->gemv_q4_K_rp);
@@ -144,6 +145,7 @@ static void test_gemv_bits(void **state) {
     if (tensor_kernels_avx512()) {
         assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q8_0]);
         assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q4_0]);
+        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q5_K]);
         assert_non_null(tensor_kernels_avx512()->gemv_q4_K_rp);
         assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q6_K]);
     }
