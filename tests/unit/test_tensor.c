@@ -667,19 +667,26 @@ static void test_vexp(void **state) {
 
 /* ---- BF16 dot -------------------------------------------------------------------------------- */
 
+/* The tables, and on an AVX-512 CPU that table with vdpbf16ps emulated (emu: what a CPU
+ * without AVX512_BF16 runs), in tab[0..return). */
+static int bf16_tables(const tensor_kernels *tab[4], tensor_kernels *emu) {
+    int nt = get_tables(tab);
+    if (tensor_kernels_avx512()) {
+        *emu = *tensor_kernels_avx512();
+        rt_fill_bf16_avx512(emu, false);
+        tab[nt++] = emu;
+    }
+    return nt;
+}
+
 /* Every table (and the AVX-512 emulation of vdpbf16ps, whichever the CPU uses) gives the bits
  * of the scalar reference, which follows ggml's vdpbf16ps order; inputs with subnormals,
  * signed zeros and large spreads exercise the flush-to-zero rules. */
 static void test_bf16_dot(void **state) {
     (void)state;
     const tensor_kernels *tab[4];
-    int nt = get_tables(tab);
     tensor_kernels emu;
-    if (tensor_kernels_avx512()) {
-        emu = *tensor_kernels_avx512();
-        rt_fill_bf16_avx512(&emu, false);
-        tab[nt++] = &emu;
-    }
+    const int nt = bf16_tables(tab, &emu);
     rng r = { 21 };
     const int64_t lens[] = { 32, 64, 256, 4096, 48, 100 };
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
@@ -717,13 +724,9 @@ static void test_bf16_dot(void **state) {
 static void test_bf16_gemm(void **state) {
     (void)state;
     const tensor_kernels *tab[4];
-    int nt = get_tables(tab), checked = 0;
     tensor_kernels emu;
-    if (tensor_kernels_avx512()) {
-        emu = *tensor_kernels_avx512();
-        rt_fill_bf16_avx512(&emu, false);
-        tab[nt++] = &emu;
-    }
+    const int nt = bf16_tables(tab, &emu);
+    int checked = 0;
     rng r = { 23 };
     enum { ROWS = 11, TOKS = 7, LDY = 13 };
     const int64_t lens[] = { 32, 96, 1056, 8224 };
