@@ -6,19 +6,39 @@
  * Quantized dots follow ggml's semantics: per block an exact integer sum of products (times
  * the integer sub-block scales), then one float multiplication by the block's scales.
  * Q8_0 x Q8_0 reproduces ggml's x86 float lanes exactly (tensor_impl.h), and every table
- * gives the same bits for it; the other types sum their blocks in double here (the reference
- * is the accurate one; SIMD tables sum in float lanes, in their own fixed order). */
+ * gives the same bits for it, as for F32 (below) and BF16; the other types sum their blocks
+ * in double here (the reference is the accurate one; SIMD tables sum in float lanes, in their
+ * own fixed order). */
 #include <math.h>
 
 #include "tensor/tensor_impl.h"
 
 /* ---- float types ------------------------------------------------------------------------ */
 
+/* F32 weights: the AVX-512 table's order (x86/float_avx512.c dot_body), which every table
+ * follows: 4 × 16 lanes over blocks of 64, lanes 0-15 over blocks of 16, the tail (zeros past
+ * the row) into lanes 16-31, then (acc0 + acc1) + (acc2 + acc3) lane by lane and
+ * rt_hsum16_ggml. The reference logits come from an AVX-512 build, and an F32 weight (a MoE
+ * router) decides which experts run: a double sum here drifted past the tolerance on a
+ * 300-token qwen3next case. */
 float rt_dot_f32(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;   /* rows need not be 4-byte aligned: memcpy loads */
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += (double)rd_f32(a + 4 * i) * rd_f32(b + 4 * i);
-    return (float)s;
+    float acc[4][16] = { { 0 } };
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++)
+                acc[j][l] = fmaf(rd_f32(a + 4 * (i + 16 * j + l)), rd_f32(b + 4 * (i + 16 * j + l)), acc[j][l]);
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) acc[0][l] = fmaf(rd_f32(a + 4 * (i + l)), rd_f32(b + 4 * (i + l)), acc[0][l]);
+    if (i < n)
+        for (int l = 0; l < 16; l++) {
+            const bool in = i + l < n;
+            acc[1][l] = fmaf(in ? rd_f32(a + 4 * (i + l)) : 0.0f, in ? rd_f32(b + 4 * (i + l)) : 0.0f, acc[1][l]);
+        }
+    float v[16];
+    for (int l = 0; l < 16; l++) v[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+    return rt_hsum16_ggml(v);
 }
 
 float rt_dot_f16(int64_t n, const void *w, const void *x) {

@@ -716,6 +716,35 @@ static void test_bf16_dot(void **state) {
     }
 }
 
+/* Every table's F32 weight dot takes the AVX-512 table's order (dot_ref.c says why): the
+ * scalar table's bits in every table, for every length (blocks of 64, of 16, a tail) and
+ * unaligned rows. */
+static void test_f32_dot_order(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    rng r = { 31 };
+    const int64_t lens[] = { 1, 7, 15, 16, 17, 63, 64, 65, 79, 80, 127, 128, 200, 256, 1000, 4099 };
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        const int64_t n = lens[l];
+        float *a = xalloc((size_t)n * 4), *b = xalloc((size_t)n * 4);
+        uint8_t *buf = xalloc((size_t)n * 4 + 2);
+        for (int rep = 0; rep < 20; rep++) {
+            fill_rough(&r, a, n);
+            fill_rough(&r, b, n);
+            uint8_t *wa = buf + (rep % 2) * 2;   /* a weight row need not be aligned */
+            memcpy(wa, a, (size_t)n * 4);
+            const float want = tab[0]->vec_dot[GGUF_T_F32](n, wa, b);
+            for (int k = 1; k < nt; k++) {
+                const float got = tab[k]->vec_dot[GGUF_T_F32](n, wa, b);
+                if (memcmp(&want, &got, 4) != 0)
+                    fail_msg("%s: f32 dot n %lld: %a vs scalar %a", tab[k]->isa, (long long)n, got, want);
+            }
+        }
+        free(a); free(b); free(buf);
+    }
+}
+
 /* gemm[BF16] against the scalar dot, bit for bit, on test_bf16_dot's kinds of input: rows and
  * tokens of ordinary values (the tiles that skip the flush), of tiny ones whose sums underflow
  * (the tiles that flush), subnormals and mixtures, so one call holds tiles of both kinds; row
@@ -953,6 +982,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_vexp),
         cmocka_unit_test(test_bf16_dot),
         cmocka_unit_test(test_bf16_gemm),
+        cmocka_unit_test(test_f32_dot_order),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_n),
     };

@@ -1,8 +1,9 @@
 /* float_avx2.c — AVX2 dot products of the float types and the attention helpers.
  *
  * Dots: 4 accumulators of 8 lanes over blocks of 32 elements, then one accumulator over
- * blocks of 8, reduced with x86_hsum_ps, then the scalar tail added in element order. The
- * order depends only on n (tensor.h invariant 1). Any n >= 0, no alignment. (BF16: bf16_avx2.c.) */
+ * blocks of 8, reduced with x86_hsum_ps, then the scalar tail added in element order (F32
+ * weights: rt_dot_f32's order instead, below). The order depends only on n (tensor.h
+ * invariant 1). Any n >= 0, no alignment. (BF16: bf16_avx2.c.) */
 #include <math.h>
 #include <string.h>
 
@@ -32,7 +33,33 @@ static float dot_f32_f32(int64_t n, const float *a, const float *b) {
     return s;
 }
 
-static float vec_dot_f32(int64_t n, const void *w, const void *x) { return dot_f32_f32(n, w, x); }
+/* The F32 weight dot in rt_dot_f32's order, which is the AVX-512 table's (dot_ref.c says
+ * why): four 16-lane accumulators over blocks of 64, the first over blocks of 16, the tail
+ * zero-padded into the second, (s0 + s1) + (s2 + s3), rt_hsum16_ggml; each 16-lane
+ * accumulator as two 8-lane halves. */
+static float vec_dot_f32(int64_t n, const void *w, const void *x) {
+    const float *a = w, *b = x;
+    __m256 s[4][2];
+    for (int j = 0; j < 4; j++) s[j][0] = s[j][1] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int h = 0; h < 2; h++)
+                s[j][h] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16 * j + 8 * h), _mm256_loadu_ps(b + i + 16 * j + 8 * h),
+                                          s[j][h]);
+    for (; i + 16 <= n; i += 16)
+        for (int h = 0; h < 2; h++)
+            s[0][h] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * h), _mm256_loadu_ps(b + i + 8 * h), s[0][h]);
+    if (i < n) {   /* the masked load: zeros past the row */
+        float ta[16] = { 0 }, tb[16] = { 0 };
+        memcpy(ta, a + i, (size_t)(n - i) * sizeof(float));
+        memcpy(tb, b + i, (size_t)(n - i) * sizeof(float));
+        for (int h = 0; h < 2; h++) s[1][h] = _mm256_fmadd_ps(_mm256_loadu_ps(ta + 8 * h), _mm256_loadu_ps(tb + 8 * h), s[1][h]);
+    }
+    __m256 v[2];
+    for (int h = 0; h < 2; h++) v[h] = _mm256_add_ps(_mm256_add_ps(s[0][h], s[1][h]), _mm256_add_ps(s[2][h], s[3][h]));
+    return x86_hsum_ps(_mm256_add_ps(v[0], v[1]));
+}
 
 static float vec_dot_f16(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;

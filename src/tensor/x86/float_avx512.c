@@ -17,6 +17,12 @@ static inline __m512 ld_f16(const void *p, int64_t i, __mmask16 m) {
 
 typedef __m512 (*ld_fn)(const void *p, int64_t i, __mmask16 m);
 
+/* rt_hsum16_ggml of 16 lanes: lane l + lane l+8, then x86_hsum_ps (GCC's _mm512_reduce_add_ps
+ * tree, written out: another compiler's may differ, and float_avx2.c repeats this order). */
+static inline float hsum16(__m512 acc) {
+    return x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)));
+}
+
 /* The shared body of every float dot; always inlined, so la/lb become direct loads. */
 static inline __attribute__((always_inline)) float dot_body(int64_t n, const void *a, const void *b,
                                                             ld_fn la, ld_fn lb) {
@@ -34,17 +40,13 @@ static inline __attribute__((always_inline)) float dot_body(int64_t n, const voi
         const __mmask16 m = tail_mask(n - i);
         s1 = _mm512_fmadd_ps(la(a, i, m), lb(b, i, m), s1);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    return hsum16(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 }
 
 static float dot_f32_f32(int64_t n, const float *a, const float *b) { return dot_body(n, a, b, ld_f32, ld_f32); }
 static float vec_dot_f32(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f32, ld_f32); }
 static float vec_dot_f16(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f16, ld_f16); }
 
-/* rt_hsum16_ggml of 16 lanes: lane l + lane l+8, then x86_hsum_ps. */
-static inline float hsum16(__m512 acc) {
-    return x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)));
-}
 
 /* rt_dot_f16_f32's order: one 16-lane accumulator (lanes past a tail keep their value),
  * reduced as rt_hsum16_ggml (written out: the compiler's reduce intrinsic may differ). */
