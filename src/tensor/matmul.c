@@ -23,6 +23,7 @@
 
 #define MM_TILE 16
 #define MM_SHARES 4   /* row shares per thread */
+#define MM_GEMV_SHARE (4 << 20)   /* weight bytes per single-token share and thread (mm_shares) */
 /* Below this many multiply-adds a matmul runs on the calling thread alone: waking the
  * workers would cost more than it saves (the result is the same either way). */
 #define MM_MIN_PARALLEL (1 << 19)   /* weight rows per tile: 16 rows of 4096 Q8_0 = 70 KB, within L2 */
@@ -148,12 +149,21 @@ static bool mm_small(int64_t n_in, int64_t n_out, int64_t n_tok) {
 }
 
 /* Row shares of one matrix: MM_SHARES per thread, never more than its tiles. A single token
- * (generation, memory-bound) gets one share per thread: every share start is a new stream
- * the prefetchers must catch, and on the small matrices of a decode step those starts cost
- * more than the balance the extra shares buy (1024 x 1024 Q4_K, 2 threads, matrices not in
- * cache: 17.5 us a matmul with 1 share per thread, 22.8 with 4). */
-static int mm_shares(int64_t n_out, int nth, int64_t n_tok) {
-    const long tiles = (n_out + MM_TILE - 1) / MM_TILE, want = (long)(n_tok == 1 ? 1 : MM_SHARES) * nth;
+ * (generation, memory-bound) gets one share per thread per MM_GEMV_SHARE bytes of weights, at
+ * least one, at most MM_SHARES: every share start is a new stream the prefetchers must catch,
+ * which on the small matrices of a decode step costs more than the balance extra shares buy
+ * (2 threads, 16 matrices out of cache, alternating: 1024 x 1024 Q4_K 23.1-27.3 GB/s with 1
+ * share per thread, 19.8-26.9 with 4); a large one (an output head of 50-270 MB), where one
+ * thread finishing early idles for long, gets MM_SHARES (tg128, 2 threads, 4 alternating
+ * pairs against one share per thread: mamba2-370m Q8_0 55.0-73.8 -> 71.1-75.1 t/s, qwen35
+ * Q4_K_M 48.5-62.9 -> 53.1-65.0; qwen3 Q8_0 and Q4_K_M within their noise). */
+static int mm_shares(int64_t n_out, size_t row_bytes, int nth, int64_t n_tok) {
+    long per = MM_SHARES;
+    if (n_tok == 1) {
+        const double s = (double)n_out * (double)row_bytes / ((double)nth * MM_GEMV_SHARE);
+        per = s < 1 ? 1 : s > MM_SHARES ? MM_SHARES : (long)s;
+    }
+    const long tiles = (n_out + MM_TILE - 1) / MM_TILE, want = per * nth;
     return (int)(tiles < want ? tiles : want);
 }
 
@@ -166,7 +176,7 @@ void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const
     const bool small = mm_small(n_in, n_out, n_tok);
     tp_run(n_tok > 1 && !small ? pool : NULL, mm_quantize, &j);
     /* more shares than threads: when the OS holds a thread back, the others take its rows */
-    tp_run_n(small ? NULL : pool, mm_dot, &j, mm_shares(n_out, tp_n_threads(pool), n_tok));
+    tp_run_n(small ? NULL : pool, mm_dot, &j, mm_shares(n_out, j.w_stride, tp_n_threads(pool), n_tok));
 }
 
 /* Several matrices over one X: share s of the job is share s - first[i] of matrix i. */
@@ -193,7 +203,7 @@ void tensor_matmul_n(tp_pool *pool, const tensor_kernels *k, const tensor_mm *ma
     for (int i = 0; i < n_mats && i < TENSOR_MM_MAX; i++) {
         if (tensor_vec_dot_type(mats[i].wtype) != vt || mats[i].n_out <= 0) continue;
         mj.jobs[mj.n] = mm_job_of(k, &mats[i], n_in, X, n_tok, scratch);
-        mj.first[mj.n + 1] = mj.first[mj.n] + mm_shares(mats[i].n_out, tp_n_threads(pool), n_tok);
+        mj.first[mj.n + 1] = mj.first[mj.n] + mm_shares(mats[i].n_out, mj.jobs[mj.n].w_stride, tp_n_threads(pool), n_tok);
         mj.n++;
         rows += mats[i].n_out;
     }
