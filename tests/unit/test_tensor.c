@@ -796,6 +796,61 @@ static void test_bf16_gemm(void **state) {
     assert_int_equal(checked, (tensor_kernels_avx2() != NULL) + 2 * (tensor_kernels_avx512() != NULL));
 }
 
+/* gemv[BF16] (a single token) against the scalar dot, bit for bit: rows of test_bf16_gemm's
+ * kinds (ordinary, tiny, subnormal and mixed) in one call, so its plain-FMA rows and the rows it
+ * must compute again both run; an ordinary token, a tiny one (sums that underflow) and one with
+ * tiny and subnormal values; row
+ * counts around its groups of 4 (every tail), a padded stride at an odd address, and a length
+ * that is not a multiple of the dot's block (the dot throughout). Every table with the kernel. */
+static void test_bf16_gemv(void **state) {
+    (void)state;
+    const tensor_kernels *tab[4];
+    tensor_kernels emu;
+    const int nt = bf16_tables(tab, &emu);
+    int checked = 0;
+    rng r = { 29 };
+    enum { ROWS = 23, PADW = 3 };
+    const int64_t lens[] = { 32, 96, 1056, 8224, 48 };
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        const int64_t n = lens[l], ws = n + PADW;   /* in BF16 values */
+        uint16_t *buf = xalloc((size_t)ws * ROWS * 2 + 2), *x = xalloc((size_t)n * 3 * 2);
+        uint8_t *w = (uint8_t *)buf + 1;   /* rows at an odd address */
+        for (int64_t o = 0; o < ROWS; o++)
+            for (int64_t i = 0; i < n; i++) {
+                const int kind = (int)(o % 4), e = (int)(rng_u64(&r) % 8);
+                const float v = rng_gauss(&r) * (kind == 1 ? 0x1p-60f : kind == 2 && e == 0 ? 0x1p-60f : 1.0f);
+                const uint16_t h = kind == 2 && e == 1 ? (uint16_t)(rng_u64(&r) & 0x807f) : rt_f32_to_bf16(v);
+                memcpy(w + 2 * (o * ws + i), &h, 2);
+            }
+        for (int64_t i = 0; i < 3 * n; i++) {   /* tokens: ordinary; tiny; ordinary with tiny and subnormal values */
+            const int kind = (int)(i / n), e = (int)(rng_u64(&r) % 8);
+            x[i] = kind == 2 && e == 2 ? (uint16_t)(rng_u64(&r) & 0x807f)
+                                       : rt_f32_to_bf16(rng_gauss(&r) * (kind == 1 || (kind == 2 && e < 2) ? 0x1p-70f : 1.0f));
+        }
+        for (int k = 0; k < nt; k++) {
+            const tensor_gemv_fn gemv = tab[k]->gemv[GGUF_T_BF16];
+            if (!gemv) continue;
+            checked += n == lens[0];
+            for (int tok = 0; tok < 3; tok++)
+                for (int64_t rows = 0; rows <= ROWS; rows += rows < 9 ? 1 : 7) {
+                    float y[ROWS + 1];
+                    for (int o = 0; o <= ROWS; o++) y[o] = -7.0f;
+                    gemv(n, w, (size_t)ws * 2, rows, x + tok * n, y);
+                    for (int64_t o = 0; o <= ROWS; o++) {
+                        const float want = o < rows ? tab[0]->vec_dot[GGUF_T_BF16](n, w + 2 * o * ws, x + tok * n) : -7.0f;
+                        if (memcmp(&want, &y[o], 4) != 0)
+                            fail_msg("%s%s: bf16 gemv n %lld rows %lld token %d: y[%lld] %a vs %a", tab[k]->isa,
+                                     tab[k] == &emu ? " (emulated)" : "", (long long)n, (long long)rows, tok,
+                                     (long long)o, y[o], want);
+                    }
+                }
+        }
+        free(buf); free(x);
+    }
+    /* the AVX2 table, the emulated AVX-512 one, and the real one on a CPU without AVX512_BF16 */
+    if (tensor_kernels_avx2()) assert_true(checked >= 1 + (tensor_kernels_avx512() != NULL));
+}
+
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
 typedef struct mm_case {
@@ -982,6 +1037,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_vexp),
         cmocka_unit_test(test_bf16_dot),
         cmocka_unit_test(test_bf16_gemm),
+        cmocka_unit_test(test_bf16_gemv),
         cmocka_unit_test(test_f32_dot_order),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_n),

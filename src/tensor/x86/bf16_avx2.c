@@ -2,7 +2,8 @@
  * halves (elements 0-15 and 16-31 of each block of RT_BF16_BLOCK), the lane step done with
  * FMAs (subnormal inputs read as zero, odd pair first, results flushed), then the 16 lanes
  * reduced as rt_hsum16_ggml. Other lengths take the scalar reference. Bit-identical to it.
- * Also the prompt tiles of the same dot (rt_gemm_bf16_avx2, below). */
+ * Also the prompt tiles of the same dot (rt_gemm_bf16_avx2, below) and its single-token
+ * kernel (rt_gemv_bf16_avx2). */
 #include "tensor/x86/simd_x86.h"
 
 static inline __m256 daz8(__m256i v) {
@@ -66,27 +67,34 @@ static float vec_dot_bf16(int64_t n, const void *w, const void *x) {
 #define BG_EMIN 142             /* least exponent sum of a tile that needs neither reading nor flush */
 #define BG_SUBN (-1024)         /* the "exponent" of a row or token with a subnormal input */
 
-/* The least biased exponent of the nonzero inputs of a row of n BF16 values (256 when all are
- * zero, BG_SUBN when one is subnormal): the least nonzero magnitude, as the unsigned minimum of
- * |v| − 1 (zero wraps to 0xFFFF). */
-static int bf16_least_exp(const uint8_t *row, int64_t n) {
-    const __m256i mag = _mm256_set1_epi16(0x7FFF), one = _mm256_set1_epi16(1);
-    __m256i m = _mm256_set1_epi16(-1);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(row + 2 * i));
-        m = _mm256_min_epu16(m, _mm256_sub_epi16(_mm256_and_si256(v, mag), one));
-    }
-    uint16_t l[16], least = 0xFFFF;
+/* 16 BF16 values into the running unsigned minimum of |v| − 1 (a zero wraps to 0xFFFF, so the
+ * minimum is the least nonzero magnitude, less one). */
+static inline __m256i least_step(__m256i m, __m256i v) {
+    return _mm256_min_epu16(m, _mm256_sub_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x7FFF)), _mm256_set1_epi16(1)));
+}
+
+/* The biased exponent of the least nonzero magnitude kept in the 16 lanes of m and in `least`
+ * (256 when all were zero, BG_SUBN when it is subnormal). */
+static int least_exp_of(__m256i m, uint16_t least) {
+    uint16_t l[16];
     _mm256_storeu_si256((__m256i *)l, m);
     for (int k = 0; k < 16; k++) least = l[k] < least ? l[k] : least;
+    if (least == 0xFFFF) return 256;
+    const int e = (least + 1) >> 7;
+    return e == 0 ? BG_SUBN : e;
+}
+
+/* The least biased exponent of the nonzero inputs of a row of n BF16 values (least_exp_of). */
+static int bf16_least_exp(const uint8_t *row, int64_t n) {
+    __m256i m = _mm256_set1_epi16(-1);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) m = least_step(m, _mm256_loadu_si256((const __m256i *)(row + 2 * i)));
+    uint16_t least = 0xFFFF;
     for (; i < n; i++) {
         const uint16_t v = (uint16_t)((rd_u16(row + 2 * i) & 0x7FFF) - 1);
         least = v < least ? v : least;
     }
-    if (least == 0xFFFF) return 256;
-    const int e = (least + 1) >> 7;
-    return e == 0 ? BG_SUBN : e;
+    return least_exp_of(m, least);
 }
 
 /* One half of the lanes of an input word: the odd element (h = 0) or the even one (h = 1),
@@ -213,7 +221,65 @@ void rt_gemm_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, cons
     free(pan);
 }
 
+/* ---- a single token: many rows × one activation row --------------------------------------
+ *
+ * One dot at a time is latency-bound (each step waits on the flush of the one before), and the
+ * zero reading and the flush cost more than the FMAs. So GV_R rows run side by side (rows
+ * r + k·q, q = n_rows / GV_R: straight streams, as gemv_avx512.c's Q8_0 quad) with plain FMAs
+ * on the halves of each input word, each row's least exponent found in the same pass. Where
+ * the proof above holds for the row and the token, those are the dot's bits; otherwise (tiny
+ * or subnormal inputs, none in real weights) the row is computed again with the dot, from
+ * cache. */
+
+#define GV_R 4
+
+/* Rows w[0..GV_R) against x: the plain-FMA sums and each row's least exponent. */
+static void gv_rows(int64_t n, const uint8_t *const *w, const uint8_t *x, float out[GV_R], int least[GV_R]) {
+    const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+    __m256 acc[GV_R][2];   /* unrolled loops keep these in registers */
+    __m256i m[GV_R];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < GV_R; r++) {
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        m[r] = _mm256_set1_epi16(-1);
+    }
+    for (int64_t i = 0; i < n; i += RT_BF16_BLOCK)
+        _Pragma("GCC unroll 2")
+        for (int c = 0; c < 2; c++) {   /* chain c: elements 16c .. 16c + 15 of the block */
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(x + 2 * i + 32 * c));
+            const __m256 xo = _mm256_castsi256_ps(_mm256_and_si256(xv, hi)), xe = _mm256_castsi256_ps(_mm256_slli_epi32(xv, 16));
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < GV_R; r++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(w[r] + 2 * i + 32 * c));
+                m[r] = least_step(m[r], v);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, hi)), xo, acc[r][c]);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, acc[r][c]);
+            }
+        }
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < GV_R; r++) {
+        out[r] = x86_hsum_ps(_mm256_add_ps(acc[r][0], acc[r][1]));
+        least[r] = least_exp_of(m[r], 0xFFFF);
+    }
+}
+
+void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+    const uint8_t *W = w, *X = x;
+    const int64_t q = n % RT_BF16_BLOCK == 0 ? n_rows / GV_R : 0;
+    const int ex = q ? bf16_least_exp(X, n) : 0;
+    for (int64_t r = 0; r < q; r++) {
+        const uint8_t *wr[GV_R];
+        float out[GV_R];
+        int least[GV_R];
+        for (int k = 0; k < GV_R; k++) wr[k] = W + (size_t)(r + k * q) * ws;
+        gv_rows(n, wr, X, out, least);
+        for (int k = 0; k < GV_R; k++) y[r + k * q] = least[k] + ex >= BG_EMIN ? out[k] : vec_dot_bf16(n, wr[k], X);
+    }
+    for (int64_t r = GV_R * q; r < n_rows; r++) y[r] = vec_dot_bf16(n, W + (size_t)r * ws, X);
+}
+
 void rt_fill_bf16_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_BF16] = vec_dot_bf16;
     k->gemm[GGUF_T_BF16] = rt_gemm_bf16_avx2;
+    k->gemv[GGUF_T_BF16] = rt_gemv_bf16_avx2;
 }

@@ -136,6 +136,8 @@ void rt_fill_bf16_avx2(tensor_kernels *k);
  * CPU without AVX512_BF16 (the same bits as rt_dot_bf16 either way). */
 void rt_gemm_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                        int64_t n_tok, float *y, int64_t ldy);
+/* gemv[BF16] of the same tables (bf16_avx2.c). */
+void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y);
 void rt_fill_scan_avx2(tensor_kernels *k);
 void rt_fill_gemm_avx2(tensor_kernels *k);
 void rt_fill_gemm_q4k_avx2(tensor_kernels *k);
