@@ -97,13 +97,17 @@ void block_mamba(const struct recur_model *m, model_fwd *f, const model_layer *L
 void block_mamba2(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer);
 
 /* The causal conv of the recurrent blocks (model/blocks/conv.c): channels [lo, hi) of C for
- * every token of the ubatch, row t of in (in_stride floats apart) into row t of out (C apart),
- * each token with its sequence's conv state in rs layer rs_layer and the weights w (K per
- * channel): the kernel table's conv_run over each run of one sequence's tokens that ends at a
- * captured token or the ubatch's end, then fwd_capture_conv for the run's last token (the
- * others capture nothing). The same bits as a conv_step per token. */
+ * tokens [t0, t1) of the ubatch, row t of in (in_stride floats apart) into row t of out (C
+ * apart), each token with its sequence's conv state in rs layer rs_layer and the weights w (K
+ * per channel): the kernel table's conv_run over each run of one sequence's tokens that ends
+ * at a captured token or at t1, then fwd_capture_conv for the run's last token (the others
+ * capture nothing). The same bits as a conv_step per token, so a block may go through its
+ * tokens in pieces (in order) and work on each piece while it is in cache. */
 void fwd_conv_tokens(model_fwd *f, int rs_layer, const float *w, int K, int64_t C, int64_t lo, int64_t hi,
-                     const float *in, int64_t in_stride, float *out);
+                     int32_t t0, int32_t t1, const float *in, int64_t in_stride, float *out);
+/* Tokens per piece for the blocks that finish their conv output piece by piece: 16 tokens of
+ * a few thousand channels stay in L2. */
+#define FWD_CONV_PIECE 16
 
 /* ---- capture hooks (model/capture.c) ----
  * A recurrent block calls these right after it has stepped token t's state, for the slice the

@@ -5,10 +5,10 @@
 #include "model/forward.h"
 
 void fwd_conv_tokens(model_fwd *f, int rs_layer, const float *w, int K, int64_t C, int64_t lo, int64_t hi,
-                     const float *in, int64_t in_stride, float *out) {
-    for (int32_t t = 0; t < f->n_tok;) {
+                     int32_t t0, int32_t t1, const float *in, int64_t in_stride, float *out) {
+    for (int32_t t = t0; t < t1;) {
         int32_t e = t + 1;
-        while (e < f->n_tok && f->seq[e] == f->seq[t] && !(f->cap && f->cap[e - 1])) e++;
+        while (e < t1 && f->seq[e] == f->seq[t] && !(f->cap && f->cap[e - 1])) e++;
         f->kern->conv_run(rs_conv(f->rs, rs_layer, f->seq[t]), w, K, C, lo, hi, e - t, in + (int64_t)t * in_stride,
                           in_stride, out + (int64_t)t * C, C);
         fwd_capture_conv(f, rs_layer, e - 1, C, lo, hi);

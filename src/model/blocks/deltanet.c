@@ -38,7 +38,8 @@ static int dn_scan_shares(const model_fwd *f, int64_t n_heads) {
 
 static float dn_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
-/* Causal conv (no bias) + silu of channels [lo, hi) for every token: r_in rows into r_conv. */
+/* Causal conv (no bias) + silu of channels [lo, hi) for every token: r_in rows into r_conv,
+ * a piece of tokens at a time (the silu finds the conv output in cache). */
 static void dn_conv_job(void *arg, int ith, int nth) {
     const dn_job *j = arg;
     model_fwd *f = j->f;
@@ -46,10 +47,14 @@ static void dn_conv_job(void *arg, int ith, int nth) {
     const int64_t C = hp->rs_n_conv;
     long lo, hi;
     tp_split(C, ith, nth, 16, &lo, &hi);
-    fwd_conv_tokens(f, j->rs_layer, j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi, f->r_in, hp->rs_n_in, f->r_conv);
-    for (int32_t t = 0; t < f->n_tok; t++) {
-        float *out = f->r_conv + (int64_t)t * C;
-        op_silu_part(f->kern, out, out, C, lo, hi);
+    for (int32_t t0 = 0; t0 < f->n_tok; t0 += FWD_CONV_PIECE) {
+        const int32_t t1 = f->n_tok - t0 < FWD_CONV_PIECE ? f->n_tok : t0 + FWD_CONV_PIECE;
+        fwd_conv_tokens(f, j->rs_layer, j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi, t0, t1, f->r_in,
+                        hp->rs_n_in, f->r_conv);
+        for (int32_t t = t0; t < t1; t++) {
+            float *out = f->r_conv + (int64_t)t * C;
+            op_silu_part(f->kern, out, out, C, lo, hi);
+        }
     }
 }
 

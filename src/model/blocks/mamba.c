@@ -40,18 +40,22 @@ static int mb_scan_shares(const model_fwd *f, int64_t n_heads) {
 static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
 /* conv + bias + silu of channels [lo, hi) for every token: in rows of in_stride floats at
- * in_off, out rows of rs_n_conv floats. */
+ * in_off, out rows of rs_n_conv floats; a piece of tokens at a time, so the bias and silu
+ * find the conv output in cache. */
 static void conv_tokens(const mb_job *j, int64_t in_stride, int64_t in_off, long lo, long hi) {
     model_fwd *f = j->f;
     const model_hparams *hp = &j->m->hp;
     const int64_t C = hp->rs_n_conv;
     const float *bias = j->L->ssm_conv1d_b.data;
-    fwd_conv_tokens(f, j->rs_layer, j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi, f->r_in + in_off, in_stride,
-                    f->r_conv);
-    for (int32_t t = 0; t < f->n_tok; t++) {
-        float *out = f->r_conv + (int64_t)t * C;
-        op_add(out + lo, bias + lo, hi - lo);
-        op_silu_part(f->kern, out, out, C, lo, hi);
+    for (int32_t t0 = 0; t0 < f->n_tok; t0 += FWD_CONV_PIECE) {
+        const int32_t t1 = f->n_tok - t0 < FWD_CONV_PIECE ? f->n_tok : t0 + FWD_CONV_PIECE;
+        fwd_conv_tokens(f, j->rs_layer, j->L->ssm_conv1d.data, hp->ssm_d_conv, C, lo, hi, t0, t1, f->r_in + in_off,
+                        in_stride, f->r_conv);
+        for (int32_t t = t0; t < t1; t++) {
+            float *out = f->r_conv + (int64_t)t * C;
+            op_add(out + lo, bias + lo, hi - lo);
+            op_silu_part(f->kern, out, out, C, lo, hi);
+        }
     }
 }
 

@@ -31,7 +31,7 @@ static void shortconv_job(void *arg, int ith, int nth) {
         float *bx = f->r_conv + (int64_t)t * E;
         for (long ch = lo; ch < hi; ch++) bx[ch] = bcx[ch] * bcx[2 * E + ch];
     }
-    fwd_conv_tokens(f, j->rs_layer, j->L->ssm_conv1d.data, K, E, lo, hi, f->r_conv, E, f->r_conv);
+    fwd_conv_tokens(f, j->rs_layer, j->L->ssm_conv1d.data, K, E, lo, hi, 0, f->n_tok, f->r_conv, E, f->r_conv);
     for (int32_t t = 0; t < f->n_tok; t++) {
         const float *bcx = f->r_in + (int64_t)t * 3 * E, *bx = f->r_conv + (int64_t)t * E;
         float *y = f->r_y + (int64_t)t * E;
