@@ -39,8 +39,25 @@ void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *
     else fwd_norm_rows(&j, 0, 1);
 }
 
+typedef struct fwd_add_job {
+    float       *x;
+    const float *y;
+    int64_t      n;
+    int32_t      n_tok;
+} fwd_add_job;
+
+static void fwd_add_fn(void *arg, int ith, int nth) {
+    const fwd_add_job *j = arg;
+    long lo, hi;
+    tp_split(j->n_tok, ith, nth, 1, &lo, &hi);
+    op_add(j->x + lo * j->n, j->y + lo * j->n, (hi - lo) * j->n);
+}
+
+/* Token rows split over the threads (an element's add is the same on any of them): on the
+ * caller alone the residual adds of a prompt batch left the other threads idle. */
 void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n) {
-    op_add(x, y, (int64_t)f->n_tok * n);
+    fwd_add_job j = { x, y, n, f->n_tok };
+    tp_run(f->n_tok > 1 && (int64_t)f->n_tok * n >= FWD_MIN_PARALLEL ? f->pool : NULL, fwd_add_fn, &j);
 }
 
 /* SwiGLU row by row (ggml's op works per row: the exp chunks start at each row), rows split

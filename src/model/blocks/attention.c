@@ -186,20 +186,40 @@ void block_attention(const struct recur_model *m, model_fwd *f, const model_laye
     fwd_add_rows(f, f->x, f->tmp, m->hp.n_embd);
 }
 
+/* The gated attention's steps on each token's rows (threads split the tokens): before the
+ * attention, each head's query out of its [query | gate] pair; after it, the output times the
+ * sigmoid of the gate (dv == D for these models). */
+typedef struct att_gate_job {
+    const model_hparams *hp;
+    model_fwd           *f;
+    bool                 after;
+} att_gate_job;
+
+static void att_gate_fn(void *arg, int ith, int nth) {
+    const att_gate_job *j = arg;
+    model_fwd *f = j->f;
+    const int64_t H = j->hp->n_head, D = j->hp->head_dim_k, dv = j->hp->head_dim_v;
+    long lo, hi;
+    tp_split(f->n_tok, ith, nth, 1, &lo, &hi);
+    for (long t = lo; t < hi; t++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *qg = f->qg + t * 2 * H * D + h * 2 * D;
+            if (!j->after) {
+                memcpy(f->q + (t * H + h) * D, qg, (size_t)D * sizeof(float));
+                continue;
+            }
+            float *o = f->att + (t * H + h) * dv;
+            for (int64_t e = 0; e < dv; e++) o[e] *= 1.0f / (1.0f + expf(-qg[D + e]));
+        }
+}
+
 void block_attention_gated(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
     const model_hparams *hp = &m->hp;
-    const int64_t H = hp->n_head, D = hp->head_dim_k, dv = hp->head_dim_v;
+    tp_pool *pool = f->n_tok > 1 ? f->pool : NULL;
     fwd_matmul_n(f, f->xb, 3, (const model_w *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ f->qg, f->k, f->v });
-    for (int32_t t = 0; t < f->n_tok; t++)
-        for (int64_t h = 0; h < H; h++)
-            memcpy(f->q + (t * H + h) * D, f->qg + t * 2 * H * D + h * 2 * D, (size_t)D * sizeof(float));
+    tp_run(pool, att_gate_fn, &(att_gate_job){ hp, f, false });
     att_run(m, f, L, kv_layer);
-    for (int32_t t = 0; t < f->n_tok; t++)   /* output gate (dv == D for these models) */
-        for (int64_t h = 0; h < H; h++) {
-            const float *g = f->qg + t * 2 * H * D + h * 2 * D + D;
-            float *o = f->att + (t * H + h) * dv;
-            for (int64_t e = 0; e < dv; e++) o[e] *= 1.0f / (1.0f + expf(-g[e]));
-        }
+    tp_run(pool, att_gate_fn, &(att_gate_job){ hp, f, true });
     fwd_matmul(f, &L->wo, f->att, f->tmp);
     fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }
