@@ -29,7 +29,7 @@ static void fwd_norm_rows(void *arg, int ith, int nth) {
     const fwd_norm_job *j = arg;
     long lo, hi;
     tp_split(j->f->n_tok, ith, nth, 1, &lo, &hi);
-    op_rmsnorm_rows(j->out + lo * j->n, j->in + lo * j->n, j->w, j->n, hi - lo, j->n, j->eps);
+    op_rmsnorm_rows(j->f->kern, j->out + lo * j->n, j->in + lo * j->n, j->w, j->n, hi - lo, j->n, j->eps);
 }
 
 /* Each row is one op_rmsnorm (a serial double sum) on one thread: tokens split over threads. */

@@ -96,6 +96,7 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->conv_step = rt_conv_step;
     k->conv_run = rt_conv_run;
     k->rope_f32 = rt_rope_f32;
+    k->sumsq_rows = rt_sumsq_rows;
     k->scale_round_f16 = rt_scale_round_f16;
     k->exp_sum_f32 = rt_exp_sum_f32;
 }

@@ -25,57 +25,45 @@ static void rms_apply(float *y, const float *x, const float *w, int64_t n, doubl
 }
 
 void op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    double sum;
+    rt_sumsq_rows(n, x, n, 1, &sum);
     rms_apply(y, x, w, n, sum, eps);
 }
 
-/* Four rows' sums side by side: four independent add chains instead of one, each row's
- * still in index order. */
-void op_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, int64_t rows, int64_t stride, float eps) {
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) {
-        const float *x0 = x + r * stride, *x1 = x0 + stride, *x2 = x1 + stride, *x3 = x2 + stride;
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-        for (int64_t i = 0; i < n; i++) {
-            s0 += (double)(x0[i] * x0[i]);
-            s1 += (double)(x1[i] * x1[i]);
-            s2 += (double)(x2[i] * x2[i]);
-            s3 += (double)(x3[i] * x3[i]);
-        }
-        rms_apply(y + r * stride, x0, w, n, s0, eps);
-        rms_apply(y + (r + 1) * stride, x1, w, n, s1, eps);
-        rms_apply(y + (r + 2) * stride, x2, w, n, s2, eps);
-        rms_apply(y + (r + 3) * stride, x3, w, n, s3, eps);
+/* Rows whose sums the kernel table finds at once (sumsq_rows: several rows side by side, each
+ * its serial sum), before they are scaled. */
+#define OP_SUM_ROWS 32
+
+void op_rmsnorm_rows(const tensor_kernels *k, float *y, const float *x, const float *w, int64_t n, int64_t rows,
+                     int64_t stride, float eps) {
+    double s[OP_SUM_ROWS];
+    for (int64_t r0 = 0; r0 < rows; r0 += OP_SUM_ROWS) {
+        const int64_t nr = rows - r0 < OP_SUM_ROWS ? rows - r0 : OP_SUM_ROWS;
+        k->sumsq_rows(n, x + r0 * stride, stride, nr, s);
+        for (int64_t r = 0; r < nr; r++) rms_apply(y + (r0 + r) * stride, x + (r0 + r) * stride, w, n, s[r], eps);
     }
-    for (; r < rows; r++) op_rmsnorm(y + r * stride, x + r * stride, w, n, eps);
 }
 
-void op_l2norm(float *x, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+/* x /= max(||x||, eps) with the serial sum s */
+static void l2_apply(float *x, int64_t n, double s, float eps) {
+    const float scale = 1.0f / fmaxf(sqrtf((float)s), eps);
     for (int64_t i = 0; i < n; i++) x[i] *= scale;
 }
 
+void op_l2norm(float *x, int64_t n, float eps) {
+    double sum;
+    rt_sumsq_rows(n, x, n, 1, &sum);
+    l2_apply(x, n, sum, eps);
+}
+
 /* As op_rmsnorm_rows: four rows' sums side by side, each in index order. */
-void op_l2norm_rows(float *x, int64_t n, int64_t rows, float eps) {
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) {
-        float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
-        double s[4] = { 0.0, 0.0, 0.0, 0.0 };
-        for (int64_t i = 0; i < n; i++) {
-            s[0] += (double)(x0[i] * x0[i]);
-            s[1] += (double)(x1[i] * x1[i]);
-            s[2] += (double)(x2[i] * x2[i]);
-            s[3] += (double)(x3[i] * x3[i]);
-        }
-        for (int k = 0; k < 4; k++) {
-            const float scale = 1.0f / fmaxf(sqrtf((float)s[k]), eps);
-            for (int64_t i = 0; i < n; i++) x0[k * n + i] *= scale;
-        }
+void op_l2norm_rows(const tensor_kernels *k, float *x, int64_t n, int64_t rows, float eps) {
+    double s[OP_SUM_ROWS];
+    for (int64_t r0 = 0; r0 < rows; r0 += OP_SUM_ROWS) {
+        const int64_t nr = rows - r0 < OP_SUM_ROWS ? rows - r0 : OP_SUM_ROWS;
+        k->sumsq_rows(n, x + r0 * n, n, nr, s);
+        for (int64_t r = 0; r < nr; r++) l2_apply(x + (r0 + r) * n, n, s[r], eps);
     }
-    for (; r < rows; r++) op_l2norm(x + r * n, n, eps);
 }
 
 void op_rope_cache(float *cos_sin, int32_t pos, int n_rot, float base, float freq_scale,

@@ -20,9 +20,10 @@ void op_l2norm(float *x, int64_t n, float eps);
 
 /* op_rmsnorm of `rows` rows of n floats, `stride` floats apart in x and in y (one weight w for
  * all), and op_l2norm of `rows` contiguous rows: the same bits as one call per row, faster
- * (several rows' sums run side by side). */
-void op_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, int64_t rows, int64_t stride, float eps);
-void op_l2norm_rows(float *x, int64_t n, int64_t rows, float eps);
+ * (the rows' sums run side by side: k's sumsq_rows). */
+void op_rmsnorm_rows(const tensor_kernels *k, float *y, const float *x, const float *w, int64_t n, int64_t rows,
+                     int64_t stride, float eps);
+void op_l2norm_rows(const tensor_kernels *k, float *x, int64_t n, int64_t rows, float eps);
 
 /* Rotary position embedding on the first n_rot dims of one head of head_dim floats.
  * NORM pairs (2i, 2i+1); NEOX pairs (i, i + n_rot/2). theta_i = pos * base^(-2i/n_rot),

@@ -118,6 +118,11 @@ typedef struct tensor_kernels {
      * multiple of 16); returns the sum over the chunks of 16, in order, of
      * (double)rt_hsum16_ggml(chunk). */
     double (*exp_sum_f32)(int64_t n, float *x, float max);
+    /* s[r] = sum over i < n, in index order, of (double)(x_r[i] * x_r[i]) for the rows
+     * x_r = x + r*stride, r < rows: the serial double sum of ggml's rms_norm and l2_norm (the
+     * square rounded to float, then added in double), bit-identical in every table (a table
+     * may run several rows side by side, each row's additions in its order). */
+    void  (*sumsq_rows)(int64_t n, const float *x, int64_t stride, int64_t rows, double *s);
     /* Rotary embedding of one head (ops.h op_rope_apply): pairs (2i, 2i+1), or (i, i + n_rot/2)
      * when neox, rotated by cos_sin[2i], cos_sin[2i+1] as fmaf(x0, c, -(x1*s)) and
      * fmaf(x0, s, x1*c) (rope_ref.c). n_rot even; no alignment. */

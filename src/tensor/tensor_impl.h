@@ -199,6 +199,7 @@ void  rt_silu_f32(int64_t n, const float *x, float *y);
 void  rt_swiglu_f32(int64_t n, const float *x, const float *g, float *y);
 double rt_exp_sum_f32(int64_t n, float *x, float max);
 void  rt_rope_f32(float *head, const float *cos_sin, int n_rot, bool neox);
+void  rt_sumsq_rows(int64_t n, const float *x, int64_t stride, int64_t rows, double *s);   /* norm_ref.c */
 /* The scans (scan_ref.c); rt_scan_reduce64 is their lane reduction:
  * v[l] = (acc[l] + acc[32+l]) + (acc[16+l] + acc[48+l]) for l < 16, then rt_hsum16_ggml(v). */
 float rt_scan_reduce64(const float acc[64]);

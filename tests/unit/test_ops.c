@@ -32,41 +32,53 @@ static void test_l2norm(void **state) {
     assert_float_equal(z[0], 0.0f, 0);
 }
 
-/* The many-row forms give each row the bits of one call per row: 1..9 rows (the groups of 4
- * and the rest), with and without a weight, in place and not. */
+/* The many-row forms give each row the bits of one call per row, with every table's
+ * sumsq_rows: row counts around its groups (16 and 8 rows side by side, the rest alone), row
+ * lengths with a tail past the whole steps of 8 and shorter than one step, with and without a
+ * weight, in place and not, contiguous and strided (a narrow stride, which the AVX-512 table
+ * groups, and a wide one, which it leaves to the reference). Values spread over 2^-20..2^3 and
+ * some tiny ones, so the double sums are not exact and their order shows. */
 static void test_norm_rows(void **state) {
     (void)state;
-    enum { N = 37, R = 9 };
-    float x[R * N], w[N], ref[R * N], got[R * N];
+    enum { R = 41, NMAX = 300 };
+    static const int lens[] = { 37, 128, 3, 300 };
+    static float x[R * 2 * NMAX], w[NMAX], ref[R * 2 * NMAX], got[R * 2 * NMAX];
     uint32_t u = 12345;
-    for (int i = 0; i < R * N; i++) {
+    for (int i = 0; i < R * 2 * NMAX; i++) {
         u = u * 1664525u + 1013904223u;
-        x[i] = (float)((int)(u >> 8) - (1 << 23)) * 0x1p-20f;
+        x[i] = (float)((int)(u >> 8) - (1 << 23)) * ((i % 11) ? 0x1p-20f : 0x1p-40f);
     }
-    for (int i = 0; i < N; i++) w[i] = 0.5f + 0.01f * (float)i;
-    for (int rows = 1; rows <= R; rows++)
-        for (int wi = 0; wi < 2; wi++) {
-            const float *wp = wi ? w : NULL;
-            for (int r = 0; r < rows; r++) op_rmsnorm(ref + r * N, x + r * N, wp, N, 1e-6f);
-            op_rmsnorm_rows(got, x, wp, N, rows, N, 1e-6f);
-            assert_memory_equal(got, ref, (size_t)rows * N * sizeof(float));
-            memcpy(got, x, sizeof got);
-            op_rmsnorm_rows(got, got, wp, N, rows, N, 1e-6f);
-            assert_memory_equal(got, ref, (size_t)rows * N * sizeof(float));
-            if (rows > R / 2) continue;   /* strided: rows of N - 5 floats, N apart, in place */
-            memcpy(got, x, sizeof got);
-            memcpy(ref, x, sizeof ref);
-            for (int r = 0; r < rows; r++) op_rmsnorm(ref + 2 * r * N, ref + 2 * r * N, wp, N - 5, 1e-6f);
-            op_rmsnorm_rows(got, got, wp, N - 5, rows, 2 * N, 1e-6f);
-            assert_memory_equal(got, ref, sizeof ref);
+    for (int i = 0; i < NMAX; i++) w[i] = 0.5f + 0.01f * (float)i;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    for (int k = 0; k < nt; k++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            const int N = lens[l];
+            for (int rows = 1; rows <= R; rows += rows < 18 ? 1 : 7)
+                for (int wi = 0; wi < 2; wi++) {
+                    const float *wp = wi ? w : NULL;
+                    for (int r = 0; r < rows; r++) op_rmsnorm(ref + r * N, x + r * N, wp, N, 1e-6f);
+                    op_rmsnorm_rows(tab[k], got, x, wp, N, rows, N, 1e-6f);
+                    assert_memory_equal(got, ref, (size_t)rows * N * sizeof(float));
+                    memcpy(got, x, (size_t)rows * N * sizeof(float));
+                    op_rmsnorm_rows(tab[k], got, got, wp, N, rows, N, 1e-6f);
+                    assert_memory_equal(got, ref, (size_t)rows * N * sizeof(float));
+                    for (int st = N + 3; st <= 2 * N + 3; st += N) {   /* strided, in place */
+                        memcpy(got, x, (size_t)rows * st * sizeof(float));
+                        memcpy(ref, x, (size_t)rows * st * sizeof(float));
+                        for (int r = 0; r < rows; r++) op_rmsnorm(ref + r * st, ref + r * st, wp, N, 1e-6f);
+                        op_rmsnorm_rows(tab[k], got, got, wp, N, rows, st, 1e-6f);
+                        assert_memory_equal(got, ref, (size_t)rows * st * sizeof(float));
+                    }
+                }
+            for (int rows = 1; rows <= R; rows += rows < 18 ? 1 : 7) {
+                memcpy(ref, x, (size_t)rows * N * sizeof(float));
+                memcpy(got, x, (size_t)rows * N * sizeof(float));
+                for (int r = 0; r < rows; r++) op_l2norm(ref + r * N, N, 1e-6f);
+                op_l2norm_rows(tab[k], got, N, rows, 1e-6f);
+                assert_memory_equal(got, ref, (size_t)rows * N * sizeof(float));
+            }
         }
-    for (int rows = 1; rows <= R; rows++) {
-        memcpy(ref, x, sizeof ref);
-        memcpy(got, x, sizeof got);
-        for (int r = 0; r < rows; r++) op_l2norm(ref + r * N, N, 1e-6f);
-        op_l2norm_rows(got, N, rows, 1e-6f);
-        assert_memory_equal(got, ref, sizeof ref);
-    }
 }
 
 static void test_rope(void **state) {

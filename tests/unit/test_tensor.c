@@ -745,6 +745,40 @@ static void test_f32_dot_order(void **state) {
     }
 }
 
+/* sumsq_rows: every table's doubles equal the serial sum of each row, bit for bit, on values
+ * whose exponents spread over 2^±40 (so the double sums round, and any other order of the
+ * additions shows in the bits); row counts around the groups of 16 and 8, lengths with a tail
+ * and shorter than one step, strides narrow (grouped) and wide (the reference). */
+static void test_sumsq_rows(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    rng r = { 37 };
+    enum { R = 41, NMAX = 300 };
+    static float x[R * 2 * NMAX];
+    for (int i = 0; i < R * 2 * NMAX; i++) x[i] = ldexpf(rng_gauss(&r), (int)(rng_u64(&r) % 81) - 40);
+    static const int lens[] = { 3, 8, 37, 128, 256, 300 };
+    double want[R], got[R];
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+        for (int wide = 0; wide < 2; wide++) {
+            const int64_t n = lens[l], st = wide ? 2 * n + 1 : n;
+            for (int64_t rows = 1; rows <= R; rows += rows < 18 ? 1 : 7) {
+                for (int64_t k = 0; k < rows; k++) {
+                    double a = 0.0;
+                    for (int64_t i = 0; i < n; i++) a += (double)(x[k * st + i] * x[k * st + i]);
+                    want[k] = a;
+                }
+                for (int t = 0; t < nt; t++) {
+                    tab[t]->sumsq_rows(n, x, st, rows, got);
+                    for (int64_t k = 0; k < rows; k++)
+                        if (memcmp(&want[k], &got[k], sizeof(double)) != 0)
+                            fail_msg("%s: sumsq_rows n %lld stride %lld rows %lld: row %lld %a vs %a", tab[t]->isa,
+                                     (long long)n, (long long)st, (long long)rows, (long long)k, got[k], want[k]);
+                }
+            }
+        }
+}
+
 /* gemm[BF16] against the scalar dot, bit for bit, on test_bf16_dot's kinds of input: rows and
  * tokens of ordinary values (the tiles that skip the flush), of tiny ones whose sums underflow
  * (the tiles that flush), subnormals and mixtures, so one call holds tiles of both kinds; row
@@ -1039,6 +1073,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bf16_gemm),
         cmocka_unit_test(test_bf16_gemv),
         cmocka_unit_test(test_f32_dot_order),
+        cmocka_unit_test(test_sumsq_rows),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_n),
     };

@@ -150,8 +150,8 @@ static void att_prepare_fn(void *arg, int ith, int nth) {
         float *k = f->k + (int64_t)t * hp->n_head_kv * dk;
         const float *cs = f->rope + (int64_t)t * hp->n_rot;
         /* per-head norms: each head a row (the same bits as one op_rmsnorm per head) */
-        if (L->q_norm.data) op_rmsnorm_rows(q, q, L->q_norm.data, dk, hp->n_head, dk, hp->rms_eps);
-        if (L->k_norm.data) op_rmsnorm_rows(k, k, L->k_norm.data, dk, hp->n_head_kv, dk, hp->rms_eps);
+        if (L->q_norm.data) op_rmsnorm_rows(f->kern, q, q, L->q_norm.data, dk, hp->n_head, dk, hp->rms_eps);
+        if (L->k_norm.data) op_rmsnorm_rows(f->kern, k, k, L->k_norm.data, dk, hp->n_head_kv, dk, hp->rms_eps);
         for (int h = 0; h < hp->n_head; h++) op_rope_apply(f->kern, q + h * dk, cs, hp->n_rot, hp->rope_kind);
         for (int h = 0; h < hp->n_head_kv; h++) op_rope_apply(f->kern, k + h * dk, cs, hp->n_rot, hp->rope_kind);
         const float *v = f->v + (int64_t)t * hp->n_head_kv * dv;

@@ -103,7 +103,7 @@ static void dn_delta_job(void *arg, int ith, int nth) {
          * by side (each row's bits as alone); then ggml's silu op on rows of d times o, as
          * swiglu: silu(z) * o is the same product (tensor.h: swiglu_f32 is silu_f32 times g). */
         float *o = f->r_y + h * d;
-        op_rmsnorm_rows(o, o, nw, d, f->n_tok, di, hp->rms_eps);
+        op_rmsnorm_rows(f->kern, o, o, nw, d, f->n_tok, di, hp->rms_eps);
         for (int32_t t = 0; t < f->n_tok; t++)
             op_swiglu(f->kern, o + (int64_t)t * di, f->r_dt + (int64_t)t * di + h * d, o + (int64_t)t * di, d);
     }
@@ -118,7 +118,7 @@ static void dn_l2norm_job(void *arg, int ith, int nth) {
     const int64_t d = hp->ssm_d_state, nk = hp->ssm_n_group, C = hp->rs_n_conv;
     long lo, hi;
     tp_split(f->n_tok, ith, nth, 1, &lo, &hi);
-    for (long t = lo; t < hi; t++) op_l2norm_rows(f->r_conv + t * C, d, 2 * nk, hp->rms_eps);
+    for (long t = lo; t < hi; t++) op_l2norm_rows(f->kern, f->r_conv + t * C, d, 2 * nk, hp->rms_eps);
 }
 
 void block_deltanet(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer) {

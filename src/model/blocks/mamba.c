@@ -156,7 +156,7 @@ static void mamba2_norm_job(void *arg, int ith, int nth) {
     long lo, hi;
     tp_split(f->n_tok, ith, nth, 1, &lo, &hi);
     if (hp->ssm_n_group == 1) {   /* one weight: the rows are contiguous */
-        op_rmsnorm_rows(f->r_y + lo * di, f->r_y + lo * di, j->L->ssm_norm.data, di, hi - lo, di, hp->rms_eps);
+        op_rmsnorm_rows(f->kern, f->r_y + lo * di, f->r_y + lo * di, j->L->ssm_norm.data, di, hi - lo, di, hp->rms_eps);
         return;
     }
     for (long t = lo; t < hi; t++)

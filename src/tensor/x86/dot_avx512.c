@@ -285,6 +285,7 @@ void tensor_fill_avx512(tensor_kernels *k) {
     rt_fill_float_avx512(k);
     rt_fill_quant_avx512(k);
     rt_fill_exp_avx512(k);
+    rt_fill_norm_avx512(k);
     rt_fill_scan_avx512(k);
     rt_fill_gemm_avx512(k);
     rt_fill_gemm_q4k_avx512(k);

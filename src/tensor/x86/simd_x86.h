@@ -131,6 +131,7 @@ void rt_fill_quant_avx512(tensor_kernels *k);
 void rt_fill_float_avx512(tensor_kernels *k);
 void rt_fill_exp_avx2(tensor_kernels *k);
 void rt_fill_exp_avx512(tensor_kernels *k);
+void rt_fill_norm_avx512(tensor_kernels *k);
 void rt_fill_bf16_avx2(tensor_kernels *k);
 /* gemm[BF16] without vdpbf16ps (bf16_avx2.c): the AVX2 table's, and the AVX-512 table's on a
  * CPU without AVX512_BF16 (the same bits as rt_dot_bf16 either way). */
