@@ -17,67 +17,51 @@ void fwd_matmul_n(model_fwd *f, const float *X, int n, const model_w *const *w, 
     tensor_matmul_n(f->pool, f->kern, mm, n, w[0]->ne[0], X, f->n_tok, f->mm_scratch);
 }
 
-typedef struct fwd_norm_job {
+/* Row-wise ops over the ubatch's token rows, split among the threads (a row's result is the
+ * same on any of them): on the caller alone they would leave the other threads idle. */
+typedef enum fwd_rows_op { FWD_ROWS_NORM, FWD_ROWS_ADD, FWD_ROWS_SWIGLU } fwd_rows_op;
+
+typedef struct fwd_rows_job {
     model_fwd   *f;
-    float       *out;
-    const float *in, *w;
+    fwd_rows_op  op;
+    float       *out;      /* norm: the output; add: x; swiglu: g */
+    const float *in, *w;   /* norm: the input and weight; add: y; swiglu: u */
     int64_t      n;
     float        eps;
-} fwd_norm_job;
+} fwd_rows_job;
 
-static void fwd_norm_rows(void *arg, int ith, int nth) {
-    const fwd_norm_job *j = arg;
+static void fwd_rows_fn(void *arg, int ith, int nth) {
+    const fwd_rows_job *j = arg;
     long lo, hi;
     tp_split(j->f->n_tok, ith, nth, 1, &lo, &hi);
-    op_rmsnorm_rows(j->f->kern, j->out + lo * j->n, j->in + lo * j->n, j->w, j->n, hi - lo, j->n, j->eps);
+    float *out = j->out + lo * j->n;
+    const float *in = j->in + lo * j->n;
+    switch (j->op) {
+    case FWD_ROWS_NORM:   /* each row one op_rmsnorm (a serial double sum) */
+        op_rmsnorm_rows(j->f->kern, out, in, j->w, j->n, hi - lo, j->n, j->eps);
+        break;
+    case FWD_ROWS_ADD:
+        op_add(out, in, (hi - lo) * j->n);
+        break;
+    case FWD_ROWS_SWIGLU:   /* row by row: ggml's op starts its exp chunks at each row */
+        for (long t = 0; t < hi - lo; t++) op_swiglu(j->f->kern, out + t * j->n, out + t * j->n, in + t * j->n, j->n);
+        break;
+    }
 }
 
-/* Each row is one op_rmsnorm (a serial double sum) on one thread: tokens split over threads. */
+static void fwd_rows(fwd_rows_job j) {
+    const bool par = j.f->n_tok > 1 && (j.op == FWD_ROWS_NORM || (int64_t)j.f->n_tok * j.n >= FWD_MIN_PARALLEL);
+    tp_run(par ? j.f->pool : NULL, fwd_rows_fn, &j);
+}
+
 void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps) {
-    fwd_norm_job j = { f, out, in, w ? (const float *)w->data : NULL, n, eps };
-    if (f->n_tok > 1) tp_run(f->pool, fwd_norm_rows, &j);
-    else fwd_norm_rows(&j, 0, 1);
+    fwd_rows((fwd_rows_job){ f, FWD_ROWS_NORM, out, in, w ? (const float *)w->data : NULL, n, eps });
 }
 
-typedef struct fwd_add_job {
-    float       *x;
-    const float *y;
-    int64_t      n;
-    int32_t      n_tok;
-} fwd_add_job;
-
-static void fwd_add_fn(void *arg, int ith, int nth) {
-    const fwd_add_job *j = arg;
-    long lo, hi;
-    tp_split(j->n_tok, ith, nth, 1, &lo, &hi);
-    op_add(j->x + lo * j->n, j->y + lo * j->n, (hi - lo) * j->n);
-}
-
-/* Token rows split over the threads (an element's add is the same on any of them): on the
- * caller alone the residual adds of a prompt batch left the other threads idle. */
 void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n) {
-    fwd_add_job j = { x, y, n, f->n_tok };
-    tp_run(f->n_tok > 1 && (int64_t)f->n_tok * n >= FWD_MIN_PARALLEL ? f->pool : NULL, fwd_add_fn, &j);
-}
-
-/* SwiGLU row by row (ggml's op works per row: the exp chunks start at each row), rows split
- * among the threads. */
-typedef struct swiglu_job {
-    const tensor_kernels *k;
-    float       *g;
-    const float *u;
-    int64_t      n;
-    int32_t      n_tok;
-} swiglu_job;
-
-static void swiglu_rows_fn(void *arg, int ith, int nth) {
-    const swiglu_job *j = arg;
-    long lo, hi;
-    tp_split(j->n_tok, ith, nth, 1, &lo, &hi);
-    for (long t = lo; t < hi; t++) op_swiglu(j->k, j->g + t * j->n, j->g + t * j->n, j->u + t * j->n, j->n);
+    fwd_rows((fwd_rows_job){ f, FWD_ROWS_ADD, x, y, NULL, n, 0.0f });
 }
 
 void fwd_swiglu_rows(model_fwd *f, float *g, const float *u, int64_t n) {
-    swiglu_job j = { f->kern, g, u, n, f->n_tok };
-    tp_run(f->n_tok > 1 && (int64_t)f->n_tok * n >= FWD_MIN_PARALLEL ? f->pool : NULL, swiglu_rows_fn, &j);
+    fwd_rows((fwd_rows_job){ f, FWD_ROWS_SWIGLU, g, u, NULL, n, 0.0f });
 }
