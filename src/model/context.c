@@ -81,12 +81,15 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
         U * hp->ssm_d_inner, U * hp->ssm_d_inner,                              /* r_dt r_y */
         hp->attn_gated ? U * 2 * hp->n_head * hp->head_dim_k : 0,              /* qg */
         U * hp->n_expert, hp->n_expert ? U : 0,                                /* moe moe_g */
-        hp->n_expert ? hp->n_embd : 0, hp->n_expert ? hp->n_embd : 0,          /* moe_y moe_acc */
+        hp->n_expert ? U * hp->n_expert_used * hp->n_embd : 0,                 /* moe_y */
+        hp->n_expert ? 2 * U * hp->n_embd : 0, U * hp->n_expert_used,          /* moe_acc moe_w */
+        U * hp->n_expert_used,                                                 /* moe_sel (int32) */
     };
+    float *sel = NULL;
     float **dst[] = { &c->f.x, &c->f.xb, &c->f.tmp, &c->f.q, &c->f.k, &c->f.v, &c->f.att,
                       &c->f.hb, &c->f.hb2, &c->f.rope, &c->f.att_ws, &c->out_x,
                       &c->f.r_in, &c->f.r_conv, &c->f.r_xdb, &c->f.r_dt, &c->f.r_y, &c->f.qg,
-                      &c->f.moe, &c->f.moe_g, &c->f.moe_y, &c->f.moe_acc };
+                      &c->f.moe, &c->f.moe_g, &c->f.moe_y, &c->f.moe_acc, &c->f.moe_w, &sel };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += ((size_t)sizes[i] * 4 + 63) / 64 * 64;
     const size_t mm = mm_scratch_bytes(c->m, U);
@@ -104,6 +107,7 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
         *dst[i] = (float *)p;
         p += ((size_t)sizes[i] * 4 + 63) / 64 * 64;
     }
+    c->f.moe_sel = (int32_t *)(void *)sel;   /* 4-byte elements, 64-byte aligned like the rest */
     c->f.mm_scratch = p;
     return RECUR_OK;
 }

@@ -45,8 +45,10 @@ typedef struct model_fwd {
     /* MoE */
     float *moe;      /* [n_tok][n_expert] router logits, then probabilities */
     float *moe_g;    /* [n_tok] shared-expert gate */
-    float *moe_y;    /* [n_embd] one expert's output */
-    float *moe_acc;  /* [n_embd] routed experts' sum of one token */
+    float *moe_y;    /* [n_tok][n_expert_used][n_embd] each (token, selection)'s expert output */
+    float *moe_acc;  /* [2][n_tok][n_embd] one expert's input rows, then its output rows */
+    float *moe_w;    /* [n_tok][n_expert_used] the selections' weights */
+    int32_t *moe_sel;   /* [n_tok][n_expert_used] the selected experts, largest first */
 
     /* snapshot capture (recur_decode_capture): NULL when no token of this ubatch is captured;
      * else cap[t] is NULL or where the state of token t's sequence right after token t goes

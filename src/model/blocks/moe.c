@@ -5,8 +5,9 @@
  *   moe = Σ_{e∈E} w_e · down_e(silu(gate_e · n) ⊙ up_e · n)   (summed in the order of E)
  *   shared = down_sh(silu(gate_sh · n) ⊙ up_sh · n) · sigmoid(ffn_gate_inp_shexp · n)
  *   x += moe + shared,  n = RMSNorm(x)·post_attention_norm
- * Each (token, expert) product is a one-row matmul: tensor_matmul's results do not depend on
- * the rows in a call, so this equals ggml's grouped mul_mat_id bit for bit. */
+ * The tokens of a ubatch that chose an expert go through it in one matmul: tensor_matmul's
+ * results do not depend on the other rows of a call, so this equals ggml's grouped mul_mat_id
+ * bit for bit, and each token's experts are summed in its selection order as there. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,27 +83,21 @@ recur_status model_bind_moe(struct recur_model *m, int il, char *err, size_t err
 }
 
 /* Y[n_out] = expert e of the 3-D weight w times one row X. */
-static void expert_mv(model_fwd *f, const model_w *w, int e, const float *X, float *Y) {
-    const char *base = (const char *)w->data + (size_t)e * w->ne[1] * tensor_row_bytes(w->type, w->ne[0]);
-    tensor_matmul(f->pool, f->kern, w->type, base, w->ne[0], w->ne[1], X, 1, Y, w->ne[1], f->mm_scratch);
-}
-
-/* The routed experts of token t, added to out[n_embd] (which holds zeros). */
-static void moe_token(const struct recur_model *m, model_fwd *f, const model_layer *L, int32_t t, float *out) {
+/* The routing of token t: its n_expert_used experts (largest probability first, lowest index
+ * on ties) into moe_sel and their weights into moe_w. */
+static void moe_route(const struct recur_model *m, model_fwd *f, int32_t t) {
     const model_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, F = hp->n_ff_exp, ne = hp->n_expert;
-    float *p = f->moe + (int64_t)t * ne, *y = f->moe_y;
-    int sel[64];
-    float w[64];
-    const int k = hp->n_expert_used < 64 ? hp->n_expert_used : 64;
+    const int64_t ne = hp->n_expert, k = hp->n_expert_used;
+    float *p = f->moe + (int64_t)t * ne, *w = f->moe_w + t * k;
+    int32_t *sel = f->moe_sel + t * k;
     op_softmax(f->kern, p, ne);
     double sum = 0;
-    for (int i = 0; i < k; i++) {   /* top-k, largest first, lowest index on ties */
-        int best = -1;
+    for (int64_t i = 0; i < k; i++) {
+        int32_t best = -1;
         for (int64_t e = 0; e < ne; e++) {
             bool used = false;
-            for (int j = 0; j < i; j++) used |= sel[j] == e;
-            if (!used && (best < 0 || p[e] > p[best])) best = (int)e;
+            for (int64_t j = 0; j < i; j++) used |= sel[j] == e;
+            if (!used && (best < 0 || p[e] > p[best])) best = (int32_t)e;
         }
         sel[i] = best;
         w[i] = p[best];
@@ -110,15 +105,40 @@ static void moe_token(const struct recur_model *m, model_fwd *f, const model_lay
     }
     float s = (float)sum;
     if (s < 6.103515625e-5f) s = 6.103515625e-5f;
-    const float *xb = f->xb + (int64_t)t * E;
-    for (int i = 0; i < k; i++) {
-        float wi = w[i] / s;
-        if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f) wi *= hp->expert_weights_scale;
-        expert_mv(f, &L->ffn_gate_exps, sel[i], xb, f->hb);
-        expert_mv(f, &L->ffn_up_exps, sel[i], xb, f->hb2);
-        op_swiglu(f->kern, f->hb, f->hb, f->hb2, F);
-        expert_mv(f, &L->ffn_down_exps, sel[i], f->hb, y);
-        for (int64_t d = 0; d < E; d++) out[d] = i ? out[d] + y[d] * wi : y[d] * wi;
+    for (int64_t i = 0; i < k; i++) {
+        w[i] = w[i] / s;
+        if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f) w[i] *= hp->expert_weights_scale;
+    }
+}
+
+/* One expert's rows of a stacked [n_expert][rows][cols] weight. */
+static const void *expert_w(const model_w *w, int e) {
+    return (const char *)w->data + (size_t)e * w->ne[1] * tensor_row_bytes(w->type, w->ne[0]);
+}
+
+/* Every (token, selection) of the ubatch through its expert, the tokens of one expert in one
+ * matmul (each expert's weights read once per ubatch, not once per token): gather their rows,
+ * gate and up, SwiGLU row by row, down, and each output row to moe_y[t][i]. */
+static void moe_experts(const struct recur_model *m, model_fwd *f, const model_layer *L) {
+    const model_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp, ne = hp->n_expert, k = hp->n_expert_used;
+    const int64_t pairs = (int64_t)f->n_tok * k;
+    float *X = f->moe_acc, *D = f->moe_acc + (int64_t)f->n_tok * E;
+    for (int64_t e = 0; e < ne; e++) {
+        int64_t cnt = 0;
+        for (int64_t q = 0; q < pairs; q++)   /* a token selects an expert at most once */
+            if (f->moe_sel[q] == e) memcpy(X + cnt++ * E, f->xb + (q / k) * E, (size_t)E * sizeof(float));
+        if (!cnt) continue;
+        tensor_matmul(f->pool, f->kern, L->ffn_gate_exps.type, expert_w(&L->ffn_gate_exps, (int)e), E, F, X, cnt,
+                      f->hb, F, f->mm_scratch);
+        tensor_matmul(f->pool, f->kern, L->ffn_up_exps.type, expert_w(&L->ffn_up_exps, (int)e), E, F, X, cnt,
+                      f->hb2, F, f->mm_scratch);
+        for (int64_t r = 0; r < cnt; r++) op_swiglu(f->kern, f->hb + r * F, f->hb + r * F, f->hb2 + r * F, F);
+        tensor_matmul(f->pool, f->kern, L->ffn_down_exps.type, expert_w(&L->ffn_down_exps, (int)e), F, E, f->hb,
+                      cnt, D, E, f->mm_scratch);
+        int64_t r = 0;
+        for (int64_t q = 0; q < pairs; q++)
+            if (f->moe_sel[q] == e) memcpy(f->moe_y + q * E, D + r++ * E, (size_t)E * sizeof(float));
     }
 }
 
@@ -142,11 +162,16 @@ void block_ffn_moe(const struct recur_model *m, model_fwd *f, const model_layer 
             for (int64_t d = 0; d < E; d++) f->tmp[t * E + d] *= g;
         }
     }
-    for (int32_t t = 0; t < f->n_tok; t++) {
-        float *acc = f->moe_acc;
-        moe_token(m, f, L, t, acc);
+    const int64_t k = hp->n_expert_used;
+    for (int32_t t = 0; t < f->n_tok; t++) moe_route(m, f, t);
+    moe_experts(m, f, L);
+    for (int32_t t = 0; t < f->n_tok; t++) {   /* each token's experts summed in its selection order */
         float *x = f->x + (int64_t)t * E;
-        const float *sh = f->tmp + (int64_t)t * E;
-        for (int64_t d = 0; d < E; d++) x[d] += L->ffn_up_shexp.data ? acc[d] + sh[d] : acc[d];
+        const float *sh = f->tmp + (int64_t)t * E, *w = f->moe_w + t * k;
+        for (int64_t d = 0; d < E; d++) {
+            float acc = f->moe_y[(t * k) * E + d] * w[0];
+            for (int64_t i = 1; i < k; i++) acc = acc + f->moe_y[(t * k + i) * E + d] * w[i];
+            x[d] += L->ffn_up_shexp.data ? acc + sh[d] : acc;
+        }
     }
 }
