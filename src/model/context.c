@@ -83,13 +83,13 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
         U * hp->n_expert, hp->n_expert ? U : 0,                                /* moe moe_g */
         hp->n_expert ? U * hp->n_expert_used * hp->n_embd : 0,                 /* moe_y */
         hp->n_expert ? 2 * U * hp->n_embd : 0, U * hp->n_expert_used,          /* moe_acc moe_w */
-        U * hp->n_expert_used,                                                 /* moe_sel (int32) */
+        U * hp->n_expert_used, U * hp->n_expert_used,                          /* moe_sel moe_ord (int32) */
     };
-    float *sel = NULL;
+    float *sel = NULL, *ord = NULL;
     float **dst[] = { &c->f.x, &c->f.xb, &c->f.tmp, &c->f.q, &c->f.k, &c->f.v, &c->f.att,
                       &c->f.hb, &c->f.hb2, &c->f.rope, &c->f.att_ws, &c->out_x,
                       &c->f.r_in, &c->f.r_conv, &c->f.r_xdb, &c->f.r_dt, &c->f.r_y, &c->f.qg,
-                      &c->f.moe, &c->f.moe_g, &c->f.moe_y, &c->f.moe_acc, &c->f.moe_w, &sel };
+                      &c->f.moe, &c->f.moe_g, &c->f.moe_y, &c->f.moe_acc, &c->f.moe_w, &sel, &ord };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += ((size_t)sizes[i] * 4 + 63) / 64 * 64;
     const size_t mm = mm_scratch_bytes(c->m, U);
@@ -108,6 +108,7 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
         p += ((size_t)sizes[i] * 4 + 63) / 64 * 64;
     }
     c->f.moe_sel = (int32_t *)(void *)sel;   /* 4-byte elements, 64-byte aligned like the rest */
+    c->f.moe_ord = (int32_t *)(void *)ord;
     c->f.mm_scratch = p;
     return RECUR_OK;
 }

@@ -49,6 +49,7 @@ typedef struct model_fwd {
     float *moe_acc;  /* [2][n_tok][n_embd] one expert's input rows, then its output rows */
     float *moe_w;    /* [n_tok][n_expert_used] the selections' weights */
     int32_t *moe_sel;   /* [n_tok][n_expert_used] the selected experts, largest first */
+    int32_t *moe_ord;   /* [n_tok · n_expert_used] the (token, selection) pairs by expert */
 
     /* snapshot capture (recur_decode_capture): NULL when no token of this ubatch is captured;
      * else cap[t] is NULL or where the state of token t's sequence right after token t goes

@@ -124,11 +124,18 @@ static void moe_experts(const struct recur_model *m, model_fwd *f, const model_l
     const int64_t E = hp->n_embd, F = hp->n_ff_exp, ne = hp->n_expert, k = hp->n_expert_used;
     const int64_t pairs = (int64_t)f->n_tok * k;
     float *X = f->moe_acc, *D = f->moe_acc + (int64_t)f->n_tok * E;
+    int32_t start[4097];   /* a counting sort of the pairs by expert (n_expert <= 4096) */
+    memset(start, 0, (size_t)(ne + 1) * sizeof start[0]);
+    for (int64_t q = 0; q < pairs; q++) start[f->moe_sel[q] + 1]++;
+    for (int64_t e = 0; e < ne; e++) start[e + 1] += start[e];
+    for (int64_t q = 0; q < pairs; q++) f->moe_ord[start[f->moe_sel[q]]++] = (int32_t)q;
+    for (int64_t e = ne; e > 0; e--) start[e] = start[e - 1];   /* back to each expert's first */
+    start[0] = 0;
     for (int64_t e = 0; e < ne; e++) {
-        int64_t cnt = 0;
-        for (int64_t q = 0; q < pairs; q++)   /* a token selects an expert at most once */
-            if (f->moe_sel[q] == e) memcpy(X + cnt++ * E, f->xb + (q / k) * E, (size_t)E * sizeof(float));
+        const int32_t *ord = f->moe_ord + start[e];
+        const int64_t cnt = start[e + 1] - start[e];   /* a token selects an expert at most once */
         if (!cnt) continue;
+        for (int64_t r = 0; r < cnt; r++) memcpy(X + r * E, f->xb + (ord[r] / k) * E, (size_t)E * sizeof(float));
         tensor_matmul(f->pool, f->kern, L->ffn_gate_exps.type, expert_w(&L->ffn_gate_exps, (int)e), E, F, X, cnt,
                       f->hb, F, f->mm_scratch);
         tensor_matmul(f->pool, f->kern, L->ffn_up_exps.type, expert_w(&L->ffn_up_exps, (int)e), E, F, X, cnt,
@@ -136,9 +143,7 @@ static void moe_experts(const struct recur_model *m, model_fwd *f, const model_l
         for (int64_t r = 0; r < cnt; r++) op_swiglu(f->kern, f->hb + r * F, f->hb + r * F, f->hb2 + r * F, F);
         tensor_matmul(f->pool, f->kern, L->ffn_down_exps.type, expert_w(&L->ffn_down_exps, (int)e), F, E, f->hb,
                       cnt, D, E, f->mm_scratch);
-        int64_t r = 0;
-        for (int64_t q = 0; q < pairs; q++)
-            if (f->moe_sel[q] == e) memcpy(f->moe_y + q * E, D + r++ * E, (size_t)E * sizeof(float));
+        for (int64_t r = 0; r < cnt; r++) memcpy(f->moe_y + (int64_t)ord[r] * E, D + r * E, (size_t)E * sizeof(float));
     }
 }
 
