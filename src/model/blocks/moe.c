@@ -82,7 +82,6 @@ recur_status model_bind_moe(struct recur_model *m, int il, char *err, size_t err
     return RECUR_OK;
 }
 
-/* Y[n_out] = expert e of the 3-D weight w times one row X. */
 /* The routing of token t: its n_expert_used experts (largest probability first, lowest index
  * on ties) into moe_sel and their weights into moe_w. */
 static void moe_route(const struct recur_model *m, model_fwd *f, int32_t t) {
