@@ -24,6 +24,7 @@ struct recur_ctx {
     rs_state        *rs;         /* NULL without recurrent layers */
     model_fwd        f;          /* buffers of one ubatch */
     int32_t         *cells;      /* [n_ubatch] */
+    int32_t         *out_tok;    /* [n_ubatch] the ubatch rows that want logits (f.out_tok) */
     recur_pos       *next_pos;   /* [n_seq_max] planning scratch */
     float           *out_x;      /* [n_ubatch][n_embd] normed rows that want logits */
     float           *logits;     /* [n_batch][n_vocab] */
@@ -97,9 +98,10 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
     c->logits = malloc((size_t)c->p.n_batch * hp->n_vocab * sizeof(float));
     c->logit_row = malloc((size_t)c->p.n_batch * sizeof(int32_t));
     c->cells = malloc((size_t)U * sizeof(int32_t));
+    c->out_tok = malloc((size_t)U * sizeof(int32_t));
     c->next_pos = malloc((size_t)c->p.n_seq_max * sizeof(recur_pos));
     c->cap = calloc((size_t)U, sizeof *c->cap);
-    if (!c->arena || !c->logits || !c->logit_row || !c->cells || !c->next_pos || !c->cap)
+    if (!c->arena || !c->logits || !c->logit_row || !c->cells || !c->out_tok || !c->next_pos || !c->cap)
         return rc_fail(err, err_len, RECUR_E_NOMEM, "ctx: cannot allocate %zu MiB of buffers",
                        (total + mm + (size_t)c->p.n_batch * hp->n_vocab * 4) >> 20);
     char *p = c->arena;
@@ -166,6 +168,7 @@ void recur_ctx_free(recur_ctx *c) {
     free(c->logits);
     free(c->logit_row);
     free(c->cells);
+    free(c->out_tok);
     free(c->next_pos);
     free(c->cap);
     free(c);
@@ -200,14 +203,16 @@ static recur_status batch_check(recur_ctx *c, const recur_batch *b, char *err, s
     return RECUR_OK;
 }
 
-/* Final norm + lm head for the rows of this ubatch that want logits. */
+/* Final norm + lm head for the rows of this ubatch that want logits: f.x row t, or row k for
+ * the k-th of them when the last layer kept only those (fwd_keep_out_rows: f.n_tok < n). */
 static void ubatch_logits(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t n) {
     const model_hparams *hp = &c->m->hp;
+    const bool kept = c->f.n_tok != n;
     int32_t n_out = 0, first_row = -1;
     for (int32_t t = 0; t < n; t++) {
         if (c->logit_row[i0 + t] < 0) continue;
         if (first_row < 0) first_row = c->logit_row[i0 + t];
-        op_rmsnorm(c->out_x + (int64_t)n_out * hp->n_embd, c->f.x + (int64_t)t * hp->n_embd,
+        op_rmsnorm(c->out_x + (int64_t)n_out * hp->n_embd, c->f.x + (int64_t)(kept ? n_out : t) * hp->n_embd,
                    c->m->w.output_norm.data, hp->n_embd, hp->rms_eps);
         n_out++;
     }
@@ -249,6 +254,10 @@ static void ubatch_eval(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t 
     c->f.pos = b->pos + i0;
     c->f.seq = b->seq_id + i0;
     c->f.cell = c->cells;
+    c->f.n_out = 0;
+    for (int32_t t = 0; t < n; t++)
+        if (c->logit_row[i0 + t] >= 0) c->out_tok[c->f.n_out++] = t;
+    c->f.out_tok = c->out_tok;
     m->arch->forward(m, &c->f);
     c->f.cap = NULL;
     if (c->rs)

@@ -1,5 +1,7 @@
 #include "model/forward.h"
 
+#include <string.h>
+
 #include "tensor/ops.h"
 
 /* Below this many elements a row-wise op runs on the caller alone (waking the workers would
@@ -56,6 +58,16 @@ static void fwd_rows(fwd_rows_job j) {
 
 void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps) {
     fwd_rows((fwd_rows_job){ f, FWD_ROWS_NORM, out, in, w ? (const float *)w->data : NULL, n, eps });
+}
+
+bool fwd_keep_out_rows(model_fwd *f, int64_t n_embd) {
+    if (!f->out_tok || f->n_out == f->n_tok) return f->n_tok > 0;
+    for (int32_t k = 0; k < f->n_out; k++)   /* ascending, so out_tok[k] >= k: front to back is safe */
+        if (f->out_tok[k] != k)
+            memmove(f->x + (int64_t)k * n_embd, f->x + (int64_t)f->out_tok[k] * n_embd, (size_t)n_embd * sizeof(float));
+    f->n_tok = f->n_out;
+    f->cap = NULL;
+    return f->n_tok > 0;
 }
 
 void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n) {

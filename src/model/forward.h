@@ -20,6 +20,10 @@ typedef struct model_fwd {
     const recur_pos    *pos;      /* [n_tok] */
     const recur_seq_id *seq;      /* [n_tok] */
     const int32_t      *cell;     /* [n_tok] KV cell each token writes (attention models) */
+    /* the rows whose final hidden state is read (the logits rows), ascending, n_out of them;
+     * NULL: every row. See fwd_keep_out_rows. */
+    const int32_t      *out_tok;
+    int32_t             n_out;
 
     /* activations */
     float *x;        /* [n_tok][n_embd] residual stream */
@@ -72,6 +76,12 @@ void fwd_matmul_n(model_fwd *f, const float *X, int n, const model_w *const *w, 
 void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps);
 /* x[t] += y[t] for every token row. */
 void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n);
+/* Before the last layer's feed-forward: the rows no output reads are dropped (as llama.cpp
+ * does with its output ids), rows f->out_tok moved to the front of f->x and n_tok set to
+ * n_out; true when a row is left. Rows are independent in a feed-forward, so each kept row
+ * gets the same bits. After it only row-wise work may follow (token, pos, seq, cell and cap
+ * no longer match the rows). */
+bool fwd_keep_out_rows(model_fwd *f, int64_t n_embd);
 /* g = swiglu(g, u) on each of the ubatch's rows of n (ops.h op_swiglu), rows split among
  * the threads. */
 void fwd_swiglu_rows(model_fwd *f, float *g, const float *u, int64_t n);

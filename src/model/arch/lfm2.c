@@ -68,6 +68,7 @@ static void lfm2_forward(const struct recur_model *m, model_fwd *f) {
         fwd_rmsnorm_rows(f, f->xb, f->x, &L->attn_norm, hp->n_embd, hp->rms_eps);
         if (hp->recurrent[il]) block_shortconv(m, f, L, hp->rs_index[il]);
         else block_attention(m, f, L, hp->kv_index[il]);
+        if (il == hp->n_layer - 1 && !fwd_keep_out_rows(f, hp->n_embd)) break;   /* rows no output reads */
         block_ffn_swiglu(m, f, L);
     }
 }

@@ -20,6 +20,7 @@ void llama_like_forward(const struct recur_model *m, model_fwd *f) {
         const model_layer *L = &m->w.layers[il];
         fwd_rmsnorm_rows(f, f->xb, f->x, &L->attn_norm, m->hp.n_embd, m->hp.rms_eps);
         block_attention(m, f, L, il);
+        if (il == m->hp.n_layer - 1 && !fwd_keep_out_rows(f, m->hp.n_embd)) break;   /* rows no output reads */
         block_ffn_swiglu(m, f, L);
     }
 }

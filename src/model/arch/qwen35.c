@@ -109,6 +109,7 @@ static void qwen35_forward(const struct recur_model *m, model_fwd *f) {
         fwd_rmsnorm_rows(f, f->xb, f->x, &L->attn_norm, hp->n_embd, hp->rms_eps);
         if (hp->recurrent[il]) block_deltanet(m, f, L, hp->rs_index[il]);
         else block_attention_gated(m, f, L, hp->kv_index[il]);
+        if (il == hp->n_layer - 1 && !fwd_keep_out_rows(f, hp->n_embd)) break;   /* rows no output reads */
         if (hp->n_expert) block_ffn_moe(m, f, L);
         else block_ffn_swiglu(m, f, L);
     }

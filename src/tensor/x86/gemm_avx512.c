@@ -96,6 +96,13 @@ static inline __attribute__((always_inline)) void row_tile(int P, int64_t nb, co
  * panel stays in L1 while TC tokens pass (their accumulators parked in an L1 buffer between
  * chunks: stored and reloaded unchanged, so the sums are the same). */
 
+/* The int32 → float conversion of a chunk's sum s (|s| ≤ 4 · 128 · 128 < 2^22) without
+ * vcvtdq2ps, which on Zen 4 competes with dpbusd and FMA for their pipes: dpbusd starts from
+ * Q8_MAGIC's bits, so its result holds the bits of the float Q8_MAGIC + s (1.5 · 2^23: the
+ * ulp is 1 from 2^23 to 2^24), and one subtraction (the add pipes) leaves s exactly. */
+#define Q8_MAGIC      12582912.0f
+#define Q8_MAGIC_BITS 0x4B400000
+
 #define PMAXB 256      /* blocks per group panel (8192 elements) */
 #define PMIN_TOK 24    /* fewer tokens do not pay for the transposition */
 #define GR 16          /* rows per group */
@@ -138,13 +145,14 @@ static inline void transpose_block(const uint8_t *const *row, size_t off, __m512
 
 static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws) {
     const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    const __m512i magic = _mm512_set1_epi32(Q8_MAGIC_BITS);
     const uint8_t *row[GR];
     for (int r = 0; r < GR; r++) row[r] = W + (size_t)r * ws;
     for (int64_t b = 0; b < nb; b++) {
         const size_t off = (size_t)b * Q8_0_BYTES;
         q8_grp *q = &pk[b];
         transpose_block(row, off + Q8_0_QS, q->w);
-        for (int j = 0; j < 8; j++) q->nc[j] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, q->w[j]));
+        for (int j = 0; j < 8; j++) q->nc[j] = _mm512_sub_epi32(magic, _mm512_dpbusd_epi32(zero, bias, q->w[j]));
         _Alignas(32) uint16_t h[GR];
         for (int r = 0; r < GR; r++) h[r] = rd_u16(row[r] + off);
         q->dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
@@ -176,7 +184,8 @@ static inline __attribute__((always_inline)) void gtile(int T, int64_t kc, const
                 int32_t xv;   /* already biased: an xor here, in the chain, costs ~10 % */
                 memcpy(&xv, u + t * xs + (size_t)b * Q8_0_TAIL_BYTES + Q8_0_TAIL_QS + 4 * j, 4);
                 const __m512i s = _mm512_dpbusd_epi32(nc, _mm512_set1_epi32(xv), w);
-                acc[t][j] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(s), acc[t][j]);
+                const __m512 pf = _mm512_sub_ps(_mm512_castsi512_ps(s), _mm512_set1_ps(Q8_MAGIC));
+                acc[t][j] = _mm512_fmadd_ps(d[t], pf, acc[t][j]);
             }
         }
     }
