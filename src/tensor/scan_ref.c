@@ -1,5 +1,5 @@
 /* scan_ref.c — the per-token steps of the recurrent scans, one float at a time: the oracle
- * of x86/scan_avx2.c and x86/scan_avx512.c (tensor.h: gdn_step, ssm2_rows, ssm2_run, conv_step).
+ * of x86/scan_avx2.c and x86/scan_avx512.c (tensor.h: gdn_step, ssm2_rows, conv_step).
  *
  * Their sums over the state dimension follow ggml's CPU kernels built for AVX-512 (the fused
  * GATED_DELTA_NET op's ggml_vec_dot_f32 and ssm_scan's Mamba-2 loop): 64 lanes, element i of
@@ -58,11 +58,6 @@ void rt_ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *
         }
         y[p] = sum;
     }
-}
-
-void rt_ssm2_run(int64_t ds, int64_t n, int64_t n_tok, float *s, const float *B, const float *C, const float *dA,
-                 const float *dt, const float *x, int64_t in_stride, float *y, int64_t y_stride) {
-    rt_ssm2_run_steps(rt_ssm2_rows, ds, n, n_tok, s, B, C, dA, dt, x, in_stride, y, y_stride);
 }
 
 void rt_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,

@@ -143,12 +143,6 @@ typedef struct tensor_kernels {
      * tail too). */
     void  (*ssm2_rows)(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
                        const float *x, float *y);
-    /* n_tok consecutive ssm2_rows steps of one head's n rows: token t reads B, C and x at
-     * + t * in_stride, dA[t] and dt[t], and writes y + t * y_stride; bit-identical to the
-     * n_tok calls (a row can stay in registers across the tokens). Nothing overlaps s or y. */
-    void  (*ssm2_run)(int64_t ds, int64_t n, int64_t n_tok, float *s, const float *B, const float *C,
-                      const float *dA, const float *dt, const float *x, int64_t in_stride, float *y,
-                      int64_t y_stride);
     /* One causal depthwise conv step of channels [lo, hi) of C (ggml_ssm_conv's order): for
      * each channel, out = fmaf chain over k < K-1 of state[k*C + ch] * w[ch*K + k] from 0, then
      * fmaf(in[ch], w[ch*K + K-1], ·); the K-1 state rows shift up and in becomes the last.

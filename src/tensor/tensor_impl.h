@@ -207,17 +207,6 @@ void  rt_gdn_step(int64_t d, float *S, const float *q, const float *k, const flo
                   float scale, float *o);
 void  rt_ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
                    const float *x, float *y);
-void  rt_ssm2_run(int64_t ds, int64_t n, int64_t n_tok, float *s, const float *B, const float *C, const float *dA,
-                  const float *dt, const float *x, int64_t in_stride, float *y, int64_t y_stride);
-typedef void (*rt_ssm2_rows_fn)(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
-                                const float *x, float *y);
-/* ssm2_run as its definition: one ssm2_rows call per token. */
-static inline void rt_ssm2_run_steps(rt_ssm2_rows_fn rows, int64_t ds, int64_t n, int64_t n_tok, float *s,
-                                     const float *B, const float *C, const float *dA, const float *dt, const float *x,
-                                     int64_t in_stride, float *y, int64_t y_stride) {
-    for (int64_t t = 0; t < n_tok; t++)
-        rows(ds, n, s, B + t * in_stride, C + t * in_stride, dA[t], dt[t], x + t * in_stride, y + t * y_stride);
-}
 void  rt_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
                    float *out);
 void  rt_conv_run(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, int64_t n, const float *in,

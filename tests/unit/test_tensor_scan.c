@@ -1,4 +1,4 @@
-/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, ssm2_run, conv_step, conv_run):
+/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, conv_step, conv_run):
  * every SIMD table gives the scalar reference's bits (state, outputs), for sizes with and
  * without tails and unaligned rows; the reference itself against a direct double-precision
  * computation of the same recurrence (named tolerance SCAN_REL, relative to the sum of absolute
@@ -109,42 +109,6 @@ static void test_ssm2_rows(void **state) {
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) check_ssm2(tab, nt, &r, dss[di], ns[ni]);
 }
 
-/* ssm2_run: n_tok tokens of one head through every table (ds = 128 holds rows in registers
- * across blocks of tokens) against the scalar ssm2_rows called token by token, bit for bit:
- * token counts around the 8-token reductions and 16-token blocks, odd row counts (the last row
- * alone), per-token dA and dt, inputs and outputs in strided token rows. */
-static void test_ssm2_run(void **state) {
-    (void)state;
-    const tensor_kernels *tab[3];
-    const int nt = get_tables(tab);
-    const int64_t dss[] = { 16, 100, 128 }, ns[] = { 1, 3, 64 }, toks[] = { 1, 2, 7, 8, 9, 16, 17, 40 };
-    rng r = { 6 };
-    for (size_t di = 0; di < sizeof dss / sizeof dss[0]; di++)
-        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-            for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
-                const int64_t ds = dss[di], n = ns[ni], T = toks[ti];
-                const int64_t is = 2 * ds + n + 5, ys = n + 3;   /* token rows: B | C | x | pad */
-                float *s0 = randv(&r, n * ds, 2.0f), *in = randv(&r, T * is, 1.0f), *dA = randv(&r, T, 1.0f);
-                float *dt = randv(&r, T, 0.5f);
-                for (int64_t t = 0; t < T; t++) dA[t] = 0.5f + 0.5f * fabsf(dA[t]);
-                float *ref = malloc((size_t)n * ds * 4), *got = malloc((size_t)n * ds * 4);
-                float *yref = calloc((size_t)(T * ys), 4), *ygot = calloc((size_t)(T * ys), 4);
-                memcpy(ref, s0, (size_t)n * ds * 4);
-                for (int64_t t = 0; t < T; t++)
-                    tab[0]->ssm2_rows(ds, n, ref, in + t * is, in + t * is + ds, dA[t], dt[t], in + t * is + 2 * ds,
-                                      yref + t * ys);
-                for (int k = 0; k < nt; k++) {
-                    memcpy(got, s0, (size_t)n * ds * 4);
-                    memset(ygot, 0, (size_t)(T * ys) * 4);
-                    tab[k]->ssm2_run(ds, n, T, got, in, in + ds, dA, dt, in + 2 * ds, is, ygot, ys);
-                    if (memcmp(got, ref, (size_t)n * ds * 4) != 0 || memcmp(ygot, yref, (size_t)(T * ys) * 4) != 0)
-                        fail_msg("%s: ssm2_run ds %lld n %lld tokens %lld", tab[k]->isa, (long long)ds, (long long)n,
-                                 (long long)T);
-                }
-                free(s0); free(in); free(dA); free(dt); free(ref); free(got); free(yref); free(ygot);
-            }
-}
-
 /* conv_step: every table gives the reference's bits (state and output, in == out too), for
  * channel ranges with vector tails; the reference against a double sum. */
 static void test_conv_step(void **state) {
@@ -229,7 +193,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gdn_step),
         cmocka_unit_test(test_ssm2_rows),
-        cmocka_unit_test(test_ssm2_run),
         cmocka_unit_test(test_conv_step),
         cmocka_unit_test(test_conv_run),
     };

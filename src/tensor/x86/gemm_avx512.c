@@ -90,9 +90,10 @@ static inline __attribute__((always_inline)) void row_tile(int P, int64_t nb, co
  * accumulator j (one per 4-byte chunk j = 0..7) gets row r's chunk j, so after the blocks the
  * 8 accumulators hold exactly dot_q8_0's 8 lanes of each row and are reduced in x86_hsum_ps's
  * tree, 16 rows at a time. The weights are transposed once per call into a group panel (the
- * chunk j of 16 rows side by side, its dpbusd start −128 · Σ4 w, the 16 scales as floats);
- * each token's chunk is broadcast from its row's tail (biased by 128: unsigned), so
- * dpbusd(−128 · Σ4 w, x + 128, w) = Σ4 x·w exactly. Blocks go KC at a time so a chunk of the
+ * chunk j of 16 rows side by side, its dpbusd start Q8_MAGIC_BITS − 128 · Σ4 w, the 16
+ * scales as floats); each token's chunk is broadcast from its row's tail (biased by 128:
+ * unsigned), so dpbusd(Q8_MAGIC_BITS − 128 · Σ4 w, x + 128, w) holds the bits of the float
+ * Q8_MAGIC + Σ4 x·w exactly (below). Blocks go KC at a time so a chunk of the
  * panel stays in L1 while TC tokens pass (their accumulators parked in an L1 buffer between
  * chunks: stored and reloaded unchanged, so the sums are the same). */
 

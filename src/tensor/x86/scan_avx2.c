@@ -89,10 +89,6 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
         y[p] = sum;
     }
 }
-static void ssm2_run(int64_t ds, int64_t n, int64_t n_tok, float *s, const float *B, const float *C, const float *dA,
-                     const float *dt, const float *x, int64_t in_stride, float *y, int64_t y_stride) {
-    rt_ssm2_run_steps(ssm2_rows, ds, n, n_tok, s, B, C, dA, dt, x, in_stride, y, y_stride);
-}
 #undef ZERO8
 #undef EACH8
 #undef GDN_DEC
@@ -176,7 +172,6 @@ static void conv_run(float *state, const float *w, int K, int64_t C, int64_t lo,
 void rt_fill_scan_avx2(tensor_kernels *k) {
     k->gdn_step = gdn_step;
     k->ssm2_rows = ssm2_rows;
-    k->ssm2_run = ssm2_run;
     k->conv_step = conv_step;
     k->conv_run = conv_run;
 }

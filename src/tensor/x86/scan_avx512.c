@@ -309,93 +309,6 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
     }
 }
 
-/* ssm2_run for ds = 128: tokens in blocks of SSM2_TB (their B and C rows, 1 KB a token, stay
- * in L1), and in each block the rows two at a time, both rows' 8 vectors in registers while the
- * block's tokens pass: each B and C vector loaded serves two rows, and the state is loaded and
- * stored once per block instead of once per token. The first-level sums of up to 8 tokens are
- * parked and reduced side by side by red8. Per (row, token) the operations of ssm2_rows128, in
- * its order. */
-#define SSM2_TB 16
-
-#define SSM2_V2(k, a, e)                                                           \
-    do {                                                                           \
-        const __m512 b_ = _mm512_loadu_ps(Bt + 16 * (k)), c_ = _mm512_loadu_ps(Ct + 16 * (k)); \
-        r##k = _mm512_fmadd_ps(r##k, va, _mm512_mul_ps(b_, vx));                  \
-        a = _mm512_fmadd_ps(r##k, c_, a);                                          \
-        if (two) {                                                                 \
-            q##k = _mm512_fmadd_ps(q##k, va, _mm512_mul_ps(b_, vq));               \
-            e = _mm512_fmadd_ps(q##k, c_, e);                                      \
-        }                                                                          \
-    } while (0)
-
-/* Row p (and p + 1 when two) over tb tokens: sp = s + p·128, x and y at row p of token 0. */
-static inline __attribute__((always_inline)) void ssm2_pair(bool two, int64_t tb, float *sp, const float *B,
-                                                            const float *C, const float *dA, const float *dt,
-                                                            const float *x, int64_t is, float *y, int64_t ys) {
-    const __m512 z = _mm512_setzero_ps();
-    __m512 r0 = _mm512_loadu_ps(sp), r1 = _mm512_loadu_ps(sp + 16), r2 = _mm512_loadu_ps(sp + 32),
-           r3 = _mm512_loadu_ps(sp + 48), r4 = _mm512_loadu_ps(sp + 64), r5 = _mm512_loadu_ps(sp + 80),
-           r6 = _mm512_loadu_ps(sp + 96), r7 = _mm512_loadu_ps(sp + 112);
-    __m512 q0 = two ? _mm512_loadu_ps(sp + 128) : z, q1 = two ? _mm512_loadu_ps(sp + 144) : z,
-           q2 = two ? _mm512_loadu_ps(sp + 160) : z, q3 = two ? _mm512_loadu_ps(sp + 176) : z,
-           q4 = two ? _mm512_loadu_ps(sp + 192) : z, q5 = two ? _mm512_loadu_ps(sp + 208) : z,
-           q6 = two ? _mm512_loadu_ps(sp + 224) : z, q7 = two ? _mm512_loadu_ps(sp + 240) : z;
-    __m512 park[2][8];
-    for (int64_t t = 0; t < tb; t += 8) {
-        const int64_t m = tb - t < 8 ? tb - t : 8;
-        for (int64_t i = 0; i < m; i++) {
-            const int64_t o = (t + i) * is;
-            const float *Bt = B + o, *Ct = C + o;
-            const __m512 va = _mm512_set1_ps(dA[t + i]), vx = _mm512_set1_ps(x[o] * dt[t + i]);
-            const __m512 vq = two ? _mm512_set1_ps(x[o + 1] * dt[t + i]) : z;
-            __m512 a0 = z, a1 = z, a2 = z, a3 = z, e0 = z, e1 = z, e2 = z, e3 = z;
-            SSM2_V2(0, a0, e0); SSM2_V2(1, a1, e1); SSM2_V2(2, a2, e2); SSM2_V2(3, a3, e3);
-            SSM2_V2(4, a0, e0); SSM2_V2(5, a1, e1); SSM2_V2(6, a2, e2); SSM2_V2(7, a3, e3);
-            park[0][i] = red64_v(a0, a1, a2, a3);
-            if (two) park[1][i] = red64_v(e0, e1, e2, e3);
-        }
-        for (int w = 0; w < (two ? 2 : 1); w++) {
-            if (m == 8) {
-                float v[8];
-                _mm256_storeu_ps(v, red8v(park[w]));
-                for (int i = 0; i < 8; i++) y[(t + i) * ys + w] = v[i];
-            } else {
-                for (int64_t i = 0; i < m; i++) y[(t + i) * ys + w] = red1(park[w][i]);
-            }
-        }
-    }
-    _mm512_storeu_ps(sp, r0); _mm512_storeu_ps(sp + 16, r1); _mm512_storeu_ps(sp + 32, r2);
-    _mm512_storeu_ps(sp + 48, r3); _mm512_storeu_ps(sp + 64, r4); _mm512_storeu_ps(sp + 80, r5);
-    _mm512_storeu_ps(sp + 96, r6); _mm512_storeu_ps(sp + 112, r7);
-    if (two) {
-        _mm512_storeu_ps(sp + 128, q0); _mm512_storeu_ps(sp + 144, q1); _mm512_storeu_ps(sp + 160, q2);
-        _mm512_storeu_ps(sp + 176, q3); _mm512_storeu_ps(sp + 192, q4); _mm512_storeu_ps(sp + 208, q5);
-        _mm512_storeu_ps(sp + 224, q6); _mm512_storeu_ps(sp + 240, q7);
-    }
-}
-#undef SSM2_V2
-
-static void ssm2_run128(int64_t n, int64_t n_tok, float *s, const float *B, const float *C, const float *dA,
-                        const float *dt, const float *x, int64_t is, float *y, int64_t ys) {
-    for (int64_t t0 = 0; t0 < n_tok; t0 += SSM2_TB) {
-        const int64_t tb = n_tok - t0 < SSM2_TB ? n_tok - t0 : SSM2_TB;
-        const int64_t o = t0 * is;
-        int64_t p = 0;
-        for (; p + 2 <= n; p += 2)
-            ssm2_pair(true, tb, s + p * 128, B + o, C + o, dA + t0, dt + t0, x + o + p, is, y + t0 * ys + p, ys);
-        if (p < n) ssm2_pair(false, tb, s + p * 128, B + o, C + o, dA + t0, dt + t0, x + o + p, is, y + t0 * ys + p, ys);
-    }
-}
-
-static void ssm2_run(int64_t ds, int64_t n, int64_t n_tok, float *s, const float *B, const float *C, const float *dA,
-                     const float *dt, const float *x, int64_t in_stride, float *y, int64_t y_stride) {
-    if (ds == 128 && n_tok > 1) {
-        ssm2_run128(n, n_tok, s, B, C, dA, dt, x, in_stride, y, y_stride);
-        return;
-    }
-    rt_ssm2_run_steps(ssm2_rows, ds, n, n_tok, s, B, C, dA, dt, x, in_stride, y, y_stride);
-}
-
 /* rt_conv_step, 16 channels per vector. The weights of a channel are K apart: for K <= 4 the
  * 16 K weights of 16 channels are K whole vectors, and weight k of each channel is picked
  * out of them by two permutes (a gather costs far more); other K gather. The channels past
@@ -493,7 +406,6 @@ static void conv_run(float *state, const float *w, int K, int64_t C, int64_t lo,
 void rt_fill_scan_avx512(tensor_kernels *k) {
     k->gdn_step = gdn_step;
     k->ssm2_rows = ssm2_rows;
-    k->ssm2_run = ssm2_run;
     k->conv_step = conv_step;
     k->conv_run = conv_run;
 }
