@@ -146,8 +146,8 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
                 for (int64_t p = 0; p < hd; p++) yh[p] = yh[p] + xh[p] * D[h];
                 if (!whole) op_swiglu(f->kern, yh, z + h * hd, yh, hd);   /* ggml's swiglu rows: head_dim */
             }
+            fwd_capture_ssm(f, j->rs_layer, t1 - 1, h * hd * ds, (h + 1) * hd * ds);   /* while in cache */
         }
-        fwd_capture_ssm(f, j->rs_layer, t1 - 1, lo * hd * ds, hi * hd * ds);
         t0 = t1;
     }
     if (whole)   /* the share's heads are adjacent: one call per token, not one per head */
