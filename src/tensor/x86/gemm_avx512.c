@@ -10,13 +10,21 @@
  *    2p+1: lanes 0-7, 8-15), so each vector FMA steps two output elements; the activation
  *    block is broadcast to both halves as x + 128 (unsigned: the activation row's tail,
  *    tensor_impl.h q8_0_tail, as is its scale as a float) and dpbusd starts from
- *    -128 · Σ4 w, which gives Σ4 x·w exactly (integers); a tile of GP row pairs
+ *    Q8_MAGIC_BITS − 128 · Σ4 w, which gives Σ4 x·w exactly, as the float Q8_MAGIC + it
+ *    (below); a tile of GP row pairs
  *    × GT tokens shares each weight load over GT tokens and each activation load over GP
  *    pairs;
  *  - otherwise groups of 16 rows, a lane per row (below), the weights transposed once per
  *    call into a panel on the stack.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
 #include "tensor/x86/simd_x86.h"
+
+/* The int32 → float conversion of a chunk's sum s (|s| ≤ 4 · 128 · 128 < 2^22) without
+ * vcvtdq2ps, which on Zen 4 competes with dpbusd and FMA for their pipes: dpbusd starts from
+ * Q8_MAGIC's bits, so its result holds the bits of the float Q8_MAGIC + s (1.5 · 2^23: the
+ * ulp is 1 from 2^23 to 2^24), and one subtraction (the add pipes) leaves s exactly. */
+#define Q8_MAGIC      12582912.0f
+#define Q8_MAGIC_BITS 0x4B400000
 
 #define GP 4   /* row pairs per tile */
 #define GT 4   /* tokens per tile */
@@ -51,11 +59,11 @@ static inline __attribute__((always_inline)) void tile(int P, int T, int64_t nb,
             const uint8_t *w0 = wr[2 * p] + off, *w1 = wr[2 * p + 1] + off;
             const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(w0 + Q8_0_QS))),
                                                  _mm256_loadu_si256((const __m256i *)(w1 + Q8_0_QS)), 1);
-            const __m512i nc = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, w));
+            const __m512i nc = _mm512_sub_epi32(_mm512_set1_epi32(Q8_MAGIC_BITS), _mm512_dpbusd_epi32(zero, bias, w));
             const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(bcast_h(w0), _mm256_castsi256_si128(bcast_h(w1)), 1));
             _Pragma("GCC unroll 8")
             for (int t = 0; t < T; t++) {
-                const __m512 pf = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, xu[t], w));
+                const __m512 pf = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_dpbusd_epi32(nc, xu[t], w)), _mm512_set1_ps(Q8_MAGIC));
                 acc[p][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx[t]), pf, acc[p][t]);
             }
         }
@@ -98,20 +106,13 @@ static inline __attribute__((always_inline)) void row_tile(int P, int64_t nb, co
  * every 16 blocks so a chunk of the panel stayed in L1 was slower (one thread, 512 tokens:
  * 181-189 GOP/s against 198-204 over 1024- to 3584-wide rows, gmf outside the repo). */
 
-/* The int32 → float conversion of a chunk's sum s (|s| ≤ 4 · 128 · 128 < 2^22) without
- * vcvtdq2ps, which on Zen 4 competes with dpbusd and FMA for their pipes: dpbusd starts from
- * Q8_MAGIC's bits, so its result holds the bits of the float Q8_MAGIC + s (1.5 · 2^23: the
- * ulp is 1 from 2^23 to 2^24), and one subtraction (the add pipes) leaves s exactly. */
-#define Q8_MAGIC      12582912.0f
-#define Q8_MAGIC_BITS 0x4B400000
-
 #define PMAXB 256      /* blocks per group panel (8192 elements) */
 #define PMIN_TOK 24    /* fewer tokens do not pay for the transposition */
 #define GR 16          /* rows per group */
 #define GT3 3          /* tokens per group tile: 24 accumulators */
 
-/* One block of a group: chunk j of the 16 rows (lane r: row r's 4 bytes), −128 · Σ4 of it,
- * and the rows' fp16 scales as floats. */
+/* One block of a group: chunk j of the 16 rows (lane r: row r's 4 bytes), its dpbusd start
+ * Q8_MAGIC_BITS − 128 · Σ4 of it, and the rows' fp16 scales as floats. */
 typedef struct q8_grp {
     __m512i w[8], nc[8];
     __m512  dw;
