@@ -107,7 +107,13 @@ static inline __attribute__((always_inline)) void row_tile(int P, int64_t nb, co
  * 181-189 GOP/s against 198-204 over 1024- to 3584-wide rows, gmf outside the repo). */
 
 #define PMAXB 256      /* blocks per group panel (8192 elements) */
-#define PMIN_TOK 24    /* fewer tokens do not pay for the transposition */
+/* Fewer tokens do not pay for the transposition. From 16 on they do: one thread, gm outside
+ * the repo, Q8_0 against the pair tiles: 1024x1024 at 16 / 18 / 23 tokens 121.9 / 117.2 /
+ * 120.2 -> 132.3 / 141.0 / 149.0 GOP/s, 4096x4096 114.9 / 111.7 / 116.2 -> 115.4 / 128.4 /
+ * 139.9, an expert's 2048 -> 512 at 16 / 20 tokens 117.3 / 117.3 -> 134.8 / 147.1 (a MoE
+ * prompt of 512 tokens gives a 256-expert model's experts 16 tokens each on average); at 12
+ * the pair tiles are as fast or faster. */
+#define PMIN_TOK 16
 #define GR 16          /* rows per group */
 #define GT3 3          /* tokens per group tile: 24 accumulators */
 
