@@ -43,16 +43,19 @@ recur_ctx_params recur_ctx_default_params(void) {
 const recur_ctx_params *recur_ctx_params_of(const recur_ctx *ctx) { return &ctx->p; }
 recur_model *recur_ctx_model(const recur_ctx *ctx) { return ctx->m; }
 
-/* Largest quantized-activation scratch any matmul of the model needs for n_tok rows. */
+/* Largest quantized-activation scratch any matmul of the model needs for n_tok rows (the
+ * experts' grouped matmuls: n_tok · n_expert_used rows). */
 static size_t mm_scratch_bytes(const recur_model *m, int64_t n_tok) {
     const model_hparams *hp = &m->hp;
-    const int64_t n_in[5] = { hp->n_embd, hp->n_ff, (int64_t)hp->n_head * hp->head_dim_v, hp->ssm_d_inner,
-                              hp->ssm_dt_rank };
+    const int64_t pairs = n_tok * (hp->n_expert ? hp->n_expert_used : 0);
+    const int64_t n_in[7] = { hp->n_embd, hp->n_ff, (int64_t)hp->n_head * hp->head_dim_v, hp->ssm_d_inner,
+                              hp->ssm_dt_rank, hp->n_embd, hp->n_ff_exp };
+    const int64_t rows[7] = { n_tok, n_tok, n_tok, n_tok, n_tok, pairs, pairs };
     size_t best = 0;
     for (uint32_t ty = 0; ty < GGUF_T_COUNT; ty++) {
         if (!tensor_type_supported(ty)) continue;
-        for (int i = 0; i < 5; i++) {
-            size_t b = tensor_matmul_scratch_bytes(ty, n_in[i], n_tok);
+        for (int i = 0; i < 7; i++) {
+            size_t b = tensor_matmul_scratch_bytes(ty, n_in[i], rows[i]);
             if (b > best) best = b;
         }
     }
@@ -83,14 +86,18 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
         hp->attn_gated ? U * 2 * hp->n_head * hp->head_dim_k : 0,              /* qg */
         U * hp->n_expert, hp->n_expert ? U : 0,                                /* moe moe_g */
         hp->n_expert ? U * hp->n_expert_used * hp->n_embd : 0,                 /* moe_y */
-        hp->n_expert ? 2 * U * hp->n_embd : 0, U * hp->n_expert_used,          /* moe_acc moe_w */
-        U * hp->n_expert_used, U * hp->n_expert_used,                          /* moe_sel moe_ord (int32) */
+        hp->n_expert ? U * hp->n_expert_used * hp->n_ff_exp : 0,               /* moe_gate */
+        hp->n_expert ? U * hp->n_expert_used * hp->n_ff_exp : 0,               /* moe_up */
+        U * hp->n_expert_used, U * hp->n_expert_used,                          /* moe_w moe_sel (int32) */
+        U * hp->n_expert_used, U * hp->n_expert_used,                          /* moe_tok moe_pos (int32) */
+        hp->n_expert * (int64_t)(sizeof(tensor_mm_group) / sizeof(float)),    /* moe_grp */
     };
-    float *sel = NULL, *ord = NULL;
+    float *sel = NULL, *tok = NULL, *pos = NULL, *grp = NULL;
     float **dst[] = { &c->f.x, &c->f.xb, &c->f.tmp, &c->f.q, &c->f.k, &c->f.v, &c->f.att,
                       &c->f.hb, &c->f.hb2, &c->f.rope, &c->f.att_ws, &c->out_x,
                       &c->f.r_in, &c->f.r_conv, &c->f.r_xdb, &c->f.r_dt, &c->f.r_y, &c->f.qg,
-                      &c->f.moe, &c->f.moe_g, &c->f.moe_y, &c->f.moe_acc, &c->f.moe_w, &sel, &ord };
+                      &c->f.moe, &c->f.moe_g, &c->f.moe_y, &c->f.moe_gate, &c->f.moe_up, &c->f.moe_w, &sel,
+                      &tok, &pos, &grp };
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += ((size_t)sizes[i] * 4 + 63) / 64 * 64;
     const size_t mm = mm_scratch_bytes(c->m, U);
@@ -110,7 +117,9 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
         p += ((size_t)sizes[i] * 4 + 63) / 64 * 64;
     }
     c->f.moe_sel = (int32_t *)(void *)sel;   /* 4-byte elements, 64-byte aligned like the rest */
-    c->f.moe_ord = (int32_t *)(void *)ord;
+    c->f.moe_tok = (int32_t *)(void *)tok;
+    c->f.moe_pos = (int32_t *)(void *)pos;
+    c->f.moe_grp = (tensor_mm_group *)(void *)grp;
     c->f.mm_scratch = p;
     return RECUR_OK;
 }

@@ -30,12 +30,13 @@ typedef struct fwd_rows_job {
     const float *in, *w;   /* norm: the input and weight; add: y; swiglu: u */
     int64_t      n;
     float        eps;
+    int64_t      n_rows;   /* the ubatch's n_tok unless given */
 } fwd_rows_job;
 
 static void fwd_rows_fn(void *arg, int ith, int nth) {
     const fwd_rows_job *j = arg;
     long lo, hi;
-    tp_split(j->f->n_tok, ith, nth, 1, &lo, &hi);
+    tp_split((long)j->n_rows, ith, nth, 1, &lo, &hi);
     float *out = j->out + lo * j->n;
     const float *in = j->in + lo * j->n;
     switch (j->op) {
@@ -52,12 +53,13 @@ static void fwd_rows_fn(void *arg, int ith, int nth) {
 }
 
 static void fwd_rows(fwd_rows_job j) {
-    const bool par = j.f->n_tok > 1 && (j.op == FWD_ROWS_NORM || (int64_t)j.f->n_tok * j.n >= FWD_MIN_PARALLEL);
+    if (!j.n_rows) j.n_rows = j.f->n_tok;
+    const bool par = j.n_rows > 1 && (j.op == FWD_ROWS_NORM || j.n_rows * j.n >= FWD_MIN_PARALLEL);
     tp_run(par ? j.f->pool : NULL, fwd_rows_fn, &j);
 }
 
 void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps) {
-    fwd_rows((fwd_rows_job){ f, FWD_ROWS_NORM, out, in, w ? (const float *)w->data : NULL, n, eps });
+    fwd_rows((fwd_rows_job){ f, FWD_ROWS_NORM, out, in, w ? (const float *)w->data : NULL, n, eps, 0 });
 }
 
 bool fwd_keep_out_rows(model_fwd *f, int64_t n_embd) {
@@ -71,9 +73,9 @@ bool fwd_keep_out_rows(model_fwd *f, int64_t n_embd) {
 }
 
 void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n) {
-    fwd_rows((fwd_rows_job){ f, FWD_ROWS_ADD, x, y, NULL, n, 0.0f });
+    fwd_rows((fwd_rows_job){ f, FWD_ROWS_ADD, x, y, NULL, n, 0.0f, 0 });
 }
 
-void fwd_swiglu_rows(model_fwd *f, float *g, const float *u, int64_t n) {
-    fwd_rows((fwd_rows_job){ f, FWD_ROWS_SWIGLU, g, u, NULL, n, 0.0f });
+void fwd_swiglu_rows(model_fwd *f, float *g, const float *u, int64_t n, int64_t n_rows) {
+    if (n_rows > 0) fwd_rows((fwd_rows_job){ f, FWD_ROWS_SWIGLU, g, u, NULL, n, 0.0f, n_rows });
 }

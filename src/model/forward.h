@@ -49,11 +49,14 @@ typedef struct model_fwd {
     /* MoE */
     float *moe;      /* [n_tok][n_expert] router logits, then probabilities */
     float *moe_g;    /* [n_tok] shared-expert gate */
-    float *moe_y;    /* [n_tok][n_expert_used][n_embd] each (token, selection)'s expert output */
-    float *moe_acc;  /* [2][n_tok][n_embd] one expert's input rows, then its output rows */
+    float *moe_y;    /* [n_tok · n_expert_used][n_embd] the expert outputs, in expert order (moe_pos) */
+    float *moe_gate; /* [n_tok · n_expert_used][n_ff_exp] gate, then SwiGLU rows, in expert order */
+    float *moe_up;   /* [n_tok · n_expert_used][n_ff_exp] up rows, in expert order */
     float *moe_w;    /* [n_tok][n_expert_used] the selections' weights */
     int32_t *moe_sel;   /* [n_tok][n_expert_used] the selected experts, largest first */
-    int32_t *moe_ord;   /* [n_tok · n_expert_used] the (token, selection) pairs by expert */
+    int32_t *moe_tok;   /* [n_tok · n_expert_used] the token of each row in expert order */
+    int32_t *moe_pos;   /* [n_tok · n_expert_used] (token, selection) pair -> its row in expert order */
+    tensor_mm_group *moe_grp;   /* [n_expert] the experts with rows, for tensor_matmul_grouped */
 
     /* snapshot capture (recur_decode_capture): NULL when no token of this ubatch is captured;
      * else cap[t] is NULL or where the state of token t's sequence right after token t goes
@@ -82,9 +85,9 @@ void fwd_add_rows(model_fwd *f, float *x, const float *y, int64_t n);
  * gets the same bits. After it only row-wise work may follow (token, pos, seq, cell and cap
  * no longer match the rows). */
 bool fwd_keep_out_rows(model_fwd *f, int64_t n_embd);
-/* g = swiglu(g, u) on each of the ubatch's rows of n (ops.h op_swiglu), rows split among
- * the threads. */
-void fwd_swiglu_rows(model_fwd *f, float *g, const float *u, int64_t n);
+/* g = swiglu(g, u) on each of n_rows rows of n (ops.h op_swiglu), rows split among the
+ * threads. */
+void fwd_swiglu_rows(model_fwd *f, float *g, const float *u, int64_t n, int64_t n_rows);
 
 /* ---- blocks (model/blocks/) ---- */
 

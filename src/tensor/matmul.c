@@ -16,6 +16,9 @@
  *
  * tensor_matmul_n does the same for several matrices over one X: X is quantized once, and
  * the matrices' shares form one job (one barrier instead of one per matrix).
+ * tensor_matmul_grouped does it for the experts of a MoE layer, each matrix over its own run
+ * of rows (gathered from X as they are quantized): every (expert, matrix) pair a job of the
+ * kind above, up to MM_GROUP_JOBS of them in one pool job.
  *
  * Scratch layout: n_tok activation rows (tensor.h), each tensor_act_row_bytes(vec_dot_type,
  * n_in) bytes, a multiple of 64 (so every row starts 64-byte aligned when scratch is). */
@@ -67,6 +70,7 @@ typedef struct mm_job {
     size_t      w_stride, x_stride;
     int64_t     n_in, n_out, n_tok, ldy;
     const float *X;
+    const int32_t *rows;   /* X row of activation row t: rows[t] (a gather), or t when NULL */
     float       *Y;
     uint8_t     *Xq;
 } mm_job;
@@ -76,7 +80,8 @@ static void mm_quantize(void *arg, int ith, int nth) {
     long lo, hi;
     tp_split((long)j->n_tok, ith, nth, 1, &lo, &hi);
     for (long t = lo; t < hi; t++)
-        tensor_act_quantize(j->k, j->vtype, j->X + t * j->n_in, j->Xq + (size_t)t * j->x_stride, j->n_in);
+        tensor_act_quantize(j->k, j->vtype, j->X + (j->rows ? j->rows[t] : t) * j->n_in, j->Xq + (size_t)t * j->x_stride,
+                            j->n_in);
 }
 
 tensor_vec_dot_fn tensor_matmul_dot(const tensor_kernels *k, uint32_t wtype, int64_t n_out) {
@@ -179,44 +184,88 @@ void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const
     tp_run_n(small ? NULL : pool, mm_dot, &j, mm_shares(n_out, j.w_stride, tp_n_threads(pool), n_tok));
 }
 
-/* Several matrices over one X: share s of the job is share s - first[i] of matrix i. */
+/* Several matrices, each with its own rows: share s of the job is share s - first[i] of
+ * matrix i (the largest i with first[i] <= s). */
 typedef struct mm_multi {
-    mm_job jobs[TENSOR_MM_MAX];
-    int    first[TENSOR_MM_MAX + 1];
-    int    n;
+    mm_job    *jobs;
+    const int *first;   /* [n + 1] */
+    int        n;
 } mm_multi;
 
 static void mm_multi_dot(void *arg, int ith, int nth) {
     (void)nth;
     const mm_multi *mj = arg;
-    int i = 0;
-    while (ith >= mj->first[i + 1]) i++;
-    mm_dot((void *)&mj->jobs[i], ith - mj->first[i], mj->first[i + 1] - mj->first[i]);
+    int lo = 0, hi = mj->n - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (mj->first[mid] <= ith) lo = mid;
+        else hi = mid - 1;
+    }
+    mm_dot(&mj->jobs[lo], ith - mj->first[lo], mj->first[lo + 1] - mj->first[lo]);
 }
 
 void tensor_matmul_n(tp_pool *pool, const tensor_kernels *k, const tensor_mm *mats, int n_mats, int64_t n_in,
                      const float *X, int64_t n_tok, void *scratch) {
     /* the matrices sharing the first one's vec_dot type form the job; any other runs alone after */
-    mm_multi mj = { .n = 0 };
+    mm_job jobs[TENSOR_MM_MAX];
+    int first[TENSOR_MM_MAX + 1] = { 0 };
+    mm_multi mj = { jobs, first, 0 };
     int64_t rows = 0;
     const uint32_t vt = n_mats > 0 ? tensor_vec_dot_type(mats[0].wtype) : 0;
     for (int i = 0; i < n_mats && i < TENSOR_MM_MAX; i++) {
         if (tensor_vec_dot_type(mats[i].wtype) != vt || mats[i].n_out <= 0) continue;
-        mj.jobs[mj.n] = mm_job_of(k, &mats[i], n_in, X, n_tok, scratch);
-        mj.first[mj.n + 1] = mj.first[mj.n] + mm_shares(mats[i].n_out, mj.jobs[mj.n].w_stride, tp_n_threads(pool), n_tok);
+        jobs[mj.n] = mm_job_of(k, &mats[i], n_in, X, n_tok, scratch);
+        first[mj.n + 1] = first[mj.n] + mm_shares(mats[i].n_out, jobs[mj.n].w_stride, tp_n_threads(pool), n_tok);
         mj.n++;
         rows += mats[i].n_out;
     }
     const bool joint = mj.n > 1 && n_tok > 0 && !mm_small(n_in, rows, n_tok) && tp_n_threads(pool) > 1;
     if (joint) {   /* one quantized X serves them all: same vec_dot type, same row bytes */
-        tp_run(n_tok > 1 ? pool : NULL, mm_quantize, &mj.jobs[0]);
-        tp_run_n(pool, mm_multi_dot, &mj, mj.first[mj.n]);
+        tp_run(n_tok > 1 ? pool : NULL, mm_quantize, &jobs[0]);
+        tp_run_n(pool, mm_multi_dot, &mj, first[mj.n]);
     }
     for (int i = 0; i < n_mats; i++) {
         const bool done = joint && i < TENSOR_MM_MAX && tensor_vec_dot_type(mats[i].wtype) == vt;
         if (!done)
             tensor_matmul(pool, k, mats[i].wtype, mats[i].W, n_in, mats[i].n_out, X, n_tok, mats[i].Y, mats[i].ldy,
                           scratch);
+    }
+}
+
+#define MM_GROUP_JOBS 128   /* (group, matrix) pairs per job of a grouped call: the rest in further jobs */
+
+void tensor_matmul_grouped(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, int64_t n_in, int64_t n_out,
+                           const tensor_mm_group *groups, int n_groups, int n_w, const float *X, const int32_t *rows,
+                           int64_t n_rows, float *const *Ys, void *scratch) {
+    if (n_out <= 0 || n_rows <= 0 || n_w < 1) return;
+    if (n_w > 2) n_w = 2;
+    const int nth = tp_n_threads(pool);
+    const tensor_mm m0 = { wtype, NULL, n_out, NULL, n_out };
+    mm_job q = mm_job_of(k, &m0, n_in, X, n_rows, scratch);
+    q.rows = rows;
+    tp_run(n_rows > 1 && !mm_small(n_in, n_out * n_w, n_rows) ? pool : NULL, mm_quantize, &q);
+    mm_job jobs[MM_GROUP_JOBS];
+    int first[MM_GROUP_JOBS + 1] = { 0 };
+    mm_multi mj = { jobs, first, 0 };
+    int64_t work = 0;
+    for (int g = 0; g <= n_groups; g++) {
+        const bool last = g == n_groups;
+        if (mj.n > 0 && (last || mj.n + n_w > MM_GROUP_JOBS)) {   /* run what is collected */
+            if (work >= MM_MIN_PARALLEL && nth > 1) tp_run_n(pool, mm_multi_dot, &mj, first[mj.n]);
+            else
+                for (int i = 0; i < mj.n; i++) mm_dot(&jobs[i], 0, 1);   /* one share: the whole matrix */
+            mj.n = 0;
+            work = 0;
+        }
+        if (last || groups[g].n_rows <= 0) continue;
+        for (int w = 0; w < n_w; w++) {
+            const tensor_mm m = { wtype, groups[g].W[w], n_out, Ys[w] + groups[g].row0 * n_out, n_out };
+            mm_job *j = &jobs[mj.n];
+            *j = mm_job_of(k, &m, n_in, NULL, groups[g].n_rows, (uint8_t *)scratch + (size_t)groups[g].row0 * q.x_stride);
+            first[mj.n + 1] = first[mj.n] + mm_shares(n_out, j->w_stride, nth, groups[g].n_rows);
+            work += n_out * n_in * groups[g].n_rows;
+            mj.n++;
+        }
     }
 }
 

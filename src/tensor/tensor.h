@@ -231,6 +231,22 @@ typedef struct tensor_mm {
  * on the grouping. scratch: the largest tensor_matmul_scratch_bytes of them. */
 void tensor_matmul_n(tp_pool *pool, const tensor_kernels *k, const tensor_mm *mats, int n_mats, int64_t n_in,
                      const float *X, int64_t n_tok, void *scratch);
+/* One group of a tensor_matmul_grouped call: its n_w matrices (the call's type and shape)
+ * over the rows [row0, row0 + n_rows) of the call's X. */
+typedef struct tensor_mm_group {
+    const void *W[2];
+    int64_t     row0, n_rows;
+} tensor_mm_group;
+/* The experts of a mixture-of-experts layer, each over its own tokens: for every group g and
+ * row r of g, Ys[w][r · n_out + o] = dot(row o of g's W[w], X row r), the dot tensor_matmul
+ * computes (the same bits as one tensor_matmul per group and matrix). X row r is at
+ * X + rows[r] · n_in when rows is not NULL (a gather), else X + r · n_in; the n_rows rows are
+ * quantized once and the groups' row shares run as one job (one barrier for all the
+ * experts, not one per expert and matrix). n_w: 1 or 2; groups' rows within [0, n_rows);
+ * scratch: tensor_matmul_scratch_bytes(wtype, n_in, n_rows). */
+void tensor_matmul_grouped(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, int64_t n_in, int64_t n_out,
+                           const tensor_mm_group *groups, int n_groups, int n_w, const float *X, const int32_t *rows,
+                           int64_t n_rows, float *const *Ys, void *scratch);
 /* The dot tensor_matmul computes each Y element with, for a weight of n_out rows: vec_dot,
  * except BF16 with n_out % 4 != 0 (rt_dot_bf16_vec's order) and Q4_K with n_out % 8 == 0
  * (dot_q4_K_rp: ggml repacks those). A property of the weight, never of the batch. */

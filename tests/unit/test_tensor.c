@@ -1024,6 +1024,75 @@ static void test_matmul_n(void **state) {
     tp_free(p2); tp_free(p3);
 }
 
+/* tensor_matmul_grouped: each group's rows equal one tensor_matmul of the group's matrix over
+ * those rows (one thread), gathered or not, for one and two matrices, empty groups, group
+ * sizes on both sides of the gemm kernels' thresholds (1: the single-token kernels; 5, 15, 16,
+ * 30) and more (group, matrix) pairs than one job takes; nothing is written outside the
+ * groups' rows. */
+static void test_matmul_grouped(void **state) {
+    (void)state;
+    tp_pool *p2 = tp_new(2), *p3 = tp_new(3);
+    assert_non_null(p2); assert_non_null(p3);
+    rng r = { 11 };
+    enum { NIN = 256, NOUT = 48, NG = 70, NX = 40 };
+    static const int64_t sizes[] = { 1, 0, 5, 16, 1, 30, 15, 0, 2 };
+    static const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_F16, GGUF_T_F32 };
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    int64_t n_rows = 0;
+    tensor_mm_group g[NG];
+    for (int i = 0; i < NG; i++) {
+        g[i].row0 = n_rows;
+        g[i].n_rows = sizes[i % (int)(sizeof sizes / sizeof sizes[0])];
+        n_rows += g[i].n_rows;
+    }
+    int32_t *rows = xalloc((size_t)n_rows * sizeof *rows);
+    for (int64_t i = 0; i < n_rows; i++) rows[i] = (int32_t)((i * 7 + 3) % NX);
+    float *X = xalloc((size_t)NX * NIN * 4), *Xg = xalloc((size_t)n_rows * NIN * 4), *wf = xalloc((size_t)NIN * NOUT * 4);
+    fill_rough(&r, X, NX * NIN);
+    for (int64_t i = 0; i < n_rows; i++) memcpy(Xg + i * NIN, X + (int64_t)rows[i] * NIN, NIN * 4);
+    float *Y[2] = { xalloc((size_t)n_rows * NOUT * 4), xalloc((size_t)n_rows * NOUT * 4) };
+    float *ref = xalloc((size_t)n_rows * NOUT * 4);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t wt = types[ti];
+        const size_t mb = tensor_row_bytes(wt, NIN) * NOUT;
+        uint8_t *W = xalloc(mb * 4);   /* four matrices: group i takes i % 4 and (i + 1) % 4 */
+        for (int m = 0; m < 4; m++) {
+            fill_rough(&r, wf, NIN * NOUT);
+            tensor_kernels_scalar()->from_float[wt](wf, W + (size_t)m * mb, NIN * NOUT);
+        }
+        for (int i = 0; i < NG; i++) {
+            g[i].W[0] = W + (size_t)(i % 4) * mb;
+            g[i].W[1] = W + (size_t)((i + 1) % 4) * mb;
+        }
+        void *scratch = rc_alloc_aligned(tensor_matmul_scratch_bytes(wt, NIN, n_rows));
+        assert_non_null(scratch);
+        for (int k = 0; k < nt; k++)
+            for (int n_w = 1; n_w <= 2; n_w++)
+                for (int gather = 0; gather <= 1; gather++) {
+                    memset(Y[0], 0x7f, (size_t)n_rows * NOUT * 4);
+                    memset(Y[1], 0x7f, (size_t)n_rows * NOUT * 4);
+                    tensor_matmul_grouped(gather ? p2 : p3, tab[k], wt, NIN, NOUT, g, NG, n_w, gather ? X : Xg,
+                                          gather ? rows : NULL, n_rows, Y, scratch);
+                    for (int w = 0; w < n_w; w++)
+                        for (int i = 0; i < NG; i++) {
+                            if (!g[i].n_rows) continue;
+                            tensor_matmul(NULL, tab[k], wt, g[i].W[w], NIN, NOUT, Xg + g[i].row0 * NIN, g[i].n_rows,
+                                          ref, NOUT, scratch);
+                            if (memcmp(ref, Y[w] + g[i].row0 * NOUT, (size_t)(g[i].n_rows * NOUT) * 4) != 0)
+                                fail_msg("%s %s: matrix %d of group %d (%lld rows, gather %d) differs", tab[k]->isa,
+                                         gguf_type_name(wt), w, i, (long long)g[i].n_rows, gather);
+                        }
+                    if (n_w == 1)   /* the second output untouched */
+                        for (int64_t e = 0; e < n_rows * NOUT; e++) assert_int_equal(((uint32_t *)Y[1])[e], 0x7f7f7f7fu);
+                }
+        rc_free_aligned(scratch);
+        free(W);
+    }
+    free(rows); free(X); free(Xg); free(wf); free(Y[0]); free(Y[1]); free(ref);
+    tp_free(p2); tp_free(p3);
+}
+
 /* ---- RECUR_ISA ------------------------------------------------------------------------------ */
 
 static int isa_index(const char *isa) {
@@ -1076,6 +1145,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sumsq_rows),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_n),
+        cmocka_unit_test(test_matmul_grouped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,7 @@ void block_ffn_swiglu(const struct recur_model *m, model_fwd *f, const model_lay
     const model_hparams *hp = &m->hp;
     fwd_rmsnorm_rows(f, f->xb, f->x, &L->ffn_norm, hp->n_embd, hp->rms_eps);
     fwd_matmul_n(f, f->xb, 2, (const model_w *[]){ &L->ffn_gate, &L->ffn_up }, (float *[]){ f->hb, f->hb2 });
-    fwd_swiglu_rows(f, f->hb, f->hb2, hp->n_ff);
+    fwd_swiglu_rows(f, f->hb, f->hb2, hp->n_ff, f->n_tok);
     fwd_matmul(f, &L->ffn_down, f->hb, f->tmp);
     fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }

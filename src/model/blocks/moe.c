@@ -115,67 +115,109 @@ static const void *expert_w(const model_w *w, int e) {
     return (const char *)w->data + (size_t)e * w->ne[1] * tensor_row_bytes(w->type, w->ne[0]);
 }
 
-/* Every (token, selection) of the ubatch through its expert, the tokens of one expert in one
- * matmul (each expert's weights read once per ubatch, not once per token): gather their rows,
- * gate and up, SwiGLU row by row, down, and each output row to moe_y[t][i]. */
+typedef struct moe_job {
+    const struct recur_model *m;
+    model_fwd                *f;
+    const model_layer        *L;
+} moe_job;
+
+/* The routing of the share's tokens (each token's on its own). */
+static void moe_route_job(void *arg, int ith, int nth) {
+    const moe_job *j = arg;
+    long lo, hi;
+    tp_split(j->f->n_tok, ith, nth, 1, &lo, &hi);
+    for (long t = lo; t < hi; t++) moe_route(j->m, j->f, (int32_t)t);
+}
+
+/* Every (token, selection) pair through its expert, the pairs sorted by expert (each
+ * expert's weights read once per ubatch, not once per token): gate and up of all the experts
+ * in one grouped matmul (the token rows gathered as they are quantized), SwiGLU row by row,
+ * down in another. Row r of moe_gate / moe_up / moe_y is token moe_tok[r]'s; pair q's row is
+ * moe_pos[q]. tensor_matmul_grouped gives each expert's rows the bits one tensor_matmul per
+ * expert would, with a few jobs instead of six per expert (a 512-token ubatch gives a
+ * 256-expert layer's experts ~16 tokens each, short matmuls whose barriers add up). */
 static void moe_experts(const struct recur_model *m, model_fwd *f, const model_layer *L) {
     const model_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, F = hp->n_ff_exp, ne = hp->n_expert, k = hp->n_expert_used;
     const int64_t pairs = (int64_t)f->n_tok * k;
-    float *X = f->moe_acc, *D = f->moe_acc + (int64_t)f->n_tok * E;
     int32_t start[4097];   /* a counting sort of the pairs by expert (n_expert <= 4096) */
     memset(start, 0, (size_t)(ne + 1) * sizeof start[0]);
     for (int64_t q = 0; q < pairs; q++) start[f->moe_sel[q] + 1]++;
     for (int64_t e = 0; e < ne; e++) start[e + 1] += start[e];
-    for (int64_t q = 0; q < pairs; q++) f->moe_ord[start[f->moe_sel[q]]++] = (int32_t)q;
-    for (int64_t e = ne; e > 0; e--) start[e] = start[e - 1];   /* back to each expert's first */
-    start[0] = 0;
-    for (int64_t e = 0; e < ne; e++) {
-        const int32_t *ord = f->moe_ord + start[e];
-        const int64_t cnt = start[e + 1] - start[e];   /* a token selects an expert at most once */
+    for (int64_t q = 0; q < pairs; q++) {   /* a pair's rows keep token order within its expert */
+        const int32_t r = start[f->moe_sel[q]]++;
+        f->moe_pos[q] = r;
+        f->moe_tok[r] = (int32_t)(q / k);
+    }
+    int n = 0;
+    int32_t expert[4096];   /* group g's expert */
+    for (int64_t e = 0; e < ne; e++) {   /* start[e] is now expert e's end */
+        const int64_t row0 = e ? start[e - 1] : 0, cnt = start[e] - row0;   /* a token picks an expert once */
         if (!cnt) continue;
-        for (int64_t r = 0; r < cnt; r++) memcpy(X + r * E, f->xb + (ord[r] / k) * E, (size_t)E * sizeof(float));
-        tensor_matmul(f->pool, f->kern, L->ffn_gate_exps.type, expert_w(&L->ffn_gate_exps, (int)e), E, F, X, cnt,
-                      f->hb, F, f->mm_scratch);
-        tensor_matmul(f->pool, f->kern, L->ffn_up_exps.type, expert_w(&L->ffn_up_exps, (int)e), E, F, X, cnt,
-                      f->hb2, F, f->mm_scratch);
-        for (int64_t r = 0; r < cnt; r++) op_swiglu(f->kern, f->hb + r * F, f->hb + r * F, f->hb2 + r * F, F);
-        tensor_matmul(f->pool, f->kern, L->ffn_down_exps.type, expert_w(&L->ffn_down_exps, (int)e), F, E, f->hb,
-                      cnt, D, E, f->mm_scratch);
-        for (int64_t r = 0; r < cnt; r++) memcpy(f->moe_y + (int64_t)ord[r] * E, D + r * E, (size_t)E * sizeof(float));
+        expert[n] = (int32_t)e;
+        f->moe_grp[n++] = (tensor_mm_group){ { expert_w(&L->ffn_gate_exps, (int)e), expert_w(&L->ffn_up_exps, (int)e) },
+                                             row0, cnt };
+    }
+    if (L->ffn_gate_exps.type == L->ffn_up_exps.type) {
+        tensor_matmul_grouped(f->pool, f->kern, L->ffn_gate_exps.type, E, F, f->moe_grp, n, 2, f->xb, f->moe_tok, pairs,
+                              (float *[]){ f->moe_gate, f->moe_up }, f->mm_scratch);
+    } else {   /* mixed types: one call each (the second takes the up matrices) */
+        tensor_matmul_grouped(f->pool, f->kern, L->ffn_gate_exps.type, E, F, f->moe_grp, n, 1, f->xb, f->moe_tok, pairs,
+                              (float *[]){ f->moe_gate }, f->mm_scratch);
+        for (int g = 0; g < n; g++) f->moe_grp[g].W[0] = f->moe_grp[g].W[1];
+        tensor_matmul_grouped(f->pool, f->kern, L->ffn_up_exps.type, E, F, f->moe_grp, n, 1, f->xb, f->moe_tok, pairs,
+                              (float *[]){ f->moe_up }, f->mm_scratch);
+    }
+    fwd_swiglu_rows(f, f->moe_gate, f->moe_up, F, pairs);
+    for (int g = 0; g < n; g++) f->moe_grp[g].W[0] = expert_w(&L->ffn_down_exps, expert[g]);
+    tensor_matmul_grouped(f->pool, f->kern, L->ffn_down_exps.type, F, E, f->moe_grp, n, 1, f->moe_gate, NULL, pairs,
+                          (float *[]){ f->moe_y }, f->mm_scratch);
+}
+
+/* x += each token's experts (summed in its selection order) + its gated shared expert. */
+static void moe_combine_job(void *arg, int ith, int nth) {
+    const moe_job *j = arg;
+    model_fwd *f = j->f;
+    const int64_t E = j->m->hp.n_embd, k = j->m->hp.n_expert_used;
+    const bool shared = j->L->ffn_up_shexp.data != NULL;
+    long lo, hi;
+    tp_split(f->n_tok, ith, nth, 1, &lo, &hi);
+    for (long t = lo; t < hi; t++) {
+        float *x = f->x + t * E;
+        const float *sh = f->tmp + t * E, *w = f->moe_w + t * k;
+        const int32_t *pos = f->moe_pos + t * k;
+        const float g = shared ? 1.0f / (1.0f + expf(-f->moe_g[t])) : 0.0f;
+        for (int64_t d = 0; d < E; d++) {
+            float acc = f->moe_y[pos[0] * E + d] * w[0];
+            for (int64_t i = 1; i < k; i++) acc = acc + f->moe_y[pos[i] * E + d] * w[i];
+            if (shared) {
+                const float sg = sh[d] * g;   /* its own statement: rounded before the sum */
+                x[d] += acc + sg;
+            } else {
+                x[d] += acc;
+            }
+        }
     }
 }
 
 void block_ffn_moe(const struct recur_model *m, model_fwd *f, const model_layer *L) {
     const model_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, S = hp->n_ff_shexp;
+    moe_job j = { m, f, L };
+    tp_pool *pool = f->n_tok > 1 ? f->pool : NULL;
     fwd_rmsnorm_rows(f, f->xb, f->x, &L->ffn_norm, E, hp->rms_eps);
     if (!L->ffn_up_shexp.data) {
         fwd_matmul(f, &L->ffn_gate_inp, f->xb, f->moe);
-    } else {   /* the shared expert (gated) into tmp; the router in the same job (first: the
-                * big matrices, whose type decides which run together) */
+    } else {   /* the shared expert into tmp (its gate applied in moe_combine_job); the router in
+                * the same job (first: the big matrices, whose type decides which run together) */
         fwd_matmul_n(f, f->xb, 4,
                      (const model_w *[]){ &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_gate_inp,
                                           &L->ffn_gate_inp_shexp },
                      (float *[]){ f->hb, f->hb2, f->moe, f->moe_g });
-        for (int32_t t = 0; t < f->n_tok; t++)
-            op_swiglu(f->kern, f->hb + t * S, f->hb + t * S, f->hb2 + t * S, S);
+        fwd_swiglu_rows(f, f->hb, f->hb2, S, f->n_tok);
         fwd_matmul(f, &L->ffn_down_shexp, f->hb, f->tmp);
-        for (int32_t t = 0; t < f->n_tok; t++) {
-            const float g = 1.0f / (1.0f + expf(-f->moe_g[t]));
-            for (int64_t d = 0; d < E; d++) f->tmp[t * E + d] *= g;
-        }
     }
-    const int64_t k = hp->n_expert_used;
-    for (int32_t t = 0; t < f->n_tok; t++) moe_route(m, f, t);
+    tp_run(pool, moe_route_job, &j);
     moe_experts(m, f, L);
-    for (int32_t t = 0; t < f->n_tok; t++) {   /* each token's experts summed in its selection order */
-        float *x = f->x + (int64_t)t * E;
-        const float *sh = f->tmp + (int64_t)t * E, *w = f->moe_w + t * k;
-        for (int64_t d = 0; d < E; d++) {
-            float acc = f->moe_y[(t * k) * E + d] * w[0];
-            for (int64_t i = 1; i < k; i++) acc = acc + f->moe_y[(t * k + i) * E + d] * w[i];
-            x[d] += L->ffn_up_shexp.data ? acc + sh[d] : acc;
-        }
-    }
+    tp_run(pool, moe_combine_job, &j);
 }
