@@ -129,6 +129,18 @@ static void moe_route_job(void *arg, int ith, int nth) {
     for (long t = lo; t < hi; t++) moe_route(j->m, j->f, (int32_t)t);
 }
 
+/* The experts with rows as groups of tensor_matmul_grouped (W[0] from w0, W[1] from w1);
+ * end[e]: the end of expert e's rows in expert order. Returns the group count. */
+static int moe_groups(model_fwd *f, const int32_t *end, int64_t ne, const model_w *w0, const model_w *w1) {
+    int n = 0;
+    for (int64_t e = 0; e < ne; e++) {
+        const int64_t row0 = e ? end[e - 1] : 0, cnt = end[e] - row0;   /* a token picks an expert once */
+        if (cnt)
+            f->moe_grp[n++] = (tensor_mm_group){ { expert_w(w0, (int)e), expert_w(w1, (int)e) }, row0, cnt };
+    }
+    return n;
+}
+
 /* Every (token, selection) pair through its expert, the pairs sorted by expert (each
  * expert's weights read once per ubatch, not once per token): gate and up of all the experts
  * in one grouped matmul (the token rows gathered as they are quantized), SwiGLU row by row,
@@ -149,15 +161,7 @@ static void moe_experts(const struct recur_model *m, model_fwd *f, const model_l
         f->moe_pos[q] = r;
         f->moe_tok[r] = (int32_t)(q / k);
     }
-    int n = 0;
-    int32_t expert[4096];   /* group g's expert */
-    for (int64_t e = 0; e < ne; e++) {   /* start[e] is now expert e's end */
-        const int64_t row0 = e ? start[e - 1] : 0, cnt = start[e] - row0;   /* a token picks an expert once */
-        if (!cnt) continue;
-        expert[n] = (int32_t)e;
-        f->moe_grp[n++] = (tensor_mm_group){ { expert_w(&L->ffn_gate_exps, (int)e), expert_w(&L->ffn_up_exps, (int)e) },
-                                             row0, cnt };
-    }
+    const int n = moe_groups(f, start, ne, &L->ffn_gate_exps, &L->ffn_up_exps);   /* start[e]: expert e's end */
     if (L->ffn_gate_exps.type == L->ffn_up_exps.type) {
         tensor_matmul_grouped(f->pool, f->kern, L->ffn_gate_exps.type, E, F, f->moe_grp, n, 2, f->xb, f->moe_tok, pairs,
                               (float *[]){ f->moe_gate, f->moe_up }, f->mm_scratch);
@@ -169,7 +173,7 @@ static void moe_experts(const struct recur_model *m, model_fwd *f, const model_l
                               (float *[]){ f->moe_up }, f->mm_scratch);
     }
     fwd_swiglu_rows(f, f->moe_gate, f->moe_up, F, pairs);
-    for (int g = 0; g < n; g++) f->moe_grp[g].W[0] = expert_w(&L->ffn_down_exps, expert[g]);
+    moe_groups(f, start, ne, &L->ffn_down_exps, &L->ffn_down_exps);
     tensor_matmul_grouped(f->pool, f->kern, L->ffn_down_exps.type, F, E, f->moe_grp, n, 1, f->moe_gate, NULL, pairs,
                           (float *[]){ f->moe_y }, f->mm_scratch);
 }
