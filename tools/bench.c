@@ -29,6 +29,7 @@ static void usage(FILE *f) {
         "  -d, --n-depth N,...       context tokens filled (untimed) before each run (default 0)\n"
         "  -b, --batch-size N,...    tokens per decode call (default 2048)\n"
         "  -ub, --ubatch-size N,...  tokens evaluated together (default 512)\n"
+        "  --q8-order ggml|block     sum order of Q8_0 weights (default ggml: llama.cpp's bits)\n"
         "  -r, --repetitions N       timed runs per test (default 5), after one warmup\n"
         "  -o, --output FMT          md, json, jsonl or csv (default md)\n"
         "  --delay S                 seconds to wait before each test (default 0)\n"
@@ -105,6 +106,12 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (FLAG("-d", "--n-depth")) { NEED(); rc = parse_list(a, v, o->n_depth, &o->n_n_depth, 0); }
         else if (FLAG("-b", "--batch-size")) { NEED(); rc = parse_list(a, v, o->n_batch, &o->n_n_batch, 1); }
         else if (FLAG("-ub", "--ubatch-size")) { NEED(); rc = parse_list(a, v, o->n_ubatch, &o->n_n_ubatch, 1); }
+        else if (FLAG("--q8-order", "--q8-order")) {
+            NEED();
+            const int q = recur_q8_order_parse(v);
+            if (q < 0) { fprintf(stderr, "recur-bench: --q8-order takes ggml or block, not '%s'\n", v); return 2; }
+            o->q8_order = (uint32_t)q;
+        }
         else if (FLAG("-pg", "--pg")) {
             NEED();
             int pair[BENCH_MAX_LIST], n = 0;

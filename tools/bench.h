@@ -39,6 +39,7 @@ typedef struct bench_opts {
     int         ckpt_every;    /* a checkpoint after every ckpt_every-th prompt token */
     int         ckpt_ops;      /* take / restore calls averaged */
     int         bw_mib;        /* bandwidth buffer; 0: skip the machine measurements */
+    uint32_t    q8_order;      /* --q8-order (recur_q8_order) */
 } bench_opts;
 
 /* What the machine does with n_threads threads (bench_hw.c). */

@@ -194,6 +194,7 @@ int bench_ckpt_model(recur_model *m, const bench_model *bm, const bench_opts *o,
     cp.n_batch = (uint32_t)n_batch;
     cp.n_ubatch = (uint32_t)n_ubatch;
     cp.n_threads = n_threads;
+    cp.q8_order = o->q8_order;
     recur_ctx *ctx = NULL;
     if (recur_ctx_new(m, &cp, &ctx, err, err_len)) return 1;
     ckpt_run c = { .n_ckpt = n_prompt / o->ckpt_every > 0 ? n_prompt / o->ckpt_every : 1 };

@@ -126,6 +126,7 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
     S("engine", "recur");
     S("cpu_info", out->cpu);
     S("isa", recur_cpu_isa());
+    S("q8_order", recur_q8_order_name(out->o->q8_order));
     S("backends", "CPU");
     S("model_filename", r->bm->filename);
     S("model_type", r->bm->type);
@@ -364,7 +365,7 @@ void bench_out_end(bench_out *out) {
         printf("\n");
         md_efficiency(out);
         md_memory(out);
-        printf("\nbuild: recur (kernels: %s)\n", recur_cpu_isa());
+        printf("\nbuild: recur (kernels: %s, q8 order: %s)\n", recur_cpu_isa(), recur_q8_order_name(out->o->q8_order));
     }
     fflush(stdout);
 }

@@ -112,6 +112,7 @@ int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *e
     cp.n_batch = (uint32_t)MIN(r->n_batch, MAX(n_batch, r->n_depth));
     cp.n_ubatch = (uint32_t)MIN(r->n_ubatch, (int)cp.n_batch);
     cp.n_threads = r->n_threads;
+    cp.q8_order = o->q8_order;
     recur_ctx *ctx = NULL;
     if (recur_ctx_new(m, &cp, &ctx, err, err_len)) return 1;
     uint64_t tok_state = 1;

@@ -40,6 +40,8 @@ static void usage(FILE *f) {
         "  -c, --ctx-size N        context size (default: the model's, at most 4096)\n"
         "  -b, --batch-size N      tokens per decode call (default 512)\n"
         "  -ub, --ubatch-size N    tokens evaluated together (default 512)\n"
+        "  --q8-order ggml|block   sum order of Q8_0 weights: ggml (llama.cpp's bits, default) or\n"
+        "                          block (faster prompts, other rounding)\n"
         "  -i, --interactive       after the prompt, read more text from stdin, line by line\n"
         "  --ignore-eos            do not stop at end-of-generation tokens\n"
         "  --logits-out FILE       write float32 logits of every prompt position [n_prompt][n_vocab]\n"
@@ -103,6 +105,12 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
         else if (FLAG("-c", "--ctx-size")) { NEED(); o->n_ctx = atoi(v); }
         else if (FLAG("-b", "--batch-size")) { NEED(); o->n_batch = atoi(v); }
         else if (FLAG("-ub", "--ubatch-size")) { NEED(); o->n_ubatch = atoi(v); }
+        else if (FLAG("--q8-order", "--q8-order")) {
+            NEED();
+            const int q = recur_q8_order_parse(v);
+            if (q < 0) { fprintf(stderr, "recur-cli: --q8-order takes ggml or block, not '%s'\n", v); return 2; }
+            o->q8_order = (uint32_t)q;
+        }
         else if (FLAG("-i", "--interactive")) o->interactive = true;
         else if (FLAG("--ignore-eos", "--ignore-eos")) o->ignore_eos = true;
         else if (FLAG("-q", "--quiet")) o->quiet = true;

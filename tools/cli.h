@@ -17,6 +17,7 @@ typedef struct cli_opts {
     const char   *greedy_out;
     int           n_predict;
     int           n_ctx, n_batch, n_ubatch, n_threads;
+    uint32_t      q8_order;            /* recur_q8_order */
     bool          interactive, ignore_eos, quiet;
     recur_sampler_params sp;           /* sp.logit_bias points at bias */
     recur_logit_bias     bias[CLI_MAX_BIAS];

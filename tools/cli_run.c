@@ -173,6 +173,7 @@ int cli_run(recur_model *m, const cli_opts *o, const recur_token *prompt, int n_
     cp.n_batch = (uint32_t)o->n_batch;
     cp.n_ubatch = (uint32_t)o->n_ubatch;
     cp.n_threads = o->n_threads;
+    cp.q8_order = o->q8_order;
     char err[512];
     int rc = 1;
     s.buf_tok = malloc((size_t)o->n_batch * sizeof *s.buf_tok);

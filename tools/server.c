@@ -24,8 +24,8 @@ static void banner(const srv_server *s, const server_args *a, const sched_params
     recur_model_desc(s->model, desc, sizeof desc);
     recur_model_meta_str(s->model, "general.name", name, sizeof name);
     fprintf(stderr, "recur-server: %s | %s | cpu %s\n", a->model, desc, recur_cpu_isa());
-    fprintf(stderr, "recur-server: %d slots x %d tokens, batch %d, ubatch %d\n", sp->n_slots, sp->n_ctx_slot,
-            sp->n_batch, sp->n_ubatch);
+    fprintf(stderr, "recur-server: %d slots x %d tokens, batch %d, ubatch %d, q8 order %s\n", sp->n_slots,
+            sp->n_ctx_slot, sp->n_batch, sp->n_ubatch, recur_q8_order_name(sp->q8_order));
     if (sp->cache_bytes != 0 && sp->cache_prompt)
         fprintf(stderr, "recur-server: prompt cache %s%lld MiB, %d checkpoints per path, interval %d\n",
                 sp->cache_bytes < 0 ? "unlimited (" : "", (long long)(sp->cache_bytes < 0 ? -1 : sp->cache_bytes >> 20),
@@ -93,6 +93,7 @@ int main(int argc, char **argv) {
     sp.n_batch = a.n_batch;
     sp.n_ubatch = a.n_ubatch < a.n_batch ? a.n_ubatch : a.n_batch;
     sp.n_threads = a.n_threads;
+    sp.q8_order = a.q8_order;
     sp.cache_prompt = a.cache_prompt;
     sp.cache_bytes = a.cache_ram_mib < 0 ? -1 : (int64_t)a.cache_ram_mib << 20;
     sp.ctx_checkpoints = a.ctx_checkpoints;

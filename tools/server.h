@@ -13,6 +13,7 @@
 typedef struct server_args {
     const char *model, *alias, *host, *chat_template_file, *slot_save_path, *cache_dir;
     int         port, n_ctx, n_slots, n_threads, n_batch, n_ubatch, timeout_s;
+    uint32_t    q8_order;     /* --q8-order (recur_q8_order) */
     char      **api_keys;
     int         n_api_keys;
     char      **ban_strings;       /* --banned-string-file */

@@ -24,6 +24,8 @@ void server_usage(FILE *f) {
         "  -t,  --threads N               kernel threads (default: all cores)\n"
         "  -b,  --batch-size N            most tokens per decode step, all slots together (default 2048)\n"
         "  -ub, --ubatch-size N           tokens evaluated together (default 512)\n"
+        "  --q8-order ggml|block          sum order of Q8_0 weights: ggml (llama.cpp's bits, default)\n"
+        "                                 or block (faster prompts, other rounding)\n"
         "       --no-cache-prompt         never reuse a slot's previous tokens (default: reuse)\n"
         "       --ctx-checkpoints N       prompt-cache checkpoints kept per conversation path (default 32)\n"
         "       --ctx-checkpoints-interval N  a checkpoint every N generated tokens, and the ladder spacing of\n"
@@ -163,6 +165,12 @@ static int value_flag(server_args *a, const char *f, const char *v) {
     if (IS("-t", "--threads")) return INT(a->n_threads, 0, 4096);
     if (IS("-b", "--batch-size")) return INT(a->n_batch, 1, 1 << 20);
     if (IS("-ub", "--ubatch-size")) return INT(a->n_ubatch, 1, 1 << 20);
+    if (IS("--q8-order", "--q8-order")) {
+        const int q = recur_q8_order_parse(v);
+        if (q < 0) return 2;
+        a->q8_order = (uint32_t)q;
+        return 0;
+    }
     if (IS("--host", "--host")) { a->host = v; return 0; }
     if (IS("--port", "--port")) return INT(a->port, 0, 65535);
     if (IS("--api-key", "--api-key")) return keys_csv(a, v) ? 0 : 2;

@@ -96,7 +96,7 @@ static void write_records(pcache *pc, pcf_out *o, const pcf_sel *s, int32_t n_ck
     unsigned char hdr[PCF_HEADER] = { 0 };
     memcpy(hdr, pcf_magic, 8);
     const uint32_t ver = PCF_VERSION;
-    const uint64_t mid = recur_model_id(recur_ctx_model(pc->ctx)), rb = pc->row_bytes, sb = pc->snap_bytes;
+    const uint64_t mid = recur_ctx_state_id(pc->ctx), rb = pc->row_bytes, sb = pc->snap_bytes;
     memcpy(hdr + 8, &ver, 4);
     memcpy(hdr + 16, &mid, 8);
     memcpy(hdr + 24, &rb, 8);
@@ -313,7 +313,7 @@ static recur_status check_header(pcache *pc, const unsigned char *p, size_t len,
     memcpy(&sum, p + len - 8, 8);
     if (ver != PCF_VERSION) return rc_fail(err, err_len, RECUR_E_FORMAT, "pcache file: version %u, expected %d", ver, PCF_VERSION);
     if (XXH3_64bits(p, len - 8) != sum) return rc_fail(err, err_len, RECUR_E_FORMAT, "pcache file: checksum mismatch");
-    if (mid != recur_model_id(recur_ctx_model(pc->ctx)) || rb != pc->row_bytes || sb != pc->snap_bytes || nv != pc->n_vocab)
+    if (mid != recur_ctx_state_id(pc->ctx) || rb != pc->row_bytes || sb != pc->snap_bytes || nv != pc->n_vocab)
         return rc_fail(err, err_len, RECUR_E_INVALID, "pcache file: written for another model (%016llx)",
                        (unsigned long long)mid);
     if (*n_nodes < 0 || *n_ck < 0 || (size_t)*n_nodes > len / 8 || (size_t)*n_ck > len / 24)

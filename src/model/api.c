@@ -15,6 +15,16 @@ const char *recur_cpu_isa(void) {
     return tensor_kernels_active()->isa;
 }
 
+const char *recur_q8_order_name(uint32_t q8_order) {
+    return q8_order == RECUR_Q8_GGML ? "ggml" : q8_order == RECUR_Q8_BLOCK ? "block" : "?";
+}
+
+int recur_q8_order_parse(const char *name) {
+    if (strcmp(name, "ggml") == 0) return RECUR_Q8_GGML;
+    if (strcmp(name, "block") == 0) return RECUR_Q8_BLOCK;
+    return -1;
+}
+
 int recur_model_n_vocab(const recur_model *m) { return m->hp.n_vocab ? m->hp.n_vocab : vocab_n_tokens(m->vocab); }
 int recur_model_n_embd(const recur_model *m) { return m->hp.n_embd; }
 int recur_model_n_layer(const recur_model *m) { return m->hp.n_layer; }

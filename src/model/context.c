@@ -41,6 +41,13 @@ recur_ctx_params recur_ctx_default_params(void) {
 }
 
 const recur_ctx_params *recur_ctx_params_of(const recur_ctx *ctx) { return &ctx->p; }
+
+static uint64_t ctx_state_id(const recur_model *m, uint32_t q8_order) {
+    const uint64_t id = recur_model_id(m);
+    return q8_order == RECUR_Q8_GGML ? id : id ^ (0x9E3779B97F4A7C15ull * q8_order);
+}
+
+uint64_t recur_ctx_state_id(const recur_ctx *ctx) { return ctx->sl.model_id; }
 recur_model *recur_ctx_model(const recur_ctx *ctx) { return ctx->m; }
 
 /* Largest quantized-activation scratch any matmul of the model needs for n_tok rows (the
@@ -136,6 +143,8 @@ recur_status recur_ctx_new(recur_model *m, const recur_ctx_params *params, recur
     if (p.n_seq_max > KV_MAX_SEQ || p.n_batch > (1u << 20))
         return rc_fail(err, err_len, RECUR_E_INVALID, "ctx: n_seq_max %u (max %d) or n_batch %u out of range",
                        p.n_seq_max, KV_MAX_SEQ, p.n_batch);
+    if (p.q8_order != RECUR_Q8_GGML && p.q8_order != RECUR_Q8_BLOCK)
+        return rc_fail(err, err_len, RECUR_E_INVALID, "ctx: unknown q8_order %u", p.q8_order);
     recur_ctx *c = calloc(1, sizeof *c);
     if (!c) return rc_fail(err, err_len, RECUR_E_NOMEM, "ctx: out of memory");
     c->m = m;
@@ -160,8 +169,8 @@ recur_status recur_ctx_new(recur_model *m, const recur_ctx_params *params, recur
     c->f.kv = c->kv;
     c->f.rs = c->rs;
     c->f.pool = c->pool;
-    c->f.kern = tensor_kernels_active();
-    c->sl = (snap_layout){ .model_id = recur_model_id(m), .rs_floats = c->rs ? rs_seq_floats(c->rs) : 0,
+    c->f.kern = p.q8_order == RECUR_Q8_BLOCK ? tensor_kernels_q8blk(tensor_kernels_active()) : tensor_kernels_active();
+    c->sl = (snap_layout){ .model_id = ctx_state_id(m, p.q8_order), .rs_floats = c->rs ? rs_seq_floats(c->rs) : 0,
                            .n_layer_kv = m->hp.n_layer_kv, .n_embd_k = kp.n_embd_k, .n_embd_v = kp.n_embd_v,
                            .n_ctx = p.n_ctx };
     *out = c;

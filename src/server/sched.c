@@ -503,6 +503,7 @@ recur_status sched_new(recur_model *m, const sched_params *p, sched **out, char 
     cp.n_batch = (uint32_t)p->n_batch;
     cp.n_ubatch = (uint32_t)(p->n_ubatch > 0 ? p->n_ubatch : p->n_batch);
     cp.n_threads = p->n_threads;
+    cp.q8_order = p->q8_order;
     s->env = (slot_env){ .model = m, .n_vocab = recur_model_n_vocab(m), .n_ctx_slot = p->n_ctx_slot,
                          .cache_prompt = p->cache_prompt, .piece_max = recur_detok_max_bytes(m),
                          .ckpt_interval = p->ckpt_interval };

@@ -31,6 +31,7 @@ typedef struct sched_params {
     int32_t n_batch;       /* -b: most tokens per decode step (all slots together) */
     int32_t n_ubatch;      /* -ub */
     int32_t n_threads;     /* -t */
+    uint32_t q8_order;     /* --q8-order (recur_q8_order) */
     int32_t queue_max;     /* tasks waiting for a slot; one more is refused (RECUR_E_FULL) */
     bool    cache_prompt;  /* false (--no-cache-prompt): never reuse a slot's tokens */
     int64_t cache_bytes;   /* --cache-ram: the prompt cache's budget (< 0 unlimited, 0: no cache) */

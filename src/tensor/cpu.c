@@ -27,6 +27,7 @@ typedef struct cpu_features {
 
 static pthread_once_t        g_once = PTHREAD_ONCE_INIT;
 static tensor_kernels        g_scalar, g_avx2, g_avx512;
+static tensor_kernels        g_blk_scalar, g_blk_avx2, g_blk_avx512;   /* the Q8_0 block-order twins */
 static const tensor_kernels *g_has_avx2, *g_has_avx512, *g_active;
 
 #if RT_X86
@@ -119,6 +120,26 @@ static void init_once(void) {
         rt_fill_att_avx512(&g_avx512);
         g_has_avx512 = g_active = &g_avx512;
     }
+    g_blk_scalar = g_scalar;
+    g_blk_scalar.isa = "scalar+q8blk";
+    g_blk_scalar.q8_block = true;
+    g_blk_scalar.vec_dot[GGUF_T_Q8_0] = rt_dot_q8_0_blk;
+    g_blk_scalar.vec_dot4[GGUF_T_Q8_0] = NULL;
+    g_blk_scalar.gemv[GGUF_T_Q8_0] = NULL;
+    g_blk_scalar.gemm[GGUF_T_Q8_0] = NULL;
+    if (g_has_avx2) {
+        g_blk_avx2 = g_avx2;
+        g_blk_avx2.isa = "avx2+q8blk";
+        g_blk_avx2.q8_block = true;
+        rt_fill_q8blk_avx2(&g_blk_avx2);
+    }
+    if (g_has_avx512) {
+        g_blk_avx512 = g_avx512;
+        g_blk_avx512.isa = "avx512+q8blk";
+        g_blk_avx512.q8_block = true;
+        rt_fill_q8blk_avx2(&g_blk_avx512);
+        rt_fill_q8blk_avx512(&g_blk_avx512);
+    }
     /* RECUR_ISA may only lower the choice; an unknown value is ignored. */
     const char *want = getenv("RECUR_ISA");
     if (want && strcmp(want, "scalar") == 0) g_active = &g_scalar;
@@ -131,3 +152,11 @@ const tensor_kernels *tensor_kernels_scalar(void) { tensor_init(); return &g_sca
 const tensor_kernels *tensor_kernels_avx2(void) { tensor_init(); return g_has_avx2; }
 const tensor_kernels *tensor_kernels_avx512(void) { tensor_init(); return g_has_avx512; }
 const tensor_kernels *tensor_kernels_active(void) { tensor_init(); return g_active; }
+
+const tensor_kernels *tensor_kernels_q8blk(const tensor_kernels *base) {
+    tensor_init();
+    if (base == &g_scalar || base == &g_blk_scalar) return &g_blk_scalar;
+    if (base == &g_avx2 || base == &g_blk_avx2) return &g_blk_avx2;
+    if (base == &g_avx512 || base == &g_blk_avx512) return &g_blk_avx512;
+    return NULL;
+}

@@ -105,6 +105,18 @@ float rt_dot_q8_0(int64_t n, const void *w, const void *x) {
     return rt_hsum8_ggml(acc);
 }
 
+float rt_dot_q8_0_blk(int64_t n, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK8_0; i++, a += Q8_0_BYTES, b += Q8_0_BYTES) {
+        const int8_t *qa = (const int8_t *)(a + Q8_0_QS), *qb = (const int8_t *)(b + Q8_0_QS);
+        int32_t s = 0;
+        for (int j = 0; j < QK8_0; j++) s += qa[j] * qb[j];
+        acc = fmaf(rd_f16(a) * rd_f16(b), (float)s, acc);
+    }
+    return acc;
+}
+
 float rt_dot_q4_0(int64_t n, const void *w, const void *x) {
     const uint8_t *a = w, *b = x;
     double s = 0;

@@ -33,23 +33,38 @@
 
 size_t tensor_act_row_bytes(uint32_t vtype, int64_t n) {
     const size_t rb = tensor_row_bytes(vtype, n);
-    if (vtype == GGUF_T_Q8_0 && rb) return q8_0_tail(n) + (((size_t)(n / QK8_0) * Q8_0_TAIL_BYTES + 63) & ~(size_t)63);
+    if (vtype == GGUF_T_Q8_0 && rb) return q8_0_tail(n) + (((size_t)(n / QK8_0) * Q8_0_BTAIL_BYTES + 63) & ~(size_t)63);
     return (rb + 63) & ~(size_t)63;
 }
 
 void tensor_act_quantize(const tensor_kernels *k, uint32_t vtype, const float *x, void *dst, int64_t n) {
     k->from_float[vtype](x, dst, n);
+    tensor_act_tail(k, vtype, dst, n);
+}
+
+void tensor_act_tail(const tensor_kernels *k, uint32_t vtype, void *row, int64_t n) {
     if (vtype != GGUF_T_Q8_0) return;
-    const uint8_t *q = dst;
-    uint8_t *u = (uint8_t *)dst + q8_0_tail(n);
-    for (int64_t b = 0; b < n / QK8_0; b++, u += Q8_0_TAIL_BYTES) {
+    const uint8_t *q = row;
+    uint8_t *u = (uint8_t *)row + q8_0_tail(n);
+    for (int64_t b = 0; b < n / QK8_0; b++) {
         const uint8_t *blk = q + (size_t)b * Q8_0_BYTES;
-        wr_f32(u, rd_f16(blk));
+        if (k->q8_block) {
+            uint8_t *t = u + (size_t)b * Q8_0_BTAIL_BYTES;
+            int32_t sum = 0;
+            for (int i = 0; i < QK8_0; i++) sum += (int8_t)blk[Q8_0_QS + i];
+            const int32_t c = Q8_MAGIC_BITS - 128 * sum;
+            wr_f32(t, rd_f16(blk));
+            memcpy(t + Q8_0_BTAIL_C, &c, 4);
+            memcpy(t + Q8_0_BTAIL_QS, blk + Q8_0_QS, QK8_0);
+            continue;
+        }
+        uint8_t *t = u + (size_t)b * Q8_0_TAIL_BYTES;
+        wr_f32(t, rd_f16(blk));
         for (int i = 0; i < 32; i += 8) {   /* + 128 = flip each byte's top bit */
             uint64_t v;
             memcpy(&v, blk + Q8_0_QS + i, 8);
             v ^= 0x8080808080808080u;
-            memcpy(u + Q8_0_TAIL_QS + i, &v, 8);
+            memcpy(t + Q8_0_TAIL_QS + i, &v, 8);
         }
     }
 }

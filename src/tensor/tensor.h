@@ -51,7 +51,8 @@ typedef void (*tensor_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_
 /* y[r] = dot(n, w + r*w_stride, x) for r < n_rows: one activation row against many weight rows
  * (single-token matmul), each element bit-identical to the dot named where the field is (the
  * same operations in the same order; only rows are interleaved, so x is loaded once per block
- * for several rows). Unaligned rows and strides; y must not alias w or x. */
+ * for several rows). x is an activation row as tensor_act_quantize writes it (a gemv may read
+ * its tail). Unaligned rows and strides; y must not alias w or x. */
 typedef void (*tensor_gemv_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *x, float *y);
 
 typedef struct tensor_kernels {
@@ -161,6 +162,10 @@ typedef struct tensor_kernels {
      * one-token calls. */
     tensor_gemv_fn       gemv[GGUF_T_COUNT];
     tensor_gemv_fn       gemv_q4_K_rp;
+
+    /* Q8_0 x Q8_0 in the block order (tensor_kernels_q8blk's twins): its activation tails
+     * (tensor_act_quantize) are laid out for those kernels. */
+    bool                 q8_block;
 } tensor_kernels;
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */
@@ -169,6 +174,10 @@ const tensor_kernels *tensor_kernels_scalar(void);
 const tensor_kernels *tensor_kernels_avx2(void);    /* NULL when the CPU lacks AVX2+FMA+F16C+BMI2 */
 /* NULL when the CPU (or the OS, via XGETBV) lacks AVX-512 F/BW/VL/DQ/VNNI. */
 const tensor_kernels *tensor_kernels_avx512(void);
+/* The twin of a table (one of the above, or a twin) whose Q8_0 x Q8_0 entries follow the block
+ * order (tensor_impl.h rt_dot_q8_0_blk) instead of ggml's: every other entry is the table's.
+ * Its isa names it ("avx512+q8blk"). NULL for a table this module did not build. */
+const tensor_kernels *tensor_kernels_q8blk(const tensor_kernels *base);
 /* The best table for this CPU. The environment variable RECUR_ISA=scalar|avx2|avx512 can
  * force a lower one (for tests and benchmarks). */
 const tensor_kernels *tensor_kernels_active(void);
@@ -190,13 +199,17 @@ size_t   tensor_row_bytes(uint32_t type, int64_t n);
  *
  * A matmul quantizes each token row of X once to the weight's vec_dot type. For Q8_0 the row
  * is followed by a tail the prompt gemms read instead of deriving it again in every tile:
- * each block's quants + 128 as unsigned bytes and its scale as a float (tensor_impl.h,
- * q8_0_tail). The vec_dot row itself is exactly from_float's, so dots and gemvs ignore it. */
+ * per block its scale as a float and its quants in the form the table's kernels take
+ * (tensor_impl.h, q8_0_tail). The vec_dot row itself is exactly from_float's, so dots ignore
+ * the tail (the block order's gemv reads it). */
 /* Bytes of one activation row of n elements of vtype with its tail, rounded up to 64 (0 for
  * a type this module does not know). */
 size_t tensor_act_row_bytes(uint32_t vtype, int64_t n);
 /* Quantize n floats with k's from_float[vtype] into dst, then write the tail. */
 void   tensor_act_quantize(const tensor_kernels *k, uint32_t vtype, const float *x, void *dst, int64_t n);
+/* Write the tail k's kernels read of a row of n elements of vtype already at row (nothing for
+ * a type without one). */
+void   tensor_act_tail(const tensor_kernels *k, uint32_t vtype, void *row, int64_t n);
 
 /* ---- matrix multiplication -------------------------------------------------------------
  *

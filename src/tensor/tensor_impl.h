@@ -55,9 +55,23 @@ static inline void     wr_u16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 static inline void     wr_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
 
 /* The tail of a Q8_0 activation row (tensor.h, tensor_act_quantize), q8_0_tail bytes into the
- * row: per block, Q8_0_TAIL_BYTES: its fp16 scale as a float, then its 32 quants + 128
- * (unsigned bytes, what dpbusd takes). */
+ * row, per block, in the layout its table's Q8_0 kernels read (tensor_kernels.q8_block):
+ *  - ggml's order, Q8_0_TAIL_BYTES: its fp16 scale as a float, then its 32 quants + 128
+ *    (unsigned bytes, what dpbusd takes first: x86/gemm_avx512.c);
+ *  - the block order, Q8_0_BTAIL_BYTES: its scale as a float, the int32 Q8_MAGIC_BITS −
+ *    128 · Σ qs (the start of the dpbusd chains against weights + 128: x86/q8blk_avx512.c),
+ *    then its 32 quants.
+ * Each is as small as it can be: a prompt gemm reads the tails of all its tokens once per
+ * group of rows, from L2 while they fit. */
 enum { Q8_0_TAIL_BYTES = 36, Q8_0_TAIL_QS = 4 };
+enum { Q8_0_BTAIL_BYTES = 40, Q8_0_BTAIL_C = 4, Q8_0_BTAIL_QS = 8 };
+
+/* The int32 → float conversion of an exact sum s (|s| < 2^22) without vcvtdq2ps, which on
+ * Zen 4 competes with dpbusd and FMA for their pipes: a dpbusd chain started from
+ * Q8_MAGIC_BITS ends holding the bits of the float Q8_MAGIC + s (1.5 · 2^23: the ulp is 1
+ * from 2^23 to 2^24), and one subtraction (the add pipes) leaves s exactly. */
+#define Q8_MAGIC      12582912.0f
+#define Q8_MAGIC_BITS 0x4B400000
 static inline size_t q8_0_tail(int64_t n) { return ((size_t)(n / QK8_0) * Q8_0_BYTES + 63) & ~(size_t)63; }
 
 /* Round to nearest, ties to even, for |f| < 2^22 (ggml's nearest_int; also what x86's
@@ -70,6 +84,16 @@ static inline int rt_nearest_int(float f) {
  * adds the exact int32 sum of products of bytes 4l..4l+3 times the float product of the two
  * fp16 scales with one fused multiply-add, blocks in order; then the lanes are reduced as
  * ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)). Every table reproduces this order exactly. */
+/* The block order of Q8_0 x Q8_0 (rt_dot_q8_0_blk, the tables of tensor_kernels_q8blk): per
+ * block in order, the exact int32 sum s of its 32 products, then acc = fmaf(d_w · d_x,
+ * (float)s, acc) from acc = 0 (the product of the two fp16 scales is exact in float). A table
+ * runs rows side by side as vector lanes, each lane one chain, and adds the products in
+ * integers before the one FMA: half the vector operations of ggml's order, whose every 4-byte
+ * chunk sum takes an FMA of its own. It rounds differently from llama.cpp: in the tiny
+ * reference models of testdata a flipped activation rounding grows past refcheck's Q8_0
+ * tolerance, so it is an option (recur_ctx_params.q8_order), not the default. */
+float rt_dot_q8_0_blk(int64_t n, const void *w, const void *x);
+
 static inline float rt_hsum8_ggml(const float l[8]) {
     return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
@@ -222,5 +246,9 @@ void tensor_fill_avx512(tensor_kernels *k);
 void rt_fill_bf16_avx512(tensor_kernels *k, bool native);
 /* The attention tiles of the AVX-512 table (x86/att_avx512.c). */
 void rt_fill_att_avx512(tensor_kernels *k);
+/* The Q8_0 block-order entries of the twins (x86/q8blk_avx2.c: vec_dot, vec_dot4, gemv and
+ * gemm; x86/q8blk_avx512.c: gemv and gemm, over the AVX2 ones). */
+void rt_fill_q8blk_avx2(tensor_kernels *k);
+void rt_fill_q8blk_avx512(tensor_kernels *k);
 
 #endif

@@ -149,6 +149,11 @@ assert abs(m["overhead_pct"] - 100 * (m["on_avg_ns"] / m["off_avg_ns"] - 1)) < 1
 assert q["recurrent_layers"] == 0 and "no recurrent" in q["skipped"] and q["overhead_pct"] is None
 PY
 
+# ---- --q8-order: named in the output; another value fails ----
+"$bin" -m "$mamba2" -p 16 -n 0 -r 1 -t 2 --bw-mib 0 --q8-order block >"$tmp/blk.txt" 2>&1 || fail "--q8-order block: $(cat "$tmp/blk.txt")"
+grep -q 'q8 order: block' "$tmp/blk.txt" || fail "--q8-order block not in the build line"
+"$bin" -m "$mamba2" -p 16 -n 0 -r 1 --bw-mib 0 --q8-order fast >/dev/null 2>&1 && fail "--q8-order fast must fail"
+
 # ---- errors ----
 "$bin" -m "$qwen3" --no-such-option >/dev/null 2>&1 && fail "an unknown option must fail"
 "$bin" -m "$tmp/missing.gguf" -p 4 -n 0 -r 1 --bw-mib 0 >/dev/null 2>&1 && fail "a missing model must fail"

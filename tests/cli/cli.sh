@@ -27,6 +27,14 @@ printf 'GGUF\3\0\0\0garbage' > "$tmp/bad.gguf"
 check bad-model 1 "$cli" -m "$tmp/bad.gguf" -p hi;        has bad-model "gguf"
 check empty-prompt 1 "$cli" -m "$stories" --prompt-tokens ""
 check token-range 1 "$cli" -m "$stories" --prompt-tokens 1,99999 -n 1;   has token-range "99999"
+check q8-order-bad 2 "$cli" -m "$stories" --q8-order fast;   has q8-order-bad "ggml or block"
+# the block order runs, and on a Q8_0 model gives other logits than ggml's (the same greedy
+# text is likely but not asserted)
+q8=$data/models/pub-qwen3-Q8_0.gguf
+check q8-order-ggml 0 "$cli" -m "$q8" --prompt-tokens 1,2,3,4,5 -n 0 -q --logits-out "$tmp/lg.f32"
+check q8-order-block 0 "$cli" -m "$q8" --prompt-tokens 1,2,3,4,5 -n 0 -q --q8-order block --logits-out "$tmp/lb.f32"
+if [ -s "$tmp/lb.f32" ] && ! cmp -s "$tmp/lg.f32" "$tmp/lb.f32"; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL q8-order-block: same logits as ggml's order (or none)"; fi
 
 # the default model: written by recur-gguf synth on first use, announced as random weights
 cd "$tmp" || exit 1

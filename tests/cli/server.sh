@@ -24,6 +24,10 @@ set +e
 "$SRV" --port notanumber 2>"$WORK/err"; rc=$?
 set -e
 [ $rc -eq 2 ] && grep -q "bad value" "$WORK/err" || fail "bad value: rc $rc"
+set +e
+"$SRV" --q8-order fast 2>"$WORK/err"; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "bad value 'fast' for --q8-order" "$WORK/err" || fail "bad --q8-order: rc $rc"
 
 # --- start (port 0: the server prints the one it got), with a slow load to see the 503s -------------
 step "start (port 0: the server prints the one it got), with a slow load to see the 503s"

@@ -3,7 +3,9 @@
  * and whether the prefix came from a copied sequence or was recomputed after seq_rm.
  * Runs on every llama / qwen3 model of ../shared/testdata/models and on stories260K, and on
  * the F32 and Q8_0 lfm2 / mamba / mamba2 / qwen35 models (recurrent: the copied prefix only, since
- * removing a tail needs a state that no longer exists, which must be refused). */
+ * removing a tail needs a state that no longer exists, which must be refused); the Q8_0 block
+ * order (recur_ctx_params.q8_order) on a transformer and two recurrent Q8_0 models, whose
+ * logits must differ from ggml order's (else the option would change nothing). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,8 @@
 
 #define N_PROMPT 300
 #define N_OTHER 150
+
+static uint32_t g_q8_order;   /* the q8_order of every context of the running test */
 
 typedef struct run_cfg {
     uint32_t n_batch, n_ubatch;
@@ -38,6 +42,7 @@ static float *run(recur_model *m, const run_cfg *cfg) {
     cp.n_batch = cfg->n_batch;
     cp.n_ubatch = cfg->n_ubatch;
     cp.n_threads = cfg->n_threads;
+    cp.q8_order = g_q8_order;
     recur_ctx *ctx;
     char err[256];
     assert_int_equal(recur_ctx_new(m, &cp, &ctx, err, sizeof err), RECUR_OK);
@@ -84,6 +89,7 @@ static float *run_shared_prefix(recur_model *m, bool recompute_tail, bool recurr
     cp.n_ctx = 1024;
     cp.n_seq_max = 2;
     cp.n_threads = 2;
+    cp.q8_order = g_q8_order;
     recur_ctx *ctx;
     char err[256];
     assert_int_equal(recur_ctx_new(m, &cp, &ctx, err, sizeof err), RECUR_OK);
@@ -129,6 +135,14 @@ static void check_model(const char *name, bool recurrent) {
     const int nv = recur_model_n_vocab(m);
     const run_cfg base = { 512, 512, 2, false, 1 };
     float *ref = run(m, &base);
+    if (g_q8_order != RECUR_Q8_GGML) {
+        const uint32_t order = g_q8_order;
+        g_q8_order = RECUR_Q8_GGML;
+        float *ggml = run(m, &base);
+        g_q8_order = order;
+        if (memcmp(ref, ggml, (size_t)N_PROMPT * nv * sizeof(float)) == 0) fail_msg("%s: q8_order changes nothing", name);
+        free(ggml);
+    }
     const run_cfg variants[] = {
         { 512, 1, 2, false, 1 }, { 512, 7, 2, false, 1 }, { 512, 64, 2, false, 1 },   /* ubatch sizes */
         { 37, 37, 2, false, 1 },                                                     /* decode-call split */
@@ -161,8 +175,9 @@ static void check_model(const char *name, bool recurrent) {
     recur_model_free(m);
 }
 
-#define MODEL_TEST(fn, name) static void fn(void **state) { (void)state; check_model(name, false); }
-#define RECURRENT_TEST(fn, name) static void fn(void **state) { (void)state; check_model(name, true); }
+#define MODEL_TEST(fn, name) static void fn(void **state) { (void)state; g_q8_order = RECUR_Q8_GGML; check_model(name, false); }
+#define RECURRENT_TEST(fn, name) static void fn(void **state) { (void)state; g_q8_order = RECUR_Q8_GGML; check_model(name, true); }
+#define BLOCK_TEST(fn, name, rec) static void fn(void **state) { (void)state; g_q8_order = RECUR_Q8_BLOCK; check_model(name, rec); }
 MODEL_TEST(llama_f32, "pub-llama-F32")
 MODEL_TEST(llama_f16, "pub-llama-F16")
 MODEL_TEST(llama_q8_0, "pub-llama-Q8_0")
@@ -183,6 +198,9 @@ RECURRENT_TEST(qwen35moe_f32, "pub-qwen35moe-F32")
 RECURRENT_TEST(qwen35moe_q8_0, "pub-qwen35moe-Q8_0")
 RECURRENT_TEST(qwen3next_f32, "pub-qwen3next-F32")
 RECURRENT_TEST(qwen3next_q8_0, "pub-qwen3next-Q8_0")
+BLOCK_TEST(qwen3_q8_0_block, "pub-qwen3-Q8_0", false)
+BLOCK_TEST(mamba2_q8_0_block, "pub-mamba2-Q8_0", true)
+BLOCK_TEST(qwen35_q8_0_block, "pub-qwen35-Q8_0", true)
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -193,7 +211,8 @@ int main(void) {
         cmocka_unit_test(mamba_q8_0), cmocka_unit_test(mamba2_f32), cmocka_unit_test(mamba2_q8_0),
         cmocka_unit_test(qwen35_f32), cmocka_unit_test(qwen35_q8_0),
         cmocka_unit_test(qwen35moe_f32), cmocka_unit_test(qwen35moe_q8_0), cmocka_unit_test(qwen3next_f32),
-        cmocka_unit_test(qwen3next_q8_0),
+        cmocka_unit_test(qwen3next_q8_0), cmocka_unit_test(qwen3_q8_0_block), cmocka_unit_test(mamba2_q8_0_block),
+        cmocka_unit_test(qwen35_q8_0_block),
     };
     const char *only = getenv("RECUR_TEST_FILTER");   /* e.g. "qwen3next*": run a subset */
     if (only) cmocka_set_test_filter(only);

@@ -271,6 +271,40 @@ static void other_model_refused(void **state) {
     recur_model_free(ma); recur_model_free(mb);
 }
 
+/* The states of a context with the Q8_0 block order are not the default context's (other
+ * bits for the same prefix): their ids differ and each refuses the other's snapshots. */
+static void other_q8_order_refused(void **state) {
+    (void)state;
+    recur_model *m = ref_load("pub-mamba2-Q8_0");
+    recur_ctx_params cp = recur_ctx_default_params();
+    cp.n_ctx = 256;
+    recur_ctx *cg, *cb;
+    char err[256];
+    assert_int_equal(recur_ctx_new(m, &cp, &cg, err, sizeof err), RECUR_OK);
+    cp.q8_order = RECUR_Q8_BLOCK;
+    assert_int_equal(recur_ctx_new(m, &cp, &cb, err, sizeof err), RECUR_OK);
+    assert_int_equal(recur_ctx_state_id(cg), recur_model_id(m));
+    assert_int_not_equal(recur_ctx_state_id(cb), recur_model_id(m));
+    cp.q8_order = 2;
+    recur_ctx *bad = NULL;
+    assert_int_equal(recur_ctx_new(m, &cp, &bad, err, sizeof err), RECUR_E_INVALID);
+    assert_null(bad);
+    recur_token tok[4] = { 1, 2, 3, 4 };
+    recur_pos pos[4] = { 0, 1, 2, 3 };
+    recur_seq_id seq[4] = { 0, 0, 0, 0 };
+    recur_batch b = { 4, tok, pos, seq, NULL };
+    assert_int_equal(recur_decode(cb, &b, err, sizeof err), RECUR_OK);
+    recur_snapshot *sb = recur_snapshot_new(cb, RECUR_SNAP_CHECKPOINT, -1);
+    assert_int_equal(recur_snapshot_take(cb, 0, sb, err, sizeof err), RECUR_OK);
+    assert_int_equal(recur_snapshot_model_id(sb), recur_ctx_state_id(cb));
+    assert_int_equal(recur_snapshot_restore(cg, sb, 0, err, sizeof err), RECUR_E_INVALID);
+    assert_int_equal(recur_seq_pos_max(cg, 0), -1);
+    assert_int_equal(recur_snapshot_restore(cb, sb, 0, err, sizeof err), RECUR_OK);
+    recur_snapshot_free(sb);
+    recur_ctx_free(cg); recur_ctx_free(cb);
+    recur_model_free(m);
+}
+
 static void corrupt_refused(void **state) {
     (void)state;
     recur_model *m = ref_load("pub-lfm2-F32");
@@ -350,7 +384,7 @@ int main(void) {
         cmocka_unit_test(mamba_q8_0), cmocka_unit_test(mamba2_f32), cmocka_unit_test(mamba2_q8_0),
         cmocka_unit_test(qwen3_f32), cmocka_unit_test(qwen35_f32), cmocka_unit_test(qwen35_q8_0),
         cmocka_unit_test(qwen35moe_q8_0), cmocka_unit_test(qwen3next_f32),
-        cmocka_unit_test(llama_f32), cmocka_unit_test(sizes_match_getters), cmocka_unit_test(other_model_refused),
+        cmocka_unit_test(llama_f32), cmocka_unit_test(sizes_match_getters), cmocka_unit_test(other_model_refused), cmocka_unit_test(other_q8_order_refused),
         cmocka_unit_test(corrupt_refused), cmocka_unit_test(bad_capture_rejected),
     };
     const char *only = getenv("RECUR_TEST_FILTER");   /* e.g. "qwen3next*": run a subset */

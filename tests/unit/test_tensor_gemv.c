@@ -88,10 +88,10 @@ static void check_gemv(const gv_case *c, int64_t n, rng *r) {
     const uint32_t vt = tensor_vec_dot_type(c->wt);
     const size_t wb = tensor_row_bytes(c->wt, n), ws = wb + PAD;
     float *f = xalloc((size_t)n * MAX_ROWS * 4);
-    uint8_t *wbuf = xalloc(ws * MAX_ROWS + 1), *xbuf = xalloc(tensor_row_bytes(vt, n) + 1);
+    uint8_t *wbuf = xalloc(ws * MAX_ROWS + 1), *xbuf = xalloc(tensor_act_row_bytes(vt, n) + 1);
     uint8_t *w = wbuf + 1, *x = xbuf + 1;   /* odd addresses */
     fill_rough(r, f, n);
-    c->k->from_float[vt](f, x, n);
+    tensor_act_quantize(c->k, vt, f, x, n);
     for (int raw = 0; raw < 2; raw++) {
         if (raw) {
             fill_raw(r, c->wt, w, n, MAX_ROWS);
@@ -161,7 +161,7 @@ static void test_gemv_q8_raw_x(void **state) {
     const int m = list_cases(cs, 16);
     const int64_t n = 1056;
     const size_t wb = tensor_row_bytes(GGUF_T_Q8_0, n);
-    uint8_t *w = xalloc(wb * MAX_ROWS), *x = xalloc(wb);
+    uint8_t *w = xalloc(wb * MAX_ROWS), *x = xalloc(tensor_act_row_bytes(GGUF_T_Q8_0, n));
     for (int i = 0; i < m; i++) {
         if (cs[i].wt != GGUF_T_Q8_0) continue;
         for (int rep = 0; rep < 4; rep++) {
@@ -171,6 +171,7 @@ static void test_gemv_q8_raw_x(void **state) {
                 memcpy(x + 34 * b, &h, 2);
                 for (int j = 0; j < 32; j++) x[34 * b + 2 + j] = (uint8_t)(int8_t)((int)(rng_u64(&r) % 255) - 127);
             }
+            tensor_act_tail(cs[i].k, GGUF_T_Q8_0, x, n);
             check_rows(&cs[i], n, w, wb, x);
         }
     }

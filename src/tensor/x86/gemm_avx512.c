@@ -3,28 +3,21 @@
  * Every output element performs exactly dot_q8_0's operations (tensor_impl.h, the Q8_0 order):
  * per block in order, 8 int32 lanes (exact sums of 4 byte products) converted to float and
  * added with one FMA scaled by the product of the two fp16 scales (exact in float), into one
- * 8-lane accumulator; the 8 lanes reduced at the end as x86_hsum_ps. Only the layout differs,
- * in two ways:
+ * 8-lane accumulator; the 8 lanes reduced at the end as x86_hsum_ps. That is an FMA per
+ * dpbusd, which bounds these tiles near 230 GOP/s a Zen 4 core (both share its two FMA pipes);
+ * the block order (q8blk_avx512.c) halves it. Only the layout differs, in two ways:
  *  - few tokens (below PMIN_TOK), rows too long for the panel, and the rows after the last
  *    group of 16: a 512-bit register holds the same block of two weight rows (rows 2p,
  *    2p+1: lanes 0-7, 8-15), so each vector FMA steps two output elements; the activation
  *    block is broadcast to both halves as x + 128 (unsigned: the activation row's tail,
  *    tensor_impl.h q8_0_tail, as is its scale as a float) and dpbusd starts from
  *    Q8_MAGIC_BITS − 128 · Σ4 w, which gives Σ4 x·w exactly, as the float Q8_MAGIC + it
- *    (below); a tile of GP row pairs
- *    × GT tokens shares each weight load over GT tokens and each activation load over GP
- *    pairs;
+ *    (tensor_impl.h); a tile of GP row pairs × GT tokens shares each weight load over GT
+ *    tokens and each activation load over GP pairs;
  *  - otherwise groups of 16 rows, a lane per row (below), the weights transposed once per
  *    call into a panel on the stack.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
 #include "tensor/x86/simd_x86.h"
-
-/* The int32 → float conversion of a chunk's sum s (|s| ≤ 4 · 128 · 128 < 2^22) without
- * vcvtdq2ps, which on Zen 4 competes with dpbusd and FMA for their pipes: dpbusd starts from
- * Q8_MAGIC's bits, so its result holds the bits of the float Q8_MAGIC + s (1.5 · 2^23: the
- * ulp is 1 from 2^23 to 2^24), and one subtraction (the add pipes) leaves s exactly. */
-#define Q8_MAGIC      12582912.0f
-#define Q8_MAGIC_BITS 0x4B400000
 
 #define GP 4   /* row pairs per tile */
 #define GT 4   /* tokens per tile */
