@@ -41,14 +41,14 @@ recur_ctx_params recur_ctx_default_params(void) {
 }
 
 const recur_ctx_params *recur_ctx_params_of(const recur_ctx *ctx) { return &ctx->p; }
+recur_model *recur_ctx_model(const recur_ctx *ctx) { return ctx->m; }
+uint64_t recur_ctx_state_id(const recur_ctx *ctx) { return ctx->sl.model_id; }
 
+/* The model's id, changed when the context's numbers differ from the default's. */
 static uint64_t ctx_state_id(const recur_model *m, uint32_t q8_order) {
     const uint64_t id = recur_model_id(m);
     return q8_order == RECUR_Q8_GGML ? id : id ^ (0x9E3779B97F4A7C15ull * q8_order);
 }
-
-uint64_t recur_ctx_state_id(const recur_ctx *ctx) { return ctx->sl.model_id; }
-recur_model *recur_ctx_model(const recur_ctx *ctx) { return ctx->m; }
 
 /* Largest quantized-activation scratch any matmul of the model needs for n_tok rows (the
  * experts' grouped matmuls: n_tok · n_expert_used rows). */

@@ -65,6 +65,7 @@ static inline void     wr_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
  * group of rows, from L2 while they fit. */
 enum { Q8_0_TAIL_BYTES = 36, Q8_0_TAIL_QS = 4 };
 enum { Q8_0_BTAIL_BYTES = 40, Q8_0_BTAIL_C = 4, Q8_0_BTAIL_QS = 8 };
+static inline size_t q8_0_tail(int64_t n) { return ((size_t)(n / QK8_0) * Q8_0_BYTES + 63) & ~(size_t)63; }
 
 /* The int32 → float conversion of an exact sum s (|s| < 2^22) without vcvtdq2ps, which on
  * Zen 4 competes with dpbusd and FMA for their pipes: a dpbusd chain started from
@@ -72,7 +73,6 @@ enum { Q8_0_BTAIL_BYTES = 40, Q8_0_BTAIL_C = 4, Q8_0_BTAIL_QS = 8 };
  * from 2^23 to 2^24), and one subtraction (the add pipes) leaves s exactly. */
 #define Q8_MAGIC      12582912.0f
 #define Q8_MAGIC_BITS 0x4B400000
-static inline size_t q8_0_tail(int64_t n) { return ((size_t)(n / QK8_0) * Q8_0_BYTES + 63) & ~(size_t)63; }
 
 /* Round to nearest, ties to even, for |f| < 2^22 (ggml's nearest_int; also what x86's
  * round-to-nearest instructions give in that range). Independent of the FP environment. */
@@ -84,6 +84,10 @@ static inline int rt_nearest_int(float f) {
  * adds the exact int32 sum of products of bytes 4l..4l+3 times the float product of the two
  * fp16 scales with one fused multiply-add, blocks in order; then the lanes are reduced as
  * ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)). Every table reproduces this order exactly. */
+static inline float rt_hsum8_ggml(const float l[8]) {
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
 /* The block order of Q8_0 x Q8_0 (rt_dot_q8_0_blk, the tables of tensor_kernels_q8blk): per
  * block in order, the exact int32 sum s of its 32 products, then acc = fmaf(d_w · d_x,
  * (float)s, acc) from acc = 0 (the product of the two fp16 scales is exact in float). A table
@@ -93,10 +97,6 @@ static inline int rt_nearest_int(float f) {
  * reference models of testdata a flipped activation rounding grows past refcheck's Q8_0
  * tolerance, so it is an option (recur_ctx_params.q8_order), not the default. */
 float rt_dot_q8_0_blk(int64_t n, const void *w, const void *x);
-
-static inline float rt_hsum8_ggml(const float l[8]) {
-    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-}
 
 /* The reduction of 16 float lanes of ggml's AVX-512 kernels (_mm512_reduce_add_ps):
  * halves, then quarters, then ((l0+l2)+(l1+l3)) of what is left. */

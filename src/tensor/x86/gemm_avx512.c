@@ -17,7 +17,7 @@
  *  - otherwise groups of 16 rows, a lane per row (below), the weights transposed once per
  *    call into a panel on the stack.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
-#include "tensor/x86/simd_x86.h"
+#include "tensor/x86/transpose16_avx512.h"
 
 #define GP 4   /* row pairs per tile */
 #define GT 4   /* tokens per tile */
@@ -117,37 +117,7 @@ typedef struct q8_grp {
     __m512  dw;
 } q8_grp;
 
-/* The 8 chunks of one block of 16 rows, lane r of out[j] = row r's chunk j: rows r and r+8
- * share a register (its two halves), then one 8x8 transposition of 32-bit words per half. */
-static inline void transpose_block(const uint8_t *const *row, size_t off, __m512i out[8]) {
-    __m512i z[8], t[8], u[8];
-    _Pragma("GCC unroll 8")
-    for (int k = 0; k < 8; k++)
-        z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(row[k] + off))),
-                                  _mm256_loadu_si256((const __m256i *)(row[k + 8] + off)), 1);
-    _Pragma("GCC unroll 4")
-    for (int k = 0; k < 8; k += 2) {
-        t[k] = _mm512_unpacklo_epi32(z[k], z[k + 1]);
-        t[k + 1] = _mm512_unpackhi_epi32(z[k], z[k + 1]);
-    }
-    _Pragma("GCC unroll 2")
-    for (int k = 0; k < 8; k += 4) {
-        u[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]);
-        u[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
-        u[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]);
-        u[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
-    }
-    /* u[0..3] hold rows 0-3 (and 8-11), u[4..7] rows 4-7 (12-15); 128-bit lane l of each
-     * half holds chunks 4l..4l+3 */
-    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-    _Pragma("GCC unroll 4")
-    for (int k = 0; k < 4; k++) {
-        out[k] = _mm512_permutex2var_epi64(u[k], lo, u[k + 4]);
-        out[k + 4] = _mm512_permutex2var_epi64(u[k], hi, u[k + 4]);
-    }
-}
-
-/* The loops here are unrolled by hand (pragmas): left as loops, GCC kept transpose_block's
+/* The loops here are unrolled by hand (pragmas): left as loops, GCC kept x86_transpose16's
  * arrays on the stack and read the scales through a vector of row pointers, and a group
  * block took 130-170 cycles instead of 95-120 (the same panel bits; pk outside the repo). */
 static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws) {
@@ -158,7 +128,7 @@ static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws) {
     for (int64_t b = 0; b < nb; b++) {
         const size_t off = (size_t)b * Q8_0_BYTES;
         q8_grp *q = &pk[b];
-        transpose_block(row, off + Q8_0_QS, q->w);
+        x86_transpose16(row, off + Q8_0_QS, q->w);
         _Pragma("GCC unroll 8")
         for (int j = 0; j < 8; j++) q->nc[j] = _mm512_sub_epi32(magic, _mm512_dpbusd_epi32(zero, bias, q->w[j]));
         _Alignas(32) uint16_t h[GR];

@@ -23,40 +23,16 @@
  * the activation rows' tail (tensor.h). */
 #include <string.h>
 
-#include "tensor/x86/simd_x86.h"
+#include "tensor/x86/transpose16_avx512.h"
 
 #define Q8L_ROWS 16
 
-/* The 8 chunk vectors of the block at off of rows row[0..15], + 128: rows r and r+8 share a
- * register (its two halves), then one 8x8 transposition of 32-bit words per half. The loops
- * are unrolled by hand (pragmas): left as loops, GCC kept the arrays on the stack. */
+/* The 8 chunk vectors of the block at off of rows row[0..15], + 128. */
 static inline __attribute__((always_inline)) void q8l_transpose(const uint8_t *const *row, size_t off, __m512i out[8]) {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
-    __m512i z[8], t[8], u[8];
+    x86_transpose16(row, off + Q8_0_QS, out);
     _Pragma("GCC unroll 8")
-    for (int k = 0; k < 8; k++)
-        z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(row[k] + off + Q8_0_QS))),
-                                  _mm256_loadu_si256((const __m256i *)(row[k + 8] + off + Q8_0_QS)), 1);
-    _Pragma("GCC unroll 4")
-    for (int k = 0; k < 8; k += 2) {
-        t[k] = _mm512_unpacklo_epi32(z[k], z[k + 1]);
-        t[k + 1] = _mm512_unpackhi_epi32(z[k], z[k + 1]);
-    }
-    _Pragma("GCC unroll 2")
-    for (int k = 0; k < 8; k += 4) {
-        u[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]);
-        u[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
-        u[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]);
-        u[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
-    }
-    /* u[0..3] hold rows 0-3 (and 8-11), u[4..7] rows 4-7 (12-15); 128-bit lane l of each
-     * half holds chunks 4l..4l+3 */
-    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-    _Pragma("GCC unroll 4")
-    for (int k = 0; k < 4; k++) {
-        out[k] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[k], lo, u[k + 4]), bias);
-        out[k + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[k], hi, u[k + 4]), bias);
-    }
+    for (int j = 0; j < 8; j++) out[j] = _mm512_xor_si512(out[j], bias);
 }
 
 /* The fp16 scales of the block at off of the 16 rows, as floats (vcvtph2ps: rt_f16_to_f32's
