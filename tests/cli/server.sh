@@ -289,4 +289,21 @@ wait "$PID"; rc=$?
 set -e
 PID=
 [ $rc -eq 0 ] || fail "exit status $rc after SIGTERM"
+
+# --- --q8-order block: the server runs its contexts in the block order -----------------------------
+step "--q8-order block"
+"$SRV" -m "$MODEL" --chat-template-file "$TMPL" --port 0 -c 512 -np 1 -t 2 --q8-order block >"$WORK/log" 2>&1 &
+PID=$!
+wait_port
+wait_ready
+H=()
+grep -q "q8 order block" "$WORK/log" || fail "the banner does not name the block order"
+[ "$(post /completion '{"prompt":"Hello","n_predict":4}')" = 200 ] || fail "completion in the block order"
+py "assert j['tokens_predicted'] == 4, j"
+kill -TERM "$PID"
+set +e
+wait "$PID"; rc=$?
+set -e
+PID=
+[ $rc -eq 0 ] || fail "exit status $rc after SIGTERM (block order)"
 echo "server.sh: ok"
