@@ -42,31 +42,34 @@ void tensor_act_quantize(const tensor_kernels *k, uint32_t vtype, const float *x
     tensor_act_tail(k, vtype, dst, n);
 }
 
-void tensor_act_tail(const tensor_kernels *k, uint32_t vtype, void *row, int64_t n) {
-    if (vtype != GGUF_T_Q8_0) return;
-    const uint8_t *q = row;
-    uint8_t *u = (uint8_t *)row + q8_0_tail(n);
-    for (int64_t b = 0; b < n / QK8_0; b++) {
-        const uint8_t *blk = q + (size_t)b * Q8_0_BYTES;
-        if (k->q8_block) {
-            uint8_t *t = u + (size_t)b * Q8_0_BTAIL_BYTES;
-            int32_t sum = 0;
-            for (int i = 0; i < QK8_0; i++) sum += (int8_t)blk[Q8_0_QS + i];
-            const int32_t c = Q8_MAGIC_BITS - 128 * sum;
-            wr_f32(t, rd_f16(blk));
-            memcpy(t + Q8_0_BTAIL_C, &c, 4);
-            memcpy(t + Q8_0_BTAIL_QS, blk + Q8_0_QS, QK8_0);
-            continue;
-        }
-        uint8_t *t = u + (size_t)b * Q8_0_TAIL_BYTES;
-        wr_f32(t, rd_f16(blk));
+/* The block order's tail: the scale, the dpbusd start Q8_MAGIC_BITS − 128 · Σ qs, the quants. */
+static void act_tail_blk(const uint8_t *q, uint8_t *u, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, q += Q8_0_BYTES, u += Q8_0_BTAIL_BYTES) {
+        int32_t sum = 0;
+        for (int i = 0; i < QK8_0; i++) sum += (int8_t)q[Q8_0_QS + i];
+        const int32_t c = Q8_MAGIC_BITS - 128 * sum;
+        wr_f32(u, rd_f16(q));
+        memcpy(u + Q8_0_BTAIL_C, &c, 4);
+        memcpy(u + Q8_0_BTAIL_QS, q + Q8_0_QS, QK8_0);
+    }
+}
+
+/* ggml's order's tail: the scale, the quants + 128. */
+static void act_tail_ggml(const uint8_t *q, uint8_t *u, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, q += Q8_0_BYTES, u += Q8_0_TAIL_BYTES) {
+        wr_f32(u, rd_f16(q));
         for (int i = 0; i < 32; i += 8) {   /* + 128 = flip each byte's top bit */
             uint64_t v;
-            memcpy(&v, blk + Q8_0_QS + i, 8);
+            memcpy(&v, q + Q8_0_QS + i, 8);
             v ^= 0x8080808080808080u;
-            memcpy(t + Q8_0_TAIL_QS + i, &v, 8);
+            memcpy(u + Q8_0_TAIL_QS + i, &v, 8);
         }
     }
+}
+
+void tensor_act_tail(const tensor_kernels *k, uint32_t vtype, void *row, int64_t n) {
+    if (vtype != GGUF_T_Q8_0) return;
+    (k->q8_block ? act_tail_blk : act_tail_ggml)(row, (uint8_t *)row + q8_0_tail(n), n / QK8_0);
 }
 
 static size_t act_stride(uint32_t wtype, int64_t n_in) {

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "tensor/fp16.h"
 #include "tensor/tensor.h"
 
 typedef struct rng { uint64_t s; } rng;
@@ -49,6 +50,12 @@ static inline void fill_rough_spread(rng *r, float *x, int64_t n, float e) {
 }
 
 /* The scalar table first, then every SIMD table this CPU has. */
+/* A finite fp16 of either sign between 2^-12 and 2^3 (a weight scale). */
+static inline uint16_t rand_scale(rng *r) {
+    const float m = ldexpf(1.0f + (float)rng_unif(r), (int)(rng_u64(r) % 16) - 12);
+    return rt_f32_to_f16((rng_u64(r) & 1) ? -m : m);
+}
+
 static inline int get_tables(const tensor_kernels *t[3]) {
     int n = 0;
     t[n++] = tensor_kernels_scalar();

@@ -37,12 +37,6 @@ static void *xalloc(size_t n) {
     return p;
 }
 
-/* A finite fp16 of either sign between 2^-12 and 2^3 (a weight scale). */
-static uint16_t rand_scale(rng *r) {
-    const float m = ldexpf(1.0f + (float)rng_unif(r), (int)(rng_u64(r) % 16) - 12);
-    return rt_f32_to_f16((rng_u64(r) & 1) ? -m : m);
-}
-
 /* Raw weight rows: random bytes everywhere, then every fp16 scale field made finite. */
 static void fill_raw(rng *r, uint32_t wt, uint8_t *w, int64_t n, int64_t rows) {
     const size_t wb = tensor_row_bytes(wt, n);

@@ -33,12 +33,6 @@ static void *xalloc(size_t n) {
     return p;
 }
 
-/* A finite fp16 of either sign between 2^-12 and 2^3. */
-static uint16_t rand_scale(rng *r) {
-    const float m = ldexpf(1.0f + (float)rng_unif(r), (int)(rng_u64(r) % 16) - 12);
-    return rt_f32_to_f16((rng_u64(r) & 1) ? -m : m);
-}
-
 /* rows Q8_0 rows of n: quantized rough values, or raw (quants -127..127 for activations,
  * -128..127 for weights, random scales). */
 static void fill_q8(rng *r, uint8_t *q, int64_t n, int64_t rows, size_t stride, bool raw, bool act) {
