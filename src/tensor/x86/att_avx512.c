@@ -5,12 +5,22 @@
  * lane d % 16, masked tail), so each K row is
  * loaded and converted once for every row; then one transpose-and-add network performs
  * rt_hsum16_ggml's additions (halves, quarters, pairs, last pair) for all 16 accumulators at
- * once instead of one reduction each.
+ * once instead of one reduction each. Positions every row sees are read as two streams: a
+ * tile takes half its positions from the first half of them and half from the second, as in
+ * decode at depth K comes from memory and one thread reads two straight streams far faster
+ * than one (ab outside the repo: one thread, 2 rows, 14 layers x 8 KV heads x 8192
+ * positions, medians of 6 alternating runs: 9.6 -> 12.3 GB/s; 4 or 8 streams no faster,
+ * tiles alternating between the halves slower).
  * Weighted sums: lane l = p % 16 of the reference is done on its own: positions l, l + 16, ...
  * feed a tile of the group's rows x 64 outputs held in registers (128 for one or two rows of
  * heads over 64: a lane then reads whole 256-byte V rows in one sweep instead of two); the
  * rows share each V load, no per-position load and store of lane rows; the 16 lane results
- * go to a small stack buffer and are added element-wise in rt_hsum16_ggml's order.
+ * go to a small stack buffer and are added element-wise in rt_hsum16_ggml's order. The lanes
+ * pass block by block (WS_BLK positions), the next block prefetched toward L2 as they go: a
+ * lane sweeping the whole context reads 256 bytes every 4 KB, which from memory one thread
+ * does at ~7 GB/s whatever the prefetch distance (ab as above: 6.9 -> 11.7 GB/s; a plain
+ * strided read of that pattern outside the repo: 7-8 GB/s against 12-15 straight). Both
+ * together: recur-bench -p 0 -n 32 -d 8192, qwen3-0.6b Q8_0, 2 threads, 10.3 -> 15.8 t/s.
  * Each output sees exactly the reference's operations in its order (att_ref.c); positions a
  * row does not see, or that have no cell, get no operation at all. */
 #include <math.h>
@@ -20,6 +30,8 @@
 
 #define WS_C 8                /* most vectors of outputs per weighted-sum pass */
 #define WS_D (16 * WS_C)
+#define WS_BLK 128            /* positions per block of a weighted-sum pass (a multiple of 16);
+                               * ab: 128 and 256 alike, 512 9.2-9.5 GB/s, 64 8.6-8.8 */
 
 static inline __mmask16 mask_upto(int64_t rem) {
     return rem >= 16 ? (__mmask16)0xFFFF : rem <= 0 ? (__mmask16)0 : (__mmask16)((1u << rem) - 1u);
@@ -64,12 +76,12 @@ static float dot1(int64_t n, const uint16_t *a, const float *b) {
 }
 
 /* One head-dim step of scores_tile (m: every lane, or the tail's). */
-static inline __attribute__((always_inline)) void scores_step(int R, int NP, const uint16_t *const *k,
-                                                               const float *const *q, int32_t p, int64_t d,
-                                                               __mmask16 m, __m512 a[16]) {
+static inline __attribute__((always_inline)) void scores_step(int R, int NP, const uint16_t *const kr[8],
+                                                               const float *const *q, int64_t d, __mmask16 m,
+                                                               __m512 a[16]) {
     __m512 kv[8];
     _Pragma("GCC unroll 16")
-    for (int j = 0; j < NP; j++) kv[j] = ld_h(k[p + j] + d, m);
+    for (int j = 0; j < NP; j++) kv[j] = ld_h(kr[j] + d, m);
     _Pragma("GCC unroll 16")
     for (int i = 0; i < R; i++) {
         const __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
@@ -81,33 +93,44 @@ static inline __attribute__((always_inline)) void scores_step(int R, int NP, con
     }
 }
 
-/* Scores of rows 0..R-1 at positions p..p+NP-1 (NP 4, or 8 when R <= 2: a decode step, one
- * token's heads), all of which every row sees and have a row. Row i, position j accumulates
- * in slot 4(j % 4) + i + 2(j / 4) (4j + i when NP is 4), so reduce16 fills all 16 outputs and
- * r[4(i + 2h) + j % 4] is the score of row i at position 4h + j % 4; each K row is loaded and
- * converted once per head-dim step for every row. */
+/* Scores of rows 0..R-1 at NP positions (NP 4, or 8 when R <= 2: a decode step, one token's
+ * heads): p.. and p2.., NP/2 each, all of which every row sees and have a row. Tile position
+ * j accumulates row i in slot 4(j % 4) + i + 2(j / 4) (4j + i when NP is 4), so reduce16
+ * fills all 16 outputs: r[4(i + 2h) + j % 4] is row i's score at tile position 4h + j % 4
+ * (r[4i + j] at j when NP is 4); each K row is loaded and converted once per head-dim step
+ * for every row. */
 static inline __attribute__((always_inline)) void scores_tile(int R, int NP, int64_t dk, const uint16_t *const *k,
                                                                const float *const *q, float scale,
-                                                               float *const *s, int32_t p) {
+                                                               float *const *s, int32_t p, int32_t p2) {
     __m512 a[16];
     _Pragma("GCC unroll 16")
     for (int m = 0; m < 16; m++) a[m] = _mm512_setzero_ps();
+    const uint16_t *kr[8];
+    _Pragma("GCC unroll 16")
+    for (int j = 0; j < NP; j++) kr[j] = k[j < NP / 2 ? p + j : p2 + j - NP / 2];
     int64_t d = 0;
-    for (; d + 16 <= dk; d += 16) scores_step(R, NP, k, q, p, d, 0xFFFF, a);
-    if (d < dk) scores_step(R, NP, k, q, p, d, mask_upto(dk - d), a);   /* masked tail */
+    for (; d + 16 <= dk; d += 16) scores_step(R, NP, kr, q, d, 0xFFFF, a);
+    if (d < dk) scores_step(R, NP, kr, q, d, mask_upto(dk - d), a);   /* masked tail */
     float r[16];
     _mm512_storeu_ps(r, _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale)));
     _Pragma("GCC unroll 16")
-    for (int i = 0; i < R; i++)
-        _Pragma("GCC unroll 16")
-        for (int h = 0; h < NP / 4; h++) memcpy(s[i] + p + 4 * h, r + 4 * (i + 2 * h), 4 * sizeof(float));
+    for (int i = 0; i < R; i++) {
+        memcpy(s[i] + p, r + 4 * i, NP / 2 * sizeof(float));   /* tile positions 0..NP/2-1 */
+        memcpy(s[i] + p2, r + 4 * i + (NP == 8 ? 8 : 2), NP / 2 * sizeof(float));
+    }
 }
 
-/* K rows a few tiles ahead: in decode they come from memory, 2 KB or more apart. */
-static inline void prefetch_rows(const uint16_t *const *k, int32_t p, int32_t n, int64_t dk) {
-    for (int32_t j = 0; j < n; j++)
-        if (k[p + j])
-            for (int64_t b = 0; b < dk * 2; b += 64) _mm_prefetch((const char *)k[p + j] + b, _MM_HINT_T0);
+/* Row i's score at position p, one at a time (no cell: -inf). */
+static inline void score1(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
+                          const int32_t n_ctx[4], float scale, float *const s[4], int32_t p) {
+    for (int i = 0; i < nr; i++)
+        if (p < n_ctx[i]) s[i][p] = k[p] ? dot1(dk, k[p], q[i]) * scale : -INFINITY;
+}
+
+static inline bool all_rows(const uint16_t *const *k, int32_t p, int n) {
+    for (int j = 0; j < n; j++)
+        if (!k[p + j]) return false;
+    return true;
 }
 
 static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
@@ -117,28 +140,39 @@ static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const floa
         if (n_ctx[i] < n_min) n_min = n_ctx[i];
         if (n_ctx[i] > n_max) n_max = n_ctx[i];
     }
-    int32_t p = 0;
-    while (p < n_max) {
-        if (nr <= 2 && p + 8 <= n_min && k[p] && k[p + 1] && k[p + 2] && k[p + 3] && k[p + 4] && k[p + 5] && k[p + 6] &&
-            k[p + 7]) {
-            if (p + 24 <= n_min) prefetch_rows(k, p + 16, 8, dk);
-            if (nr == 1) scores_tile(1, 8, dk, k, q, scale, s, p);
-            else scores_tile(2, 8, dk, k, q, scale, s, p);
-            p += 8;
+    /* positions [0, 2h) every row sees, as two streams [0, h) and [h, 2h) */
+    const int NP = nr <= 2 ? 8 : 4, half = NP / 2;
+    const int32_t h = n_min / NP * half;
+    for (int32_t p = 0; p < h; p += half) {
+        const int32_t p2 = h + p;
+        if (!all_rows(k, p, half) || !all_rows(k, p2, half)) {
+            for (int j = 0; j < half; j++) {
+                score1(nr, dk, k, q, n_ctx, scale, s, p + j);
+                score1(nr, dk, k, q, n_ctx, scale, s, p2 + j);
+            }
             continue;
         }
-        if (p + 4 <= n_min && k[p] && k[p + 1] && k[p + 2] && k[p + 3]) {
+        switch (nr) {
+        case 1: scores_tile(1, 8, dk, k, q, scale, s, p, p2); break;
+        case 2: scores_tile(2, 8, dk, k, q, scale, s, p, p2); break;
+        case 3: scores_tile(3, 4, dk, k, q, scale, s, p, p2); break;
+        default: scores_tile(4, 4, dk, k, q, scale, s, p, p2); break;
+        }
+    }
+    /* the rest: tiles of 4 where every row sees them and has a row, else one by one */
+    int32_t p = 2 * h;
+    while (p < n_max) {
+        if (p + 4 <= n_min && all_rows(k, p, 4)) {
             switch (nr) {
-            case 1: scores_tile(1, 4, dk, k, q, scale, s, p); break;
-            case 2: scores_tile(2, 4, dk, k, q, scale, s, p); break;
-            case 3: scores_tile(3, 4, dk, k, q, scale, s, p); break;
-            default: scores_tile(4, 4, dk, k, q, scale, s, p); break;
+            case 1: scores_tile(1, 4, dk, k, q, scale, s, p, p + 2); break;
+            case 2: scores_tile(2, 4, dk, k, q, scale, s, p, p + 2); break;
+            case 3: scores_tile(3, 4, dk, k, q, scale, s, p, p + 2); break;
+            default: scores_tile(4, 4, dk, k, q, scale, s, p, p + 2); break;
             }
             p += 4;
             continue;
         }
-        for (int i = 0; i < nr; i++)
-            if (p < n_ctx[i]) s[i][p] = k[p] ? dot1(dk, k[p], q[i]) * scale : -INFINITY;
+        score1(nr, dk, k, q, n_ctx, scale, s, p);
         p++;
     }
 }
@@ -150,10 +184,6 @@ static inline __attribute__((always_inline)) void wsum_span(int R, int C, bool c
                                                              const uint16_t *const *v, const float *const *pr,
                                                              const int32_t *n_ctx, __m512 acc[4][WS_C]) {
     for (; p < end; p += 16) {
-        /* the lane's rows are 16 cells apart: out of the hardware prefetchers' reach */
-        if (p + 32 < end && v[p + 32])
-            _Pragma("GCC unroll 16")
-            for (int c = 0; c < C; c += 2) _mm_prefetch((const char *)(v[p + 32] + d0 + 16 * c), _MM_HINT_T0);
         const uint16_t *vp = v[p];
         if (!vp) continue;
         __m512 x[WS_C];
@@ -169,26 +199,44 @@ static inline __attribute__((always_inline)) void wsum_span(int R, int C, bool c
     }
 }
 
-/* One weighted-sum pass: outputs d0..d0+16C-1 (valid lanes in m) of rows 0..R-1. */
+/* One weighted-sum pass: outputs d0..d0+16C-1 (valid lanes in m) of rows 0..R-1. Blocks of
+ * WS_BLK positions, in each lane by lane (a lane's accumulators parked in `lanes` between
+ * blocks), so each lane still takes its positions in increasing order; as the lanes pass, the
+ * next block's rows go toward L2, 1/16 of them per lane. */
 static inline __attribute__((always_inline)) void wsum_pass(int R, int C, int64_t d0, const __mmask16 m[WS_C],
                                                              const uint16_t *const *v, const float *const *pr,
                                                              const int32_t *n_ctx, int32_t n_min, int32_t n_max,
                                                              float *const *out) {
     _Alignas(64) float lanes[4][16][WS_D];
-    for (int l = 0; l < 16; l++) {
-        __m512 acc[4][WS_C];
-        _Pragma("GCC unroll 16")
-        for (int i = 0; i < R; i++)
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < R; i++)
+        for (int l = 0; l < 16; l++)
             _Pragma("GCC unroll 16")
-            for (int c = 0; c < C; c++) acc[i][c] = _mm512_setzero_ps();
-        /* lane l's positions: those every row sees, then the rest of the longest context */
-        const int32_t p_mid = n_min <= l ? l : l + (n_min - l + 15) / 16 * 16;
-        wsum_span(R, C, false, l, n_min, d0, m, v, pr, n_ctx, acc);
-        wsum_span(R, C, true, p_mid, n_max, d0, m, v, pr, n_ctx, acc);
-        _Pragma("GCC unroll 16")
-        for (int i = 0; i < R; i++)
+            for (int c = 0; c < C; c++) _mm512_store_ps(lanes[i][l] + 16 * c, _mm512_setzero_ps());
+    for (int32_t b0 = 0; b0 < n_max; b0 += WS_BLK) {
+        const int32_t b1 = b0 + WS_BLK < n_max ? b0 + WS_BLK : n_max;
+        const int32_t e_all = b1 < n_min ? b1 : n_min;   /* [b0, e_all): every row sees them */
+        for (int l = 0; l < 16; l++) {
+            const int32_t f0 = b1 + l * (WS_BLK / 16), f1 = f0 + WS_BLK / 16 < n_max ? f0 + WS_BLK / 16 : n_max;
+            for (int32_t p = f0; p < f1; p++)   /* every 64-byte line of the pass's part of the row */
+                if (v[p])
+                    _Pragma("GCC unroll 16")
+                    for (int c = 0; c < C; c += 2) _mm_prefetch((const char *)(v[p] + d0 + 16 * c), _MM_HINT_T1);
+            __m512 acc[4][WS_C];
             _Pragma("GCC unroll 16")
-            for (int c = 0; c < C; c++) _mm512_store_ps(lanes[i][l] + 16 * c, acc[i][c]);
+            for (int i = 0; i < R; i++)
+                _Pragma("GCC unroll 16")
+                for (int c = 0; c < C; c++) acc[i][c] = _mm512_load_ps(lanes[i][l] + 16 * c);
+            /* the lane's positions: those every row sees, then those only some rows see */
+            const int32_t p_all = b0 + l;
+            const int32_t p_mid = e_all <= p_all ? p_all : p_all + (e_all - p_all + 15) / 16 * 16;
+            wsum_span(R, C, false, p_all, e_all, d0, m, v, pr, n_ctx, acc);
+            wsum_span(R, C, true, p_mid, b1, d0, m, v, pr, n_ctx, acc);
+            _Pragma("GCC unroll 16")
+            for (int i = 0; i < R; i++)
+                _Pragma("GCC unroll 16")
+                for (int c = 0; c < C; c++) _mm512_store_ps(lanes[i][l] + 16 * c, acc[i][c]);
+        }
     }
     _Pragma("GCC unroll 16")
     for (int i = 0; i < R; i++)
