@@ -208,12 +208,7 @@ static inline __attribute__((always_inline)) void wsum_pass(int R, int C, int64_
                                                              const int32_t *n_ctx, int32_t n_min, int32_t n_max,
                                                              float *const *out) {
     _Alignas(64) float lanes[4][16][WS_D];
-    _Pragma("GCC unroll 16")
-    for (int i = 0; i < R; i++)
-        for (int l = 0; l < 16; l++)
-            _Pragma("GCC unroll 16")
-            for (int c = 0; c < C; c++) _mm512_store_ps(lanes[i][l] + 16 * c, _mm512_setzero_ps());
-    for (int32_t b0 = 0; b0 < n_max; b0 += WS_BLK) {
+    for (int32_t b0 = 0; b0 == 0 || b0 < n_max; b0 += WS_BLK) {   /* block 0 even when empty: it zeroes the lanes */
         const int32_t b1 = b0 + WS_BLK < n_max ? b0 + WS_BLK : n_max;
         const int32_t e_all = b1 < n_min ? b1 : n_min;   /* [b0, e_all): every row sees them */
         for (int l = 0; l < 16; l++) {
@@ -226,7 +221,7 @@ static inline __attribute__((always_inline)) void wsum_pass(int R, int C, int64_
             _Pragma("GCC unroll 16")
             for (int i = 0; i < R; i++)
                 _Pragma("GCC unroll 16")
-                for (int c = 0; c < C; c++) acc[i][c] = _mm512_load_ps(lanes[i][l] + 16 * c);
+                for (int c = 0; c < C; c++) acc[i][c] = b0 ? _mm512_load_ps(lanes[i][l] + 16 * c) : _mm512_setzero_ps();
             /* the lane's positions: those every row sees, then those only some rows see */
             const int32_t p_all = b0 + l;
             const int32_t p_mid = e_all <= p_all ? p_all : p_all + (e_all - p_all + 15) / 16 * 16;

@@ -3,7 +3,14 @@
  * Dots: 4 accumulators of 8 lanes over blocks of 32 elements, then one accumulator over
  * blocks of 8, reduced with x86_hsum_ps, then the scalar tail added in element order (F32
  * weights: rt_dot_f32's order instead, below). The order depends only on n (tensor.h
- * invariant 1). Any n >= 0, no alignment. (BF16: bf16_avx2.c.) */
+ * invariant 1). Any n >= 0, no alignment. (BF16: bf16_avx2.c.)
+ *
+ * Attention (att_scores4, att_wsum4, below) reads K and V in the order that suits decode at
+ * depth, where they come from memory: scores read the positions every row sees as two
+ * straight streams (a tile takes half its positions from the first half of them and half
+ * from the second); weighted sums go block by block (WS2_BLK positions), lane by lane within
+ * a block, the next block's V rows prefetched toward L2 as they go. Each output still sees
+ * exactly the reference's operations in its order (att_ref.c). att_avx512.c does the same. */
 #include <math.h>
 #include <string.h>
 
@@ -173,10 +180,16 @@ static void axpy_f16(int64_t n, float alpha, const uint16_t *x16, float *y) {
 
 /* The attention tiles: scores by scores2_tile (below) where every row sees a run of positions
  * with K rows and the head dim is a multiple of 16, else dot4_f16_f32 where the four rows see
- * a position, else one dot_f16_f32 per visible row; weighted sums through 16 lane rows
- * per row on the stack (ATT2_D outputs at a time), axpy4_f16 where the four rows see a
- * position, else axpy_f16 per visible row, then the lanes added in rt_hsum16_ggml's order.
- * Both are the reference's operations (att_ref.c), so the bits are its. */
+ * a position, else one dot_f16_f32 per visible row. The positions every row sees are read as
+ * two streams, a tile's first half from [0, h) and its second from [h, 2h), because one
+ * thread reads two straight streams from memory faster than one (ab2 outside the repo: one
+ * thread, AVX2 table, 2 rows, 14 layers x 8 KV heads x 8192 positions, head dim 128, F16,
+ * medians of 8 alternating runs: 20.7 -> 17.5 ms, 11.4 -> 13.4 GB/s); a tile with a missing
+ * cell goes one position at a time. Head dims that are not a multiple of 8: weighted sums
+ * through 16 lane rows per row on the stack (ATT2_D outputs at a time), axpy4_f16 where the
+ * four rows see a position, else axpy_f16 per visible row, then the lanes added in
+ * rt_hsum16_ggml's order. Both are the reference's operations (att_ref.c), so the bits are
+ * its. */
 #define ATT2_D 64
 
 /* Scores tile: R rows × NP positions (R·NP <= 8), all of which every row sees and have a K row,
@@ -185,15 +198,14 @@ static void axpy_f16(int64_t n, float alpha, const uint16_t *x16, float *y) {
  * position j in slot NP·i + j); each K vector is loaded and converted once for the R rows.
  * Then lo + hi, and one transpose-and-add network performs x86_hsum_ps's additions for all
  * eight at once: h = lanes l + l+4, q = h0 + h2 | h1 + h3, then q0 + q1. */
-static inline __attribute__((always_inline)) void scores2_pass(int R, int NP, int64_t dk, const uint16_t *const *k,
-                                                                const float *const q[4], int32_t p, int64_t h,
-                                                                __m256 a[8]) {
+static inline __attribute__((always_inline)) void scores2_pass(int R, int NP, int64_t dk, const uint16_t *const kr[8],
+                                                                const float *const q[4], int64_t h, __m256 a[8]) {
     _Pragma("GCC unroll 8")
     for (int m = 0; m < 8; m++) a[m] = _mm256_setzero_ps();
     for (int64_t d = h; d < dk; d += 16) {
         __m256 kv[8];
         _Pragma("GCC unroll 8")
-        for (int j = 0; j < NP; j++) kv[j] = ld_f16x8((const uint8_t *)(k[p + j] + d));
+        for (int j = 0; j < NP; j++) kv[j] = ld_f16x8((const uint8_t *)(kr[j] + d));
         _Pragma("GCC unroll 8")
         for (int i = 0; i < R; i++) {
             const __m256 qv = _mm256_loadu_ps(q[i] + d);
@@ -205,10 +217,13 @@ static inline __attribute__((always_inline)) void scores2_pass(int R, int NP, in
 
 static inline __attribute__((always_inline)) void scores2_tile(int R, int NP, int64_t dk, const uint16_t *const *k,
                                                                 const float *const q[4], float scale,
-                                                                float *const s[4], int32_t p) {
+                                                                float *const s[4], int32_t p, int32_t p2) {
+    const uint16_t *kr[8];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < NP; j++) kr[j] = k[j < NP / 2 ? p + j : p2 + j - NP / 2];
     __m256 lo[8], hi[8], v[8], z[4], u[2];
-    scores2_pass(R, NP, dk, k, q, p, 0, lo);
-    scores2_pass(R, NP, dk, k, q, p, 8, hi);
+    scores2_pass(R, NP, dk, kr, q, 0, lo);
+    scores2_pass(R, NP, dk, kr, q, 8, hi);
     _Pragma("GCC unroll 8")
     for (int m = 0; m < 8; m++) v[m] = _mm256_add_ps(lo[m], hi[m]);
     _Pragma("GCC unroll 8")
@@ -225,34 +240,64 @@ static inline __attribute__((always_inline)) void scores2_tile(int R, int NP, in
     float o[8];
     _mm256_storeu_ps(o, _mm256_mul_ps(r, _mm256_set1_ps(scale)));
     _Pragma("GCC unroll 8")
-    for (int m = 0; m < R * NP; m++) s[m / NP][p + m % NP] = o[(m % 2) * 4 + m / 2];
+    for (int m = 0; m < R * NP; m++)   /* tile position j = m % NP: p + j, or p2 + j - NP/2 */
+        s[m / NP][m % NP < NP / 2 ? p + m % NP : p2 + m % NP - NP / 2] = o[(m % 2) * 4 + m / 2];
+}
+
+/* Row i's score at position p, one at a time (no cell: -inf); the four rows' dots at once
+ * where all four see it. */
+static inline void score1(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
+                          const int32_t n_ctx[4], int32_t n_min, float scale, float *const s[4], int32_t p) {
+    if (nr == 4 && p < n_min && k[p]) {
+        float d[4];
+        dot4_f16_f32(dk, k[p], q, d);
+        for (int i = 0; i < 4; i++) s[i][p] = d[i] * scale;
+        return;
+    }
+    for (int i = 0; i < nr; i++)
+        if (p < n_ctx[i]) s[i][p] = k[p] ? dot_f16_f32(dk, k[p], q[i]) * scale : -INFINITY;
+}
+
+static inline bool all_rows(const uint16_t *const *k, int32_t p, int n) {
+    for (int j = 0; j < n; j++)
+        if (!k[p + j]) return false;
+    return true;
 }
 
 static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
                         const int32_t n_ctx[4], float scale, float *const s[4]) {
     int32_t n_min = n_ctx[0], n_max = n_ctx[0];
     for (int i = 1; i < nr; i++) n_min = n_ctx[i] < n_min ? n_ctx[i] : n_min, n_max = n_ctx[i] > n_max ? n_ctx[i] : n_max;
-    const int np = nr == 1 ? 8 : nr == 2 ? 4 : 2;   /* positions per tile */
-    for (int32_t p = 0; p < n_max;) {
-        bool tile = dk % 16 == 0 && p + np <= n_min;
-        for (int j = 0; tile && j < np; j++) tile = k[p + j] != NULL;
-        if (tile) {
-            switch (nr) {
-            case 1: scores2_tile(1, 8, dk, k, q, scale, s, p); break;
-            case 2: scores2_tile(2, 4, dk, k, q, scale, s, p); break;
-            case 3: scores2_tile(3, 2, dk, k, q, scale, s, p); break;
-            default: scores2_tile(4, 2, dk, k, q, scale, s, p); break;
+    /* positions [0, 2h) every row sees, as two streams [0, h) and [h, 2h) */
+    const int np = nr == 1 ? 8 : nr == 2 ? 4 : 2, half = np / 2;   /* positions per tile */
+    const int32_t h = dk % 16 ? 0 : n_min / np * half;
+    for (int32_t p = 0; p < h; p += half) {
+        const int32_t p2 = h + p;
+        if (!all_rows(k, p, half) || !all_rows(k, p2, half)) {
+            for (int j = 0; j < half; j++) {
+                score1(nr, dk, k, q, n_ctx, n_min, scale, s, p + j);
+                score1(nr, dk, k, q, n_ctx, n_min, scale, s, p2 + j);
             }
-            p += np;
             continue;
         }
-        if (nr == 4 && p < n_min && k[p]) {
-            float d[4];
-            dot4_f16_f32(dk, k[p], q, d);
-            for (int i = 0; i < 4; i++) s[i][p] = d[i] * scale;
-        } else
-            for (int i = 0; i < nr; i++)
-                if (p < n_ctx[i]) s[i][p] = k[p] ? dot_f16_f32(dk, k[p], q[i]) * scale : -INFINITY;
+        switch (nr) {
+        case 1: scores2_tile(1, 8, dk, k, q, scale, s, p, p2); break;
+        case 2: scores2_tile(2, 4, dk, k, q, scale, s, p, p2); break;
+        case 3: scores2_tile(3, 2, dk, k, q, scale, s, p, p2); break;
+        default: scores2_tile(4, 2, dk, k, q, scale, s, p, p2); break;
+        }
+    }
+    /* the rest (fewer than np of them every row sees): a tile of half as many positions for
+     * one or two rows where every row sees them and has a row, else one by one */
+    int32_t p = 2 * h;
+    while (p < n_max) {
+        if (nr <= 2 && dk % 16 == 0 && p + half <= n_min && all_rows(k, p, half)) {
+            if (nr == 1) scores2_tile(1, 4, dk, k, q, scale, s, p, p + 2);
+            else scores2_tile(2, 2, dk, k, q, scale, s, p, p + 1);
+            p += half;
+            continue;
+        }
+        score1(nr, dk, k, q, n_ctx, n_min, scale, s, p);
         p++;
     }
 }
@@ -289,8 +334,16 @@ static void att_wsum4_lanes(int nr, int64_t dv, const uint16_t *const *v, const 
  * l of the reference (positions l, l + 16, ...) is run on its own over a pass of the rows'
  * outputs d0..d0+8C-1, R·C = 8 vectors, so a V row is loaded and converted once for every row
  * and no lane row goes through memory per position; the 16 lane results of a pass go to a
- * stack buffer and are added element-wise in rt_hsum16_ggml's order (att_avx512.c's scheme). */
+ * stack buffer and are added element-wise in rt_hsum16_ggml's order (att_avx512.c's scheme).
+ * The lanes pass block by block, the next block prefetched toward L2 as they go: a lane
+ * sweeping the whole context reads 16-128 bytes every 4 KB, which from memory one thread does
+ * at a few GB/s (ab2 as above: 64.1 -> 21.1 ms, 3.7 -> 11.1 GB/s). Contexts in cache: 64 or
+ * 256 positions for every head, no slower (0.087 -> 0.079 ms at 64); one head of 1024
+ * positions held in L2, run over and over, 6.8 -> 8.1 us (the accumulators stored and
+ * reloaded every 8 positions of a lane, prefetches of lines already there). */
 #define WS2_ACC 8
+#define WS2_BLK 128           /* positions per block of a weighted-sum pass (a multiple of 16);
+                               * ab2: 256 no faster from memory, slower in L2 */
 
 /* Positions p, p + 16, ... below `end` into acc[i][c]; `check`: only the rows whose context
  * reaches p (else every row sees them). */
@@ -323,29 +376,46 @@ static inline __attribute__((always_inline)) void wsum2_span(int R, int C, bool 
     }
 }
 
+/* One weighted-sum pass: outputs d0..d0+8C-1 of rows 0..R-1. Blocks of WS2_BLK positions, in
+ * each lane by lane (a lane's accumulators parked in `lanes` between blocks), so each lane
+ * still takes its positions in increasing order; as the lanes pass, the next block's rows go
+ * toward L2, 1/16 of them per lane. */
 static inline __attribute__((always_inline)) void wsum2_pass(int R, int C, int64_t d0, const uint16_t *const *v,
                                                               const float *const *pr, const int32_t *n_ctx,
                                                               int32_t n_min, int32_t n_max, float *const *out) {
     _Alignas(32) float lanes[4][16][8 * WS2_ACC];
-    for (int l = 0; l < 16; l++) {
-        __m256 acc[4][WS2_ACC];
-        _Pragma("GCC unroll 4")
-        for (int i = 0; i < R; i++)
-            _Pragma("GCC unroll 8")
-            for (int c = 0; c < C; c++) acc[i][c] = _mm256_setzero_ps();
-        /* lane l's positions: those every row sees, then the rest of the longest context */
-        const int32_t p_mid = n_min <= l ? l : l + (n_min - l + 15) / 16 * 16;
-        wsum2_span(R, C, false, l, n_min, d0, v, pr, n_ctx, acc);
-        wsum2_span(R, C, true, p_mid, n_max, d0, v, pr, n_ctx, acc);
-        _Pragma("GCC unroll 4")
-        for (int i = 0; i < R; i++)
-            _Pragma("GCC unroll 8")
-            for (int c = 0; c < C; c++) _mm256_store_ps(lanes[i][l] + 8 * c, acc[i][c]);
+    for (int32_t b0 = 0; b0 == 0 || b0 < n_max; b0 += WS2_BLK) {   /* block 0 even when empty: it zeroes the lanes */
+        const int32_t b1 = b0 + WS2_BLK < n_max ? b0 + WS2_BLK : n_max;
+        const int32_t e_all = b1 < n_min ? b1 : n_min;   /* [b0, e_all): every row sees them */
+        for (int l = 0; l < 16; l++) {
+            const int32_t f0 = b1 + l * (WS2_BLK / 16), f1 = f0 + WS2_BLK / 16 < n_max ? f0 + WS2_BLK / 16 : n_max;
+            for (int32_t p = f0; p < f1; p++)   /* every 64-byte line of the pass's part of the row */
+                if (v[p])
+                    _Pragma("GCC unroll 8")
+                    for (int c = 0; c < C; c += 4) _mm_prefetch((const char *)(v[p] + d0 + 8 * c), _MM_HINT_T1);
+            __m256 acc[4][WS2_ACC];
+            _Pragma("GCC unroll 4")
+            for (int i = 0; i < R; i++)
+                _Pragma("GCC unroll 8")
+                for (int c = 0; c < C; c++) acc[i][c] = b0 ? _mm256_load_ps(lanes[i][l] + 8 * c) : _mm256_setzero_ps();
+            /* the lane's positions: those every row sees, then those only some rows see */
+            const int32_t p_all = b0 + l;
+            const int32_t p_mid = e_all <= p_all ? p_all : p_all + (e_all - p_all + 15) / 16 * 16;
+            wsum2_span(R, C, false, p_all, e_all, d0, v, pr, n_ctx, acc);
+            wsum2_span(R, C, true, p_mid, b1, d0, v, pr, n_ctx, acc);
+            _Pragma("GCC unroll 4")
+            for (int i = 0; i < R; i++)
+                _Pragma("GCC unroll 8")
+                for (int c = 0; c < C; c++) _mm256_store_ps(lanes[i][l] + 8 * c, acc[i][c]);
+        }
     }
-    for (int i = 0; i < R; i++)
+    for (int i = 0; i < R; i++)   /* unrolled, h and q in registers: as loops through the stack
+                                   * a 64-position pass took twice as long (1140 vs 590 ns) */
         for (int c = 0; c < C; c++) {
             __m256 h[8], q[4];
+            _Pragma("GCC unroll 8")
             for (int e = 0; e < 8; e++) h[e] = _mm256_add_ps(_mm256_load_ps(lanes[i][e] + 8 * c), _mm256_load_ps(lanes[i][e + 8] + 8 * c));
+            _Pragma("GCC unroll 4")
             for (int e = 0; e < 4; e++) q[e] = _mm256_add_ps(h[e], h[e + 4]);
             _mm256_storeu_ps(out[i] + d0 + 8 * c, _mm256_add_ps(_mm256_add_ps(q[0], q[2]), _mm256_add_ps(q[1], q[3])));
         }
