@@ -38,8 +38,8 @@ recur_status kv_new(const kv_params *p, kv_cache **out, char *err, size_t err_le
               rc_mul_size((size_t)p->n_layer * p->n_cells, (size_t)p->n_embd_v * 2, &nv) ||
               rc_mul_size((size_t)p->n_seq_max * p->n_cells, sizeof(int32_t), &nmap);
     if (!bad) {
-        kv->k = rc_alloc_aligned(nk);   /* rows are written before attention reads them */
-        kv->v = rc_alloc_aligned(nv);
+        kv->k = rc_alloc_huge(nk);   /* rows are written before attention reads them */
+        kv->v = rc_alloc_huge(nv);
         kv->mask = calloc(p->n_cells, sizeof *kv->mask);
         kv->cell_pos = malloc(p->n_cells * sizeof *kv->cell_pos);
         kv->map = malloc(nmap);

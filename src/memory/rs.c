@@ -24,7 +24,7 @@ recur_status rs_new(const rs_params *p, rs_state **out, char *err, size_t err_le
     rs->seq_floats = (int64_t)p->n_layer * (p->n_conv + p->n_ssm);
     size_t n;
     const int bad = rc_mul_size((size_t)p->n_seq_max, (size_t)rs->seq_floats * sizeof(float) + 64, &n);
-    if (!bad) rs->data = rc_calloc_aligned(n);
+    if (!bad) rs->data = rc_calloc_huge(n);
     rs->pos_max = malloc(p->n_seq_max * sizeof *rs->pos_max);
     if (bad || !rs->data || !rs->pos_max) {
         rs_free(rs);

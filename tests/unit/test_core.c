@@ -93,9 +93,27 @@ static void test_alloc(void **state) {
     assert_int_equal(out, 42);
 }
 
+/* Large buffers come 2 MiB-aligned (so whole huge pages back them), small ones as
+ * rc_alloc_aligned's; the calloc form is zero; sizes that overflow the rounding fail. */
+static void test_alloc_huge(void **state) {
+    (void)state;
+    const size_t mib2 = (size_t)2 << 20;
+    unsigned char *big = rc_calloc_huge(3 * mib2 + 5);
+    assert_non_null(big);
+    assert_int_equal((uintptr_t)big % mib2, 0);
+    for (size_t i = 0; i < 3 * mib2 + 5; i += 4093) assert_int_equal(big[i], 0);
+    assert_int_equal(big[3 * mib2 + 4], 0);
+    rc_free_aligned(big);
+    void *small = rc_alloc_huge(100);
+    assert_non_null(small);
+    assert_int_equal((uintptr_t)small % RC_ALIGN, 0);
+    rc_free_aligned(small);
+    assert_null(rc_alloc_huge(SIZE_MAX - 10));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split_covers_once), cmocka_unit_test(test_shares), cmocka_unit_test(test_split_units), cmocka_unit_test(test_alloc),
+        cmocka_unit_test(test_split_covers_once), cmocka_unit_test(test_shares), cmocka_unit_test(test_split_units), cmocka_unit_test(test_alloc), cmocka_unit_test(test_alloc_huge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
