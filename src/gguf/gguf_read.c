@@ -416,6 +416,16 @@ recur_status gguf_open(const char *path, gguf_file **out, char *err, size_t err_
     close(fd);
     if (m == MAP_FAILED)
         return rc_fail(err, err_len, RECUR_E_IO, "gguf: cannot map '%s': %s", path, strerror(e));
+#ifdef MADV_HUGEPAGE
+    /* Pages of the file not yet in the page cache are then read in as 2 MiB folios (where the
+     * filesystem has large folios), which the mapping maps with one TLB entry each: decode
+     * streams every weight once a token. On this machine, mamba2-370m Q8_0 from a cold cache:
+     * 276 MB of it mapped so without the hint, 438 with; recur-bench -p 0 -n 128 on a copy
+     * cached in 2 MiB folios against one cached in small ones, 3 alternating pairs: 57.0 ->
+     * 61.9 t/s median. Pages already cached keep their size (a warm cache gains nothing);
+     * only a hint. */
+    (void)madvise(m, (size_t)sb.st_size, MADV_HUGEPAGE);
+#endif
     return open_buf(m, (uint64_t)sb.st_size, 1, out, err, err_len);
 }
 
