@@ -187,3 +187,18 @@ void tp_split(long n, int ith, int nth, long unit, long *lo, long *hi) {
     *lo = u0 * unit < n ? u0 * unit : n;
     *hi = u1 * unit < n ? u1 * unit : n;
 }
+
+/* The first unit of share i: units · (weights of shares 0..i-1) / (all weights), weights
+ * nth - k (their sum up to i: i·nth - i(i-1)/2, of all nth(nth+1)/2). */
+static long tapered_start(long units, long i, long nth) {
+    const long before = i * nth - i * (i - 1) / 2, all = nth * (nth + 1) / 2;
+    return units * before / all;
+}
+
+void tp_split_tapered(long n, int ith, int nth, long unit, long *lo, long *hi) {
+    if (unit < 1) unit = 1;
+    const long units = (n + unit - 1) / unit;
+    const long u0 = tapered_start(units, ith, nth), u1 = tapered_start(units, ith + 1, nth);
+    *lo = u0 * unit < n ? u0 * unit : n;
+    *hi = u1 * unit < n ? u1 * unit : n;
+}

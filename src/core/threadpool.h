@@ -36,5 +36,9 @@ void tp_run_n(tp_pool *p, tp_job_fn fn, void *arg, int n_shares);
 /* Splits [0, n) into nth contiguous ranges; share ith is [*lo, *hi). Ranges are rounded to
  * multiples of `unit` (except the last) so SIMD tiles stay whole. */
 void tp_split(long n, int ith, int nth, long unit, long *lo, long *hi);
+/* As tp_split, but share i gets a part proportional to nth - i (nth, nth - 1, ..., 1): shares
+ * are claimed in order, so the big ones go first and the last ones, which decide how long
+ * the first thread to run out waits for the others, are small. */
+void tp_split_tapered(long n, int ith, int nth, long unit, long *lo, long *hi);
 
 #endif

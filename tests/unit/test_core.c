@@ -80,6 +80,35 @@ static void test_split_units(void **state) {
     assert_int_equal(prev, 100);
 }
 
+/* The tapered split: contiguous shares that cover [0, n) once, whole units but the last,
+ * none larger than the one before it by more than a unit (rounding), the last ones small. */
+static void test_split_tapered(void **state) {
+    (void)state;
+    static const long units[] = { 1, 4, 16 };
+    for (int nth = 1; nth <= 16; nth++)
+        for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
+            for (long n = 0; n < 700; n += 7) {
+                long prev = 0, prev_size = n + units[u];
+                for (int i = 0; i < nth; i++) {
+                    long lo, hi;
+                    tp_split_tapered(n, i, nth, units[u], &lo, &hi);
+                    assert_int_equal(lo, prev);
+                    assert_true(hi >= lo);
+                    if (hi < n) assert_int_equal(hi % units[u], 0);
+                    assert_true(hi - lo <= prev_size + units[u]);
+                    prev = hi;
+                    prev_size = hi - lo;
+                }
+                assert_int_equal(prev, n);
+            }
+    /* 8 shares of 512 rows in 16-row tiles: 7 of the 32 tiles first, 1 last */
+    long lo, hi;
+    tp_split_tapered(512, 0, 8, 16, &lo, &hi);
+    assert_int_equal(hi - lo, 112);
+    tp_split_tapered(512, 7, 8, 16, &lo, &hi);
+    assert_int_equal(hi - lo, 16);
+}
+
 static void test_alloc(void **state) {
     (void)state;
     void *p = rc_alloc_aligned(100);
@@ -113,7 +142,7 @@ static void test_alloc_huge(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split_covers_once), cmocka_unit_test(test_shares), cmocka_unit_test(test_split_units), cmocka_unit_test(test_alloc), cmocka_unit_test(test_alloc_huge),
+        cmocka_unit_test(test_split_covers_once), cmocka_unit_test(test_shares), cmocka_unit_test(test_split_units), cmocka_unit_test(test_split_tapered), cmocka_unit_test(test_alloc), cmocka_unit_test(test_alloc_huge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

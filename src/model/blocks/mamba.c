@@ -127,7 +127,7 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
     const int64_t hd = di / nh, nin = hp->rs_n_in, nc = hp->rs_n_conv;
     const float *A = j->L->ssm_a.data, *D = j->L->ssm_d.data, *dt_b = j->L->ssm_dt_b.data;
     long lo, hi;
-    tp_split(nh, ith, nth, 1, &lo, &hi);
+    tp_split_tapered(nh, ith, nth, 1, &lo, &hi);
     /* ggml's swiglu rows are head_dim long; when that is a multiple of OP_GGML_LANES, the rows
      * of adjacent heads in one call get the same per-element operations (ops.h) */
     const bool whole = hd % OP_GGML_LANES == 0;
