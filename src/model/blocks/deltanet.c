@@ -86,7 +86,7 @@ static void dn_delta_job(void *arg, int ith, int nth) {
     const float *A = j->L->ssm_a.data, *dt_b = j->L->ssm_dt_b.data, *nw = j->L->ssm_norm.data;
     const float scale = 1.0f / sqrtf((float)d);
     long lo, hi;
-    tp_split(nv, ith, nth, 1, &lo, &hi);
+    tp_split_tapered(nv, ith, nth, 1, &lo, &hi);
     for (long h = lo; h < hi; h++) {
         const int64_t kh = hp->ssm_grouped ? h / r : h % nk;
         for (int32_t t = 0; t < f->n_tok; t++) {
