@@ -18,7 +18,6 @@
 
 #include "tensor/x86/simd_x86.h"
 
-#define KQ2_ROWS 8   /* rows per group */
 
 /* byte index of sub-block s's scale for words 0-3 (row 2p) and 4-7 (row 2p+1) of a 128-bit lane,
  * high bytes zero */
@@ -110,23 +109,9 @@ static __m256 q4k_rp8(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
     return _mm256_sub_ps(acc, _mm256_permutevar8x32_ps(accm, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
-/* Rows r + k·q (q = n_rows / 8, k = 0..7) together: eight straight streams, as the AVX-512
- * table (gemv_avx512.c kq_rows); the n_rows % 8 rows left form one last group, its missing
- * rows given as the last real row (computed, not stored). */
+/* Rows in groups of eight (x86_kq_rows: eight straight streams, as the AVX-512 table). */
 static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    const uint8_t *W = w;
-    const int64_t nb = n / QK_K, q = n_rows / KQ2_ROWS, m = n_rows - KQ2_ROWS * q;
-    const uint8_t *wr[KQ2_ROWS];
-    float v[KQ2_ROWS];
-    for (int64_t r = 0; r < q; r++) {
-        for (int k = 0; k < KQ2_ROWS; k++) wr[k] = W + (size_t)(r + k * q) * ws;
-        _mm256_storeu_ps(v, q4k_rp8(nb, wr, x));
-        for (int k = 0; k < KQ2_ROWS; k++) y[r + k * q] = v[k];
-    }
-    if (m == 0) return;
-    for (int k = 0; k < KQ2_ROWS; k++) wr[k] = W + (size_t)(KQ2_ROWS * q + (k < m ? k : m - 1)) * ws;
-    _mm256_storeu_ps(v, q4k_rp8(nb, wr, x));
-    for (int k = 0; k < m; k++) y[KQ2_ROWS * q + k] = v[k];
+    x86_kq_rows(q4k_rp8, n, w, ws, n_rows, x, y);
 }
 
 void rt_fill_gemv_avx2(tensor_kernels *k) {

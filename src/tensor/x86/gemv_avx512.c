@@ -18,7 +18,7 @@
  *    straight through their quarter of the memory. With 2 threads on a 570 MB matrix: 66-71
  *    GB/s, against 59-64 for two such streams (r, r + n/2) and 43-45 for neighbouring pairs
  *    with software prefetch, so no prefetch is needed.
- *  - Q4_K and Q6_K take rows r + k·n/8 (k = 0..7) together: eight straight streams (kq_rows).
+ *  - Q4_K and Q6_K take rows r + k·n/8 (k = 0..7) together: eight straight streams (x86_kq_rows).
  *
  * Q8_0 (dot_q8_0's order, tensor_impl.h rt_hsum8_ggml): a 512-bit register holds the same
  * block of two rows (lanes 0-7: one, 8-15: the other), as gemm_avx512.c's pair tiles do with the roles
@@ -88,32 +88,7 @@ static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
  * operation on the same operands, hence the same bits. The scale products (fp16 scale times
  * the activation's float scale) are one IEEE multiply per lane, as in the scalar code. */
 
-#define KQ_ROWS 8
-
-/* One group: lane k of the result is row wr[k]'s dot (nb blocks against x). */
-typedef __m256 (*kq_group_fn)(int64_t nb, const uint8_t *const *wr, const uint8_t *x);
-
-/* Rows r + k·q (k = 0..7, q = n_rows / 8) form group r: eight streams that each run straight
- * through an eighth of the memory, which the hardware prefetchers follow at full speed (the
- * neighbouring rows of earlier versions were streams that jump at every row end, which they
- * follow badly: with the Q4_K kernel of this file, one thread on 1024x3072 matrices out of
- * cache, 7 GB/s with neighbouring rows and software prefetch against 17 for these). The
- * n_rows % 8 rows left form one last group, its missing rows given as the last real row
- * (computed, not stored). */
-static inline void kq_rows(kq_group_fn g, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *x,
-                           float *y) {
-    const int64_t nb = n / QK_K, q = n_rows / KQ_ROWS, m = n_rows - KQ_ROWS * q;
-    const uint8_t *wr[KQ_ROWS];
-    float v[KQ_ROWS];
-    for (int64_t r = 0; r < q; r++) {
-        for (int k = 0; k < KQ_ROWS; k++) wr[k] = W + (size_t)(r + k * q) * ws;
-        _mm256_storeu_ps(v, g(nb, wr, x));
-        for (int k = 0; k < KQ_ROWS; k++) y[r + k * q] = v[k];
-    }
-    if (m == 0) return;
-    for (int k = 0; k < KQ_ROWS; k++) wr[k] = W + (size_t)(KQ_ROWS * q + (k < m ? k : m - 1)) * ws;
-    _mm256_mask_storeu_ps(y + KQ_ROWS * q, (__mmask8)((1u << m) - 1), g(nb, wr, x));
-}
+/* Groups of eight rows: x86_kq_rows (simd_x86.h). */
 
 /* The first 16 bytes (d, dmin, the 12 scale bytes) of block `blk` of rows wr[4g..4g+3], one
  * row per 128-bit lane. */
@@ -249,7 +224,7 @@ static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *
 }
 
 static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    kq_rows(q4k_rp_group, n, w, ws, n_rows, x, y);
+    x86_kq_rows(q4k_rp_group, n, w, ws, n_rows, x, y);
 }
 
 /* ---- Q6_K (rt_dot_q6_K's order): eight rows per group, one float lane per row ------------
@@ -332,9 +307,9 @@ static __m256 q6k_group(int64_t nb, const uint8_t *const *wr, const uint8_t *x) 
             _mm256_mullo_epi16(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)), _mm256_set1_epi16(-8)));
         const __m512i bw[2] = { _mm512_permutexvar_epi16(_mm512_loadu_si512(q6k_sb_words[0]), bs8),
                                 _mm512_permutexvar_epi16(_mm512_loadu_si512(q6k_sb_words[1]), bs8) };
-        __m512i p[KQ_ROWS];
+        __m512i p[X86_KQ_ROWS];
         _Pragma("GCC unroll 8")
-        for (int r = 0; r < KQ_ROWS; r++) p[r] = q6k_row(wr[r] + blk, y4, bw);
+        for (int r = 0; r < X86_KQ_ROWS; r++) p[r] = q6k_row(wr[r] + blk, y4, bw);
         const __m128i dh = _mm_setr_epi16((short)rd_u16(wr[0] + blk + Q6_K_D), (short)rd_u16(wr[1] + blk + Q6_K_D),
                                           (short)rd_u16(wr[2] + blk + Q6_K_D), (short)rd_u16(wr[3] + blk + Q6_K_D),
                                           (short)rd_u16(wr[4] + blk + Q6_K_D), (short)rd_u16(wr[5] + blk + Q6_K_D),
@@ -346,7 +321,7 @@ static __m256 q6k_group(int64_t nb, const uint8_t *const *wr, const uint8_t *x) 
 }
 
 static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    kq_rows(q6k_group, n, w, ws, n_rows, x, y);
+    x86_kq_rows(q6k_group, n, w, ws, n_rows, x, y);
 }
 
 void rt_fill_gemv_avx512(tensor_kernels *k) {
