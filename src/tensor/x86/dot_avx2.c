@@ -90,14 +90,21 @@ float rt_dot_q4_0_avx2(int64_t n, const void *w, const void *x) {
  * with q the unsigned nibbles (pairs <= 2·15·127: no saturation), the same integers as
  * x86_dot_i8(q − 8, y); c8 = 8·Σ4 y of the activation block, dx its scale. */
 static inline __m256 q4_0_gemv_step(const uint8_t *a, __m256i yv, __m256i c8, float dx, __m256 acc) {
-    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(x86_unpack_nib16(a + Q4_0_QS), yv), _mm256_set1_epi16(1));
+    /* the 16 bytes in both halves, the upper half shifted by 4: low nibbles, then high */
+    const __m256i q = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(a + Q4_0_QS))),
+                                                         _mm256_setr_epi64x(0, 0, 4, 4)),
+                                       _mm256_set1_epi8(0x0F));
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), _mm256_set1_epi16(1));
     return _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * dx), _mm256_cvtepi32_ps(_mm256_sub_epi32(p, c8)), acc);
 }
 
 /* The single-token matmul in dot_q4_0's order: rows r + k·q (k = 0..3, q = n_rows / 4) side by
  * side, as gemv_q8_0, each with the dot's two accumulators (even blocks, odd blocks; an odd
  * last block into the even one); a block's activation side (its bytes, 8·Σ4 y and its scale)
- * is loaded or computed once for the four rows. The 0-3 rows left take the dot. */
+ * is loaded or computed once for the four rows. The 0-3 rows left take the dot. The two
+ * accumulator sets are named (an index of the block's parity put them on the stack) and the
+ * nibbles come from one broadcast load, a per-half shift and a mask: one thread, 512 x 1024
+ * in L2, min of 10 alternating runs (gq outside the repo), 21.7 -> 17.4 us. */
 static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK4_0, q = n_rows / 4;
@@ -105,18 +112,24 @@ static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     for (int64_t r = 0; r < q; r++) {
         const uint8_t *wr[4];
         for (int k = 0; k < 4; k++) wr[k] = W + (size_t)(r + k * q) * ws;
-        __m256 acc[2][4];
-        for (int k = 0; k < 4; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
+        __m256 a0[4], a1[4];   /* even blocks, odd blocks */
+        _Pragma("GCC unroll 4")
+        for (int k = 0; k < 4; k++) a0[k] = a1[k] = _mm256_setzero_ps();
         for (int64_t i = 0; i < nb; i++) {
             const uint8_t *b = X + (size_t)i * Q8_0_BYTES;
             const __m256i yv = _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS));
             const __m256i c8 = _mm256_madd_epi16(_mm256_maddubs_epi16(eight, yv), ones);
             const float dx = x86_f16(b);
-            const int e = (int)(i & 1);   /* an odd last block has an even index */
-            for (int k = 0; k < 4; k++)
-                acc[e][k] = q4_0_gemv_step(wr[k] + (size_t)i * Q4_0_BYTES, yv, c8, dx, acc[e][k]);
+            if (i & 1) {   /* an odd last block has an even index */
+                _Pragma("GCC unroll 4")
+                for (int k = 0; k < 4; k++) a1[k] = q4_0_gemv_step(wr[k] + (size_t)i * Q4_0_BYTES, yv, c8, dx, a1[k]);
+            } else {
+                _Pragma("GCC unroll 4")
+                for (int k = 0; k < 4; k++) a0[k] = q4_0_gemv_step(wr[k] + (size_t)i * Q4_0_BYTES, yv, c8, dx, a0[k]);
+            }
         }
-        for (int k = 0; k < 4; k++) y[r + k * q] = x86_hsum_ps(_mm256_add_ps(acc[0][k], acc[1][k]));
+        _Pragma("GCC unroll 4")
+        for (int k = 0; k < 4; k++) y[r + k * q] = x86_hsum_ps(_mm256_add_ps(a0[k], a1[k]));
     }
     for (int64_t r = 4 * q; r < n_rows; r++) y[r] = rt_dot_q4_0_avx2(n, W + (size_t)r * ws, x);
 }
