@@ -18,7 +18,6 @@
 
 #include "tensor/x86/simd_x86.h"
 
-
 /* byte index of sub-block s's scale for words 0-3 (row 2p) and 4-7 (row 2p+1) of a 128-bit lane,
  * high bytes zero */
 static inline __m256i k4s_idx(int s) {
