@@ -110,7 +110,7 @@ static __m256 q4k_rp8(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
 
 /* Rows in groups of eight (x86_kq_rows: eight straight streams, as the AVX-512 table). */
 static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    x86_kq_rows(q4k_rp8, n, w, ws, n_rows, x, y);
+    x86_kq_rows(8, q4k_rp8, n, w, ws, n_rows, x, y);
 }
 
 void rt_fill_gemv_avx2(tensor_kernels *k) {

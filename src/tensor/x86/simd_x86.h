@@ -124,32 +124,37 @@ static inline void x86_gemm_by_dot(tensor_vec_dot_fn dot, int64_t n, const uint8
         for (int64_t r = 0; r < n_rows; r++) y[t * ldy + r] = dot(n, W + (size_t)r * ws, X + (size_t)t * xs);
 }
 
-/* Single-token matmuls in groups of eight rows (gemv_avx2.c, gemv_avx512.c). A group: lane k
- * of the result is row wr[k]'s dot (nb blocks against x). */
-#define X86_KQ_ROWS 8
+/* Single-token matmuls in groups of G <= 8 rows (gemv_avx2.c, gemv_avx512.c). A group: lane k
+ * < G of the result is row wr[k]'s dot (nb blocks against x). */
+#define X86_KQ_MAX 8
 typedef __m256 (*x86_kq_group_fn)(int64_t nb, const uint8_t *const *wr, const uint8_t *x);
 
-/* Rows r + k·q (k = 0..7, q = n_rows / 8) form group r: eight streams that each run straight
- * through an eighth of the memory, which the hardware prefetchers follow at full speed (the
- * neighbouring rows of earlier versions were streams that jump at every row end, which they
- * follow badly: with the AVX-512 Q4_K kernel, one thread on 1024x3072 matrices out of cache,
- * 7 GB/s with neighbouring rows and software prefetch against 17 for these). The n_rows % 8
- * rows left form one last group, its missing rows given as the last real row (computed, not
- * stored). Inlined with a constant g, the group is inlined too. */
-static inline __attribute__((always_inline)) void x86_kq_rows(x86_kq_group_fn g, int64_t n, const uint8_t *W,
+/* Rows r + k·q (k < G, q = n_rows / G) form group r: G streams that each run straight through
+ * a G-th of the memory, which the hardware prefetchers follow at full speed (the neighbouring
+ * rows of earlier versions were streams that jump at every row end, which they follow badly:
+ * with the AVX-512 Q4_K kernel, one thread on 1024x3072 matrices out of cache, 7 GB/s with
+ * neighbouring rows and software prefetch against 17 for these). The n_rows % G rows left form
+ * one last group, its missing rows given as the last real row (computed, not stored). Inlined
+ * with constant G and g, the group is inlined too.
+ *
+ * G is a memory choice as much as an arithmetic one: while a load waits for memory the core
+ * runs ahead only as far as its reorder buffer reaches (320 µops on Zen 4), and a group's
+ * loop body of several hundred µops leaves the next block's loads behind the window; a short
+ * body keeps several blocks' loads in flight (gemv_avx512.c's Q6_K). */
+static inline __attribute__((always_inline)) void x86_kq_rows(int G, x86_kq_group_fn g, int64_t n, const uint8_t *W,
                                                                size_t ws, int64_t n_rows, const uint8_t *x, float *y) {
-    const int64_t nb = n / QK_K, q = n_rows / X86_KQ_ROWS, m = n_rows - X86_KQ_ROWS * q;
-    const uint8_t *wr[X86_KQ_ROWS];
-    float v[X86_KQ_ROWS];
+    const int64_t nb = n / QK_K, q = n_rows / G, m = n_rows - G * q;
+    const uint8_t *wr[X86_KQ_MAX];
+    float v[X86_KQ_MAX];
     for (int64_t r = 0; r < q; r++) {
-        for (int k = 0; k < X86_KQ_ROWS; k++) wr[k] = W + (size_t)(r + k * q) * ws;
+        for (int k = 0; k < G; k++) wr[k] = W + (size_t)(r + k * q) * ws;
         _mm256_storeu_ps(v, g(nb, wr, x));
-        for (int k = 0; k < X86_KQ_ROWS; k++) y[r + k * q] = v[k];
+        for (int k = 0; k < G; k++) y[r + k * q] = v[k];
     }
     if (m == 0) return;
-    for (int k = 0; k < X86_KQ_ROWS; k++) wr[k] = W + (size_t)(X86_KQ_ROWS * q + (k < m ? k : m - 1)) * ws;
+    for (int k = 0; k < G; k++) wr[k] = W + (size_t)(G * q + (k < m ? k : m - 1)) * ws;
     _mm256_storeu_ps(v, g(nb, wr, x));
-    for (int k = 0; k < m; k++) y[X86_KQ_ROWS * q + k] = v[k];
+    for (int k = 0; k < m; k++) y[G * q + k] = v[k];
 }
 
 /* Sub-fillers of the ISA tables (one per file). */
