@@ -1,5 +1,5 @@
 /* gemv_avx2.c — single-token matmuls of the AVX2 table (tensor.h gemv): Q4_K in ggml's
- * repacked order (tensor_impl.h rt_dot_q4_K_rp), eight rows at a time.
+ * repacked order (tensor_impl.h rt_dot_q4_K_rp), four rows at a time.
  *
  * The rows are not repacked (weights are used in place from the mapping); instead two rows are
  * interleaved in registers by qword unpacks: for rows (r0, r1) and chunk j (64 elements: 32
@@ -8,12 +8,13 @@
  * way ([y.q0 y.q0 | y.q2 y.q2]: one vpermq, shared by all rows) serves both rows, and the
  * per-row sums come out of a shared reduction instead of a horizontal sum per row. In int16,
  * a lane of a + b sums 4 products of a nibble (<= 15) and an activation (|y| <= 128): |.| <=
- * 7680, exact; madd by the sub-block scale (<= 63) gives exact int32. Then, lane r of 8-lane
+ * 7680, exact; madd by the sub-block scale (<= 63) gives exact int32. Then, lane r of 4-lane
  * vectors being row r, acc = fma(chunk sum, d·yd, acc) and accm = fma(min sum, dmin·yd, accm)
  * chunk by chunk: every row's chains are rt_dot_q4_K_rp's, so the bits are its bits.
  * One thread, 512 x 1024 Q4_K in L2, min of 10 alternating runs (gq outside the repo): the
  * earlier four-row form with a hadd tree and two 4x4 float transposes per block 18.7 us,
- * this one 13.2 (the AVX-512 table: 10.9). */
+ * this form over eight rows 13.2 (the AVX-512 table: 10.9); over four rows (q4k_rp4) 1.04x
+ * faster again. */
 #include <string.h>
 
 #include "tensor/x86/simd_x86.h"
@@ -41,20 +42,23 @@ static inline __m256i k4_pair_chunk(const uint8_t *q0, const uint8_t *q1, __m256
     return _mm256_add_epi32(_mm256_madd_epi16(lo, s_lo), _mm256_madd_epi16(hi, s_hi));
 }
 
-/* dot_q4_K_rp for eight rows (lane r: row r; the mins' lanes hold rows [0 2 4 6 1 3 5 7] until
- * the last step, which puts them back in order before acc - accm). */
-static __m256 q4k_rp8(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+/* dot_q4_K_rp for four rows, two pairs (lane r: row r). Four rather than eight: the eight-row
+ * form's loop body (~650 instructions, spills included) was twice the core's reorder window,
+ * so the next block's loads waited behind its arithmetic (simd_x86.h x86_kq_rows); four rows
+ * also spill less. In-process A/B, AVX2 table, 2 threads, 100-200 alternating rounds: 248320 x
+ * 1024 out of cache 1.08-1.14x, 200 matrices of 1024 x 2048 1.13x, 100 of 3584 x 1024
+ * 1.03-1.06x; one thread in cache 1.04x. */
+static __m256 q4k_rp4(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+    __m128 acc = _mm_setzero_ps(), accm = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = x + (size_t)i * Q8_K_BYTES;
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
         const size_t blk = (size_t)i * Q4_K_BYTES;
-        /* scales and mins of the 8 rows; pair p: [row 2p | row 2p+1] in each 128-bit lane */
-        __m256i sc[4];
-        __m128i mm[4];
-        uint32_t hd[8];
-        _Pragma("GCC unroll 4")
-        for (int p = 0; p < 4; p++) {
+        __m256i sc[2];
+        __m128i mm[2];
+        uint32_t hd[4];
+        _Pragma("GCC unroll 2")
+        for (int p = 0; p < 2; p++) {
             uint64_t s0, m0, s1, m1;
             rt_k4_scales_u64(wr[2 * p] + blk + Q4_K_SCALES, &s0, &m0);
             rt_k4_scales_u64(wr[2 * p + 1] + blk + Q4_K_SCALES, &s1, &m1);
@@ -63,7 +67,7 @@ static __m256 q4k_rp8(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
             memcpy(&hd[2 * p], wr[2 * p] + blk, 4);
             memcpy(&hd[2 * p + 1], wr[2 * p + 1] + blk, 4);
         }
-        __m256i cs[4];
+        __m128i cs[4];
         _Pragma("GCC unroll 4")
         for (int j = 0; j < 4; j++) {
             const __m256i ylo = _mm256_loadu_si256((const __m256i *)(y + 64 * j));
@@ -71,46 +75,39 @@ static __m256 q4k_rp8(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
             const __m256i ya_lo = _mm256_permute4x64_epi64(ylo, 0xA0), yb_lo = _mm256_permute4x64_epi64(ylo, 0xF5);
             const __m256i ya_hi = _mm256_permute4x64_epi64(yhi, 0xA0), yb_hi = _mm256_permute4x64_epi64(yhi, 0xF5);
             const __m256i i_lo = k4s_idx(2 * j), i_hi = k4s_idx(2 * j + 1);
-            __m256i c[4];
-            _Pragma("GCC unroll 4")
-            for (int p = 0; p < 4; p++)
+            __m256i c[2];
+            _Pragma("GCC unroll 2")
+            for (int p = 0; p < 2; p++)
                 c[p] = k4_pair_chunk(wr[2 * p] + blk + Q4_K_QS + 32 * j, wr[2 * p + 1] + blk + Q4_K_QS + 32 * j, ya_lo,
                                      yb_lo, ya_hi, yb_hi, _mm256_shuffle_epi8(sc[p], i_lo), _mm256_shuffle_epi8(sc[p], i_hi));
-            /* [r0 r1 r2 r3 | r0 r1 r2 r3] partial, then rows 4-7: add the halves */
-            const __m256i x0 = _mm256_hadd_epi32(c[0], c[1]), x1 = _mm256_hadd_epi32(c[2], c[3]);
-            cs[j] = _mm256_add_epi32(_mm256_permute2x128_si256(x0, x1, 0x20), _mm256_permute2x128_si256(x0, x1, 0x31));
+            const __m256i x0 = _mm256_hadd_epi32(c[0], c[1]);   /* [r0 r1 r2 r3 | r0 r1 r2 r3] partial */
+            cs[j] = _mm_add_epi32(_mm256_castsi256_si128(x0), _mm256_extracti128_si256(x0, 1));
         }
-        /* mins: [mn_r(2p) j0..3 | mn_r(2p+1) j0..3], then transposed to lanes [0 2 4 6 1 3 5 7] */
         const __m256i bp = _mm256_broadcastsi128_si256(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(b + Q8_K_BSUMS)),
                                                                       _mm_loadu_si128((const __m128i *)(b + Q8_K_BSUMS + 16))));
-        __m256i mp[4];
-        _Pragma("GCC unroll 4")
-        for (int p = 0; p < 4; p++) mp[p] = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mm[p]), bp);
-        const __m256i l01 = _mm256_unpacklo_epi32(mp[0], mp[1]), h01 = _mm256_unpackhi_epi32(mp[0], mp[1]);
-        const __m256i l23 = _mm256_unpacklo_epi32(mp[2], mp[3]), h23 = _mm256_unpackhi_epi32(mp[2], mp[3]);
-        const __m256i mn[4] = { _mm256_unpacklo_epi64(l01, l23), _mm256_unpackhi_epi64(l01, l23),
-                                _mm256_unpacklo_epi64(h01, h23), _mm256_unpackhi_epi64(h01, h23) };
-        /* d (row order) and dmin (lanes [0 2 4 6 1 3 5 7]) times yd */
-        const __m256i h = _mm256_loadu_si256((const __m256i *)hd);   /* words: d0 dm0 d1 dm1 ... */
-        const __m256i ev = _mm256_shuffle_epi8(h, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
-                                                                   0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
-        const __m256i dq = _mm256_permute4x64_epi64(ev, 0xD8);   /* [d0-3 d4-7 | dm0-3 dm4-7] */
-        const __m256 yd = _mm256_set1_ps(rd_f32(b));
-        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(dq)), yd);
-        const __m256 dm = _mm256_mul_ps(_mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(dq, 1)),
-                                                                 _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)), yd);
+        const __m256i mp0 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mm[0]), bp);   /* [r0 j0..3 | r1 j0..3] */
+        const __m256i mp1 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mm[1]), bp);   /* [r2 j0..3 | r3 j0..3] */
+        const __m256i g = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        const __m256i m01 = _mm256_permutevar8x32_epi32(_mm256_unpacklo_epi32(mp0, mp1), g);   /* [j0 r0-3 | j1 r0-3] */
+        const __m256i m23 = _mm256_permutevar8x32_epi32(_mm256_unpackhi_epi32(mp0, mp1), g);
+        const __m128i mn[4] = { _mm256_castsi256_si128(m01), _mm256_extracti128_si256(m01, 1), _mm256_castsi256_si128(m23),
+                                _mm256_extracti128_si256(m23, 1) };
+        const __m128i h = _mm_loadu_si128((const __m128i *)hd);   /* words: d0 dm0 d1 dm1 ... */
+        const __m128i dq = _mm_shuffle_epi8(h, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(dq), _mm256_set1_ps(rd_f32(b)));
+        const __m128 d = _mm256_castps256_ps128(dd), dm = _mm256_extractf128_ps(dd, 1);
         _Pragma("GCC unroll 4")
         for (int j = 0; j < 4; j++) {
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(cs[j]), d, acc);
-            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mn[j]), dm, accm);
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(cs[j]), d, acc);
+            accm = _mm_fmadd_ps(_mm_cvtepi32_ps(mn[j]), dm, accm);
         }
     }
-    return _mm256_sub_ps(acc, _mm256_permutevar8x32_ps(accm, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    return _mm256_castps128_ps256(_mm_sub_ps(acc, accm));
 }
 
-/* Rows in groups of eight (x86_kq_rows: eight straight streams, as the AVX-512 table). */
+/* Rows in groups of four (x86_kq_rows: four straight streams). */
 static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    x86_kq_rows(8, q4k_rp8, n, w, ws, n_rows, x, y);
+    x86_kq_rows(4, q4k_rp4, n, w, ws, n_rows, x, y);
 }
 
 void rt_fill_gemv_avx2(tensor_kernels *k) {
