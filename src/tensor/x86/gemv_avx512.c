@@ -287,7 +287,7 @@ static inline __m128i hsum2_i32(__m512i p0, __m512i p1) {
     const __m512i r = _mm512_add_epi32(q, _mm512_shuffle_i32x4(q, q, 0xB1));
     const __m512i t = _mm512_add_epi32(r, _mm512_shuffle_epi32(r, (_MM_PERM_ENUM)0x4E));
     const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, (_MM_PERM_ENUM)0xB1));
-    return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_castsi128_si512(_mm_setr_epi32(0, 8, 0, 0)), u));
+    return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_zextsi128_si512(_mm_setr_epi32(0, 8, 0, 0)), u));
 }
 
 /* Two rows per group (x86_kq_rows with G = 2): eight rows side by side (the earlier form)
