@@ -285,33 +285,28 @@ float rt_dot_q6_K_avx2(int64_t n, const void *w, const void *x) {
     return acc;
 }
 
-/* rt_dot_q6_K_avx2 for rows r and r + q (q = n_rows / 2) side by side: their block sums come
- * out of one hadd tree, and their chains are lanes 0 and 1 of one FMA. Two rows rather than
- * four: the same arithmetic a row, but a loop body short enough that the core keeps the next
- * blocks' loads in flight (simd_x86.h x86_kq_rows): in-process A/B out of cache, 2 threads,
- * 200 alternating rounds, 248320 x 1024 1.09-1.17x, 60 matrices of 6144 x 1024 1.20-1.25x;
- * in cache 0.99x. An odd last row takes the dot. */
-static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    const uint8_t *W = w, *X = x;
-    const int64_t nb = n / QK_K, q = n_rows / 2;
-    for (int64_t r = 0; r < q; r++) {
-        const uint8_t *w0 = W + (size_t)r * ws, *w1 = W + (size_t)(r + q) * ws;
-        __m128 acc = _mm_setzero_ps();
-        for (int64_t i = 0; i < nb; i++) {
-            const uint8_t *b = X + (size_t)i * Q8_K_BYTES;
-            const size_t o = (size_t)i * Q6_K_BYTES;
-            const __m256i l0 = q6_K_lanes(w0 + o, b), l1 = q6_K_lanes(w1 + o, b);
-            const __m128i sum = x86_hsum4_epi32(l0, l1, l0, l1);   /* lanes 0, 1 (2, 3 repeat them) */
-            const __m128 d = _mm_cvtph_ps(_mm_setr_epi16((short)rd_u16(w0 + o + Q6_K_D), (short)rd_u16(w1 + o + Q6_K_D),
-                                                         0, 0, 0, 0, 0, 0));
-            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum), _mm_mul_ps(d, _mm_set1_ps(rd_f32(b))), acc);
-        }
-        float v[4];
-        _mm_storeu_ps(v, acc);
-        y[r] = v[0];
-        y[r + q] = v[1];
+/* rt_dot_q6_K_avx2 for two rows (x86_kq_rows with G = 2: rows r and r + n/2): their block sums
+ * come out of one hadd tree, and their chains are lanes 0 and 1 of one FMA. Two rows rather
+ * than four: the same arithmetic a row, but a loop body short enough that the core keeps the
+ * next blocks' loads in flight (simd_x86.h x86_kq_rows): in-process A/B out of cache, 2
+ * threads, 200 alternating rounds, 248320 x 1024 1.09-1.17x, 60 matrices of 6144 x 1024
+ * 1.20-1.25x; in cache 0.99x. */
+static __m256 q6k_pair(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = x + (size_t)i * Q8_K_BYTES;
+        const size_t o = (size_t)i * Q6_K_BYTES;
+        const __m256i l0 = q6_K_lanes(wr[0] + o, b), l1 = q6_K_lanes(wr[1] + o, b);
+        const __m128i sum = x86_hsum4_epi32(l0, l1, l0, l1);   /* lanes 0, 1 (2, 3 repeat them) */
+        const __m128 d = _mm_cvtph_ps(_mm_setr_epi16((short)rd_u16(wr[0] + o + Q6_K_D), (short)rd_u16(wr[1] + o + Q6_K_D),
+                                                     0, 0, 0, 0, 0, 0));
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum), _mm_mul_ps(d, _mm_set1_ps(rd_f32(b))), acc);
     }
-    if (n_rows % 2) y[n_rows - 1] = rt_dot_q6_K_avx2(n, W + (size_t)(n_rows - 1) * ws, x);
+    return _mm256_zextps128_ps256(acc);
+}
+
+static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+    x86_kq_rows(2, q6k_pair, n, w, ws, n_rows, x, y);
 }
 
 /* Sub-block ib of an IQ4_XS block: the 16 bytes of nibbles looked up in the level table,

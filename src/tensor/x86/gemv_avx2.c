@@ -102,7 +102,7 @@ static __m256 q4k_rp4(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
             accm = _mm_fmadd_ps(_mm_cvtepi32_ps(mn[j]), dm, accm);
         }
     }
-    return _mm256_castps128_ps256(_mm_sub_ps(acc, accm));
+    return _mm256_zextps128_ps256(_mm_sub_ps(acc, accm));
 }
 
 /* Rows in groups of four (x86_kq_rows: four straight streams). */

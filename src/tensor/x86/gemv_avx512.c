@@ -315,7 +315,7 @@ static __m256 q6k_pair(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
         const __m128 d = _mm_mul_ps(_mm_cvtph_ps(dh), _mm_set1_ps(rd_f32(b)));
         acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum2_i32(p0, p1)), d, acc);
     }
-    return _mm256_castps128_ps256(acc);
+    return _mm256_zextps128_ps256(acc);
 }
 
 static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
