@@ -125,7 +125,7 @@ static void init_once(void) {
     g_blk_scalar.q8_block = true;
     g_blk_scalar.vec_dot[GGUF_T_Q8_0] = rt_dot_q8_0_blk;
     g_blk_scalar.vec_dot4[GGUF_T_Q8_0] = NULL;
-    g_blk_scalar.gemv[GGUF_T_Q8_0] = NULL;
+    g_blk_scalar.gemv[GGUF_T_Q8_0] = (tensor_gemv){ 0 };
     g_blk_scalar.gemm[GGUF_T_Q8_0] = NULL;
     if (g_has_avx2) {
         g_blk_avx2 = g_avx2;

@@ -9,12 +9,13 @@
  *     taper (tp_split_tapered: the last ones small, so the thread that runs out first waits
  *     little for the others: mamba2-370m pp512, pool timer outside the repo, waits 0.34-0.47
  *     -> 0.11 s of 4.3 s in matmul jobs over 4 runs; qwen35-0.8b 0.25-0.28 -> 0.08-0.10), a
- *     single token's are even (each a straight stream through its rows); each Y
+ *     single token's are one per thread and matrix, walked in chunks of row groups that a
+ *     thread with nothing left may take from the back (mm_one_token); each Y
  *     element is exactly one vec_dot call, one lane of a vec_dot4 call or one element of a
  *     gemm or gemv call, which give the same bits (tensor.h invariant 2; the dot is
  *     tensor_matmul_dot's, a property of the weight). A table with a gemm for the type gets a
- *     share's whole row range (it tiles rows x tokens itself), and so does a gemv for a single
- *     token (it runs several rows side by side).
+ *     share's whole row range (it tiles rows x tokens itself), and a gemv a chunk's groups of
+ *     rows (it runs several rows side by side).
  *     Otherwise rows are walked in tiles of MM_TILE weight rows, and each tile is dotted with
  *     every token before the next, so a batch reads W from memory once.
  *
@@ -28,9 +29,11 @@
  * n_in) bytes, a multiple of 64 (so every row starts 64-byte aligned when scratch is). */
 #include "tensor/tensor_impl.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
+
 #define MM_TILE 16
 #define MM_SHARES 4   /* row shares per thread */
-#define MM_GEMV_SHARE (4 << 20)   /* weight bytes per single-token share and thread (mm_shares) */
 /* Below this many multiply-adds a matmul runs on the calling thread alone: waking the
  * workers would cost more than it saves (the result is the same either way). */
 #define MM_MIN_PARALLEL (1 << 19)   /* weight rows per tile: 16 rows of 4096 Q8_0 = 70 KB, within L2 */
@@ -95,6 +98,9 @@ typedef struct mm_job {
     const int32_t *rows;   /* X row of activation row t: rows[t] (a gather), or t when NULL */
     float       *Y;
     uint8_t     *Xq;
+    tensor_vec_dot_fn dot;    /* tensor_matmul_dot's, and the kernels that give its bits: */
+    tensor_gemm_fn    gemm;   /* NULL: none */
+    tensor_gemv       gemv;   /* .fn NULL: none */
 } mm_job;
 
 static void mm_quantize(void *arg, int ith, int nth) {
@@ -116,34 +122,40 @@ tensor_vec_dot_fn tensor_matmul_dot(const tensor_kernels *k, uint32_t wtype, int
     return k->vec_dot[wtype];
 }
 
+/* One token: the row groups [g0, g1) (tensor.h gemv) of rows [lo, hi). Without a gemv the
+ * groups are rows r and r + q (q = half the rows; an odd last row is group q): two streams,
+ * each straight through its half. */
+static int mm_group_rows(const mm_job *j) { return j->gemv.fn ? j->gemv.group : 2; }
+
+static void mm_groups(const mm_job *j, long lo, long hi, int64_t g0, int64_t g1) {
+    if (j->gemv.fn) {   /* rows side by side, x loaded once; each element is dot's */
+        j->gemv.fn(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, g0, g1, j->Xq, j->Y + lo);
+        return;
+    }
+    const long q = (hi - lo) / 2, e = g1 < q ? (long)g1 : q;
+    for (long r = lo + g0; r < lo + e; r++) {
+        j->Y[r] = j->dot(j->n_in, j->W + (size_t)r * j->w_stride, j->Xq);
+        j->Y[r + q] = j->dot(j->n_in, j->W + (size_t)(r + q) * j->w_stride, j->Xq);
+    }
+    if (g1 > q && (hi - lo) % 2) j->Y[hi - 1] = j->dot(j->n_in, j->W + (size_t)(hi - 1) * j->w_stride, j->Xq);
+}
+
 static void mm_dot(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     long lo, hi;
     if (j->n_tok > 1) tp_split_tapered((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
     else tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
-    const tensor_vec_dot_fn dot = tensor_matmul_dot(j->k, j->wtype, j->n_out);
-    const bool plain = dot == j->k->vec_dot[j->wtype];
-    const tensor_gemm_fn gemm = plain ? j->k->gemm[j->wtype] : dot == j->k->dot_q4_K_rp ? j->k->gemm_q4_K_rp : NULL;
-    if (gemm && j->n_tok > 1) {   /* tiles rows x tokens itself; each element is vec_dot's */
-        gemm(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok, j->Y + lo,
-             j->ldy);
+    if (j->gemm && j->n_tok > 1) {   /* tiles rows x tokens itself; each element is vec_dot's */
+        j->gemm(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok,
+                j->Y + lo, j->ldy);
         return;
     }
-    const tensor_gemv_fn gemv = plain ? j->k->gemv[j->wtype] : dot == j->k->dot_q4_K_rp ? j->k->gemv_q4_K_rp : NULL;
-    if (gemv && j->n_tok == 1) {   /* rows side by side, x loaded once; each element is dot's */
-        gemv(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->Y + lo);
+    if (j->n_tok == 1) {
+        mm_groups(j, lo, hi, 0, tensor_gemv_groups(hi - lo, mm_group_rows(j)));
         return;
     }
-    if (j->n_tok == 1) {   /* rows r and r + h in turn: two streams, each straight through its half */
-        const long h = (hi - lo) / 2;
-        for (long r = lo; r < lo + h; r++) {
-            j->Y[r] = dot(j->n_in, j->W + (size_t)r * j->w_stride, j->Xq);
-            j->Y[r + h] = dot(j->n_in, j->W + (size_t)(r + h) * j->w_stride, j->Xq);
-        }
-        if ((hi - lo) % 2) j->Y[hi - 1] = dot(j->n_in, j->W + (size_t)(hi - 1) * j->w_stride, j->Xq);
-        return;
-    }
-    const tensor_vec_dot4_fn dot4 = plain ? j->k->vec_dot4[j->wtype] : NULL;
+    const tensor_vec_dot_fn dot = j->dot;
+    const tensor_vec_dot4_fn dot4 = dot == j->k->vec_dot[j->wtype] ? j->k->vec_dot4[j->wtype] : NULL;
     for (long r0 = lo; r0 < hi; r0 += MM_TILE) {
         const long r1 = r0 + MM_TILE < hi ? r0 + MM_TILE : hi;
         int64_t t = 0;
@@ -165,10 +177,14 @@ static void mm_dot(void *arg, int ith, int nth) {
 
 static mm_job mm_job_of(const tensor_kernels *k, const tensor_mm *m, int64_t n_in, const float *X, int64_t n_tok,
                         void *scratch) {
+    const tensor_vec_dot_fn dot = tensor_matmul_dot(k, m->wtype, m->n_out);
+    const bool plain = dot == k->vec_dot[m->wtype], rp = dot == k->dot_q4_K_rp;
     return (mm_job){
         .k = k, .wtype = m->wtype, .vtype = tensor_vec_dot_type(m->wtype), .W = m->W,
         .w_stride = tensor_row_bytes(m->wtype, n_in), .x_stride = act_stride(m->wtype, n_in),
         .n_in = n_in, .n_out = m->n_out, .n_tok = n_tok, .ldy = m->ldy, .X = X, .Y = m->Y, .Xq = scratch,
+        .dot = dot, .gemm = plain ? k->gemm[m->wtype] : rp ? k->gemm_q4_K_rp : NULL,
+        .gemv = plain ? k->gemv[m->wtype] : rp ? k->gemv_q4_K_rp : (tensor_gemv){ 0 },
     };
 }
 
@@ -176,23 +192,95 @@ static bool mm_small(int64_t n_in, int64_t n_out, int64_t n_tok) {
     return (double)n_out * (double)n_in * (double)n_tok < MM_MIN_PARALLEL;
 }
 
-/* Row shares of one matrix: MM_SHARES per thread, never more than its tiles. A single token
- * (generation, memory-bound) gets one share per thread per MM_GEMV_SHARE bytes of weights, at
- * least one, at most MM_SHARES: every share start is a new stream the prefetchers must catch,
- * which on the small matrices of a decode step costs more than the balance extra shares buy
- * (2 threads, 16 matrices out of cache, alternating: 1024 x 1024 Q4_K 23.1-27.3 GB/s with 1
- * share per thread, 19.8-26.9 with 4); a large one (an output head of 50-270 MB), where one
- * thread finishing early idles for long, gets MM_SHARES (tg128, 2 threads, 4 alternating
- * pairs against one share per thread: mamba2-370m Q8_0 55.0-73.8 -> 71.1-75.1 t/s, qwen35
- * Q4_K_M 48.5-62.9 -> 53.1-65.0; qwen3 Q8_0 and Q4_K_M within their noise). */
-static int mm_shares(int64_t n_out, size_t row_bytes, int nth, int64_t n_tok) {
-    long per = MM_SHARES;
-    if (n_tok == 1) {
-        const double s = (double)n_out * (double)row_bytes / ((double)nth * MM_GEMV_SHARE);
-        per = s < 1 ? 1 : s > MM_SHARES ? MM_SHARES : (long)s;
-    }
-    const long tiles = (n_out + MM_TILE - 1) / MM_TILE, want = per * nth;
+/* Row shares of one matrix: MM_SHARES per thread, never more than its tiles; one per thread
+ * for a single token (each share start is a new stream for the prefetchers to catch, which on
+ * a decode step's small matrices costs more than the balance extra shares buy; the matmuls
+ * below take their own way, mm_one_token). */
+static int mm_shares(int64_t n_out, int nth, int64_t n_tok) {
+    const long tiles = (n_out + MM_TILE - 1) / MM_TILE, want = (n_tok == 1 ? 1L : MM_SHARES) * nth;
     return (int)(tiles < want ? tiles : want);
+}
+
+/* ---- one token: row groups claimed in chunks, the last ones stolen ------------------------
+ *
+ * A token's matmuls stream every weight byte once, bound by memory. Even shares do not finish
+ * together (one thread's reads run slower this time, or the OS holds it back), and the first
+ * to finish used to wait for the other at the barrier: the pool timer (a patch outside the
+ * repo) counted 0.52 s of one thread idle in 3.9 s of qwen35-0.8b Q8_0 tg128 matmul jobs,
+ * while one thread alone reads at ~80 % of two. Finer shares restart the streams (measured
+ * worse). So a thread walks its share's row groups (tensor.h gemv) from the front in claims
+ * (mm_claim), its streams straight; once every share is handed out, a thread with none left
+ * claims groups from the back of the others. A group is computed once, by whoever claims it,
+ * with the same kernel on the same rows: the bits do not depend on who. */
+#define MM_CHUNK  (32 << 10)   /* weight bytes of the smallest claim */
+#define MM_GV_MAX 64           /* shares of one job; more threads than that find none */
+
+typedef struct mm_gshare {
+    _Alignas(64) _Atomic uint64_t left;   /* unclaimed groups [front, back): front << 32 | back */
+    const mm_job *j;
+    long          lo, hi;   /* its rows */
+    uint32_t      chunk;    /* groups per claim */
+} mm_gshare;
+
+typedef struct mm_gplan {
+    mm_gshare  s[MM_GV_MAX];
+    int        n;
+    atomic_int started;   /* shares whose owner began: all of them, then stealing starts */
+} mm_gplan;
+
+/* Adds one matrix as ns shares (split as a prompt's would be, by tiles). */
+static void mm_plan_add(mm_gplan *p, const mm_job *j, int ns) {
+    const int G = mm_group_rows(j);
+    const size_t gb = (size_t)G * j->w_stride;
+    for (int i = 0; i < ns && p->n < MM_GV_MAX; i++) {
+        mm_gshare *s = &p->s[p->n++];
+        tp_split((long)j->n_out, i, ns, MM_TILE, &s->lo, &s->hi);
+        s->j = j;
+        s->chunk = gb >= MM_CHUNK ? 1 : (uint32_t)(MM_CHUNK / gb);
+        atomic_init(&s->left, (uint64_t)tensor_gemv_groups(s->hi - s->lo, G));
+    }
+}
+
+/* A quarter of the groups left, at least c (all when fewer are left), from the front (or the
+ * back) of *left: [*g0, *g1); false when none are left. Claims shrink as a share runs out, so
+ * a long share costs few claims (each a locked instruction) and its last ones are short. */
+static bool mm_claim(_Atomic uint64_t *left, uint32_t c, bool back, int64_t *g0, int64_t *g1) {
+    uint64_t v = atomic_load_explicit(left, memory_order_relaxed);
+    for (;;) {
+        const uint32_t f = (uint32_t)(v >> 32), b = (uint32_t)v, q = (b - f) / 4, t = b - f < c ? b - f : q > c ? q : c;
+        if (f >= b) return false;
+        const uint64_t nv = back ? v - t : v + ((uint64_t)t << 32);
+        if (atomic_compare_exchange_weak_explicit(left, &v, nv, memory_order_relaxed, memory_order_relaxed)) {
+            *g0 = back ? b - t : f;
+            *g1 = back ? b : f + t;
+            return true;
+        }
+    }
+}
+
+static void mm_gemv_share(void *arg, int ith, int nth) {
+    (void)nth;
+    mm_gplan *p = arg;
+    mm_gshare *own = &p->s[ith];
+    int64_t g0, g1;
+    atomic_fetch_add_explicit(&p->started, 1, memory_order_relaxed);
+    while (mm_claim(&own->left, own->chunk, false, &g0, &g1)) mm_groups(own->j, own->lo, own->hi, g0, g1);
+    /* shares not handed out yet: the pool gives this thread the next one, from its front */
+    if (atomic_load_explicit(&p->started, memory_order_relaxed) < p->n) return;
+    for (int d = 1; d < p->n; d++) {
+        mm_gshare *o = &p->s[(ith + d) % p->n];
+        while (mm_claim(&o->left, o->chunk, true, &g0, &g1)) mm_groups(o->j, o->lo, o->hi, g0, g1);
+    }
+}
+
+/* jobs[0..n) of one token (X quantized) on the pool, one share per thread each. */
+static void mm_one_token(tp_pool *pool, const mm_job *jobs, int n) {
+    mm_gplan p;
+    p.n = 0;
+    atomic_init(&p.started, 0);
+    const int nth = tp_n_threads(pool), ns = nth < MM_GV_MAX / n ? nth : MM_GV_MAX / n;
+    for (int i = 0; i < n; i++) mm_plan_add(&p, &jobs[i], ns);
+    tp_run_n(pool, mm_gemv_share, &p, p.n);
 }
 
 void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
@@ -203,8 +291,12 @@ void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const
     mm_job j = mm_job_of(k, &m, n_in, X, n_tok, scratch);
     const bool small = mm_small(n_in, n_out, n_tok);
     tp_run(n_tok > 1 && !small ? pool : NULL, mm_quantize, &j);
+    if (n_tok == 1 && !small && tp_n_threads(pool) > 1) {
+        mm_one_token(pool, &j, 1);
+        return;
+    }
     /* more shares than threads: when the OS holds a thread back, the others take its rows */
-    tp_run_n(small ? NULL : pool, mm_dot, &j, mm_shares(n_out, j.w_stride, tp_n_threads(pool), n_tok));
+    tp_run_n(small ? NULL : pool, mm_dot, &j, mm_shares(n_out, tp_n_threads(pool), n_tok));
 }
 
 /* Several matrices, each with its own rows: share s of the job is share s - first[i] of
@@ -238,14 +330,15 @@ void tensor_matmul_n(tp_pool *pool, const tensor_kernels *k, const tensor_mm *ma
     for (int i = 0; i < n_mats && i < TENSOR_MM_MAX; i++) {
         if (tensor_vec_dot_type(mats[i].wtype) != vt || mats[i].n_out <= 0) continue;
         jobs[mj.n] = mm_job_of(k, &mats[i], n_in, X, n_tok, scratch);
-        first[mj.n + 1] = first[mj.n] + mm_shares(mats[i].n_out, jobs[mj.n].w_stride, tp_n_threads(pool), n_tok);
+        first[mj.n + 1] = first[mj.n] + mm_shares(mats[i].n_out, tp_n_threads(pool), n_tok);
         mj.n++;
         rows += mats[i].n_out;
     }
     const bool joint = mj.n > 1 && n_tok > 0 && !mm_small(n_in, rows, n_tok) && tp_n_threads(pool) > 1;
     if (joint) {   /* one quantized X serves them all: same vec_dot type, same row bytes */
         tp_run(n_tok > 1 ? pool : NULL, mm_quantize, &jobs[0]);
-        tp_run_n(pool, mm_multi_dot, &mj, first[mj.n]);
+        if (n_tok == 1) mm_one_token(pool, jobs, mj.n);
+        else tp_run_n(pool, mm_multi_dot, &mj, first[mj.n]);
     }
     for (int i = 0; i < n_mats; i++) {
         const bool done = joint && i < TENSOR_MM_MAX && tensor_vec_dot_type(mats[i].wtype) == vt;
@@ -285,7 +378,7 @@ void tensor_matmul_grouped(tp_pool *pool, const tensor_kernels *k, uint32_t wtyp
             const tensor_mm m = { wtype, groups[g].W[w], n_out, Ys[w] + groups[g].row0 * n_out, n_out };
             mm_job *j = &jobs[mj.n];
             *j = mm_job_of(k, &m, n_in, NULL, groups[g].n_rows, (uint8_t *)scratch + (size_t)groups[g].row0 * q.x_stride);
-            first[mj.n + 1] = first[mj.n] + mm_shares(n_out, j->w_stride, nth, groups[g].n_rows);
+            first[mj.n + 1] = first[mj.n] + mm_shares(n_out, nth, groups[g].n_rows);
             work += n_out * n_in * groups[g].n_rows;
             mj.n++;
         }

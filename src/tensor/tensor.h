@@ -52,8 +52,21 @@ typedef void (*tensor_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_
  * (single-token matmul), each element bit-identical to the dot named where the field is (the
  * same operations in the same order; only rows are interleaved, so x is loaded once per block
  * for several rows). x is an activation row as tensor_act_quantize writes it (a gemv may read
- * its tail). Unaligned rows and strides; y must not alias w or x. */
-typedef void (*tensor_gemv_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *x, float *y);
+ * its tail). Unaligned rows and strides; y must not alias w or x.
+ *
+ * The n_rows rows form tensor_gemv_groups(n_rows, group) groups of the kernel's own making
+ * (which rows a group holds depends on n_rows and the group index only); a call computes
+ * groups [g0, g1) and writes exactly their rows of y. So one matrix's groups may be computed
+ * in pieces, by several threads, in any order, with the same bits (matmul.c lets a thread
+ * that runs out of rows take the last groups of another's). */
+typedef void (*tensor_gemv_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, int64_t g0, int64_t g1,
+                               const void *x, float *y);
+typedef struct tensor_gemv {
+    tensor_gemv_fn fn;      /* NULL: none */
+    int            group;   /* rows a group holds (the last one may hold fewer) */
+} tensor_gemv;
+
+static inline int64_t tensor_gemv_groups(int64_t n_rows, int group) { return (n_rows + group - 1) / group; }
 
 typedef struct tensor_kernels {
     const char          *isa;                       /* "scalar", "avx2", "avx512" */
@@ -160,8 +173,8 @@ typedef struct tensor_kernels {
     /* Single-token matmul (optional, NULL: matmul calls the dot row by row). gemv[t] gives
      * vec_dot[t]'s bits; gemv_q4_K_rp gives dot_q4_K_rp's. tensor_matmul takes them for
      * one-token calls. */
-    tensor_gemv_fn       gemv[GGUF_T_COUNT];
-    tensor_gemv_fn       gemv_q4_K_rp;
+    tensor_gemv          gemv[GGUF_T_COUNT];
+    tensor_gemv          gemv_q4_K_rp;
 
     /* Q8_0 x Q8_0 in the block order (tensor_kernels_q8blk's twins): its activation tails
      * (tensor_act_quantize) are laid out for those kernels. */

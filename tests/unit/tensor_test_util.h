@@ -5,7 +5,10 @@
 #define RECUR_TENSOR_TEST_UTIL_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "tensor/fp16.h"
 #include "tensor/tensor.h"
@@ -62,6 +65,42 @@ static inline int get_tables(const tensor_kernels *t[3]) {
     if (tensor_kernels_avx2()) t[n++] = tensor_kernels_avx2();
     if (tensor_kernels_avx512()) t[n++] = tensor_kernels_avx512();
     return n;
+}
+
+/* A gemv's groups of n_rows rows computed in pieces of 1-3 groups (tensor.h gemv): every piece
+ * writes at least one row, no row another piece writes and none past n_rows, each with the
+ * bits of the whole call (full); together the pieces write every row. A cmocka test: fails
+ * through fail_msg, naming `what`. */
+static inline void check_gemv_pieces(tensor_gemv gv, int64_t n, const void *w, size_t ws, const void *x, int64_t n_rows,
+                                     const float *full, rng *r, const char *what) {
+    static const uint32_t unset = 0x7FC0BEEFu;   /* a NaN no dot returns: an output not written */
+    const int64_t ng = tensor_gemv_groups(n_rows, gv.group), ny = n_rows + 4;
+    float *y = malloc((size_t)ny * 4);
+    int *piece_of = malloc((size_t)ny * sizeof *piece_of);
+    if (!y || !piece_of) fail_msg("%s: out of memory", what);
+    for (int64_t o = 0; o < ny; o++) piece_of[o] = -1;
+    int piece = 0;
+    for (int64_t g0 = 0; g0 < ng; piece++) {
+        int64_t g1 = g0 + 1 + (int64_t)(rng_u64(r) % 3), wrote = 0;
+        if (g1 > ng) g1 = ng;
+        for (int64_t o = 0; o < ny; o++) memcpy(&y[o], &unset, 4);
+        gv.fn(n, w, ws, n_rows, g0, g1, x, y);
+        for (int64_t o = 0; o < ny; o++) {
+            if (memcmp(&y[o], &unset, 4) == 0) continue;
+            wrote++;
+            if (o >= n_rows || piece_of[o] >= 0 || memcmp(&y[o], &full[o], 4) != 0)
+                fail_msg("%s rows %lld groups [%lld, %lld): y[%lld] %a (whole call %a, earlier piece %d)", what,
+                         (long long)n_rows, (long long)g0, (long long)g1, (long long)o, y[o], o < n_rows ? full[o] : 0.0f,
+                         piece_of[o]);
+            piece_of[o] = piece;
+        }
+        if (!wrote) fail_msg("%s rows %lld: groups [%lld, %lld) wrote nothing", what, (long long)n_rows, (long long)g0, (long long)g1);
+        g0 = g1;
+    }
+    for (int64_t o = 0; o < n_rows; o++)
+        if (piece_of[o] < 0) fail_msg("%s rows %lld: no group wrote y[%lld]", what, (long long)n_rows, (long long)o);
+    free(y);
+    free(piece_of);
 }
 
 #endif

@@ -21,6 +21,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -862,14 +863,17 @@ static void test_bf16_gemv(void **state) {
                                        : rt_f32_to_bf16(rng_gauss(&r) * (kind == 1 || (kind == 2 && e < 2) ? 0x1p-70f : 1.0f));
         }
         for (int k = 0; k < nt; k++) {
-            const tensor_gemv_fn gemv = tab[k]->gemv[GGUF_T_BF16];
-            if (!gemv) continue;
+            const tensor_gemv gemv = tab[k]->gemv[GGUF_T_BF16];
+            if (!gemv.fn) continue;
             checked += n == lens[0];
             for (int tok = 0; tok < 3; tok++)
                 for (int64_t rows = 0; rows <= ROWS; rows += rows < 9 ? 1 : 7) {
                     float y[ROWS + 1];
                     for (int o = 0; o <= ROWS; o++) y[o] = -7.0f;
-                    gemv(n, w, (size_t)ws * 2, rows, x + tok * n, y);
+                    gemv.fn(n, w, (size_t)ws * 2, rows, 0, tensor_gemv_groups(rows, gemv.group), x + tok * n, y);
+                    char what[64];
+                    snprintf(what, sizeof what, "%s bf16 gemv n %lld token %d", tab[k]->isa, (long long)n, tok);
+                    check_gemv_pieces(gemv, n, w, (size_t)ws * 2, x + tok * n, rows, y, &r, what);
                     for (int64_t o = 0; o <= ROWS; o++) {
                         const float want = o < rows ? tab[0]->vec_dot[GGUF_T_BF16](n, w + 2 * o * ws, x + tok * n) : -7.0f;
                         if (memcmp(&want, &y[o], 4) != 0)
@@ -966,6 +970,47 @@ static void test_matmul(void **state) {
         free(wf); free(c.W); free(c.X);
     }
     tp_free(p1); tp_free(p2); tp_free(p3);
+}
+
+/* One token on 2 and 3 threads (3 on a 2-core machine: one of them is often held back, and
+ * the others take the last row groups of its share, matmul.c mm_one_token), many times: every
+ * run equals the one-thread result bit for bit, each group computed once, whoever took it.
+ * The types with a gemv in some table (Q8_0, Q4_0, Q4_K in the repacked order: n_out % 8 == 0,
+ * Q6_K, BF16) and one without (F16: rows by the dot); in each table and its Q8_0 block twin. */
+static void test_matmul_one_token_shared(void **state) {
+    (void)state;
+    tp_pool *p2 = tp_new(2), *p3 = tp_new(3);
+    assert_non_null(p2); assert_non_null(p3);
+    rng r = { 31 };
+    enum { NIN = 512, NOUT = 2056, RUNS = 60 };
+    static const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q4_0, GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_BF16, GGUF_T_F16 };
+    const tensor_kernels *tab[6];
+    int nt = get_tables(tab);
+    for (int k = 0, n0 = nt; k < n0; k++) tab[nt++] = tensor_kernels_q8blk(tab[k]);
+    float *wf = xalloc((size_t)NIN * NOUT * 4), *x = xalloc(NIN * 4), *ref = xalloc(NOUT * 4), *y = xalloc(NOUT * 4);
+    fill_rough(&r, wf, NIN * NOUT);
+    fill_rough(&r, x, NIN);
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const uint32_t wt = types[i];
+        uint8_t *W = xalloc(tensor_row_bytes(wt, NIN) * NOUT);
+        tensor_kernels_scalar()->from_float[wt](wf, W, NIN * NOUT);
+        void *scratch = rc_alloc_aligned(tensor_matmul_scratch_bytes(wt, NIN, 1));
+        assert_non_null(scratch);
+        for (int k = 0; k < nt; k++) {
+            tensor_matmul(NULL, tab[k], wt, W, NIN, NOUT, x, 1, ref, NOUT, scratch);
+            for (int run = 0; run < RUNS; run++) {
+                memset(y, 0x7f, NOUT * 4);
+                tensor_matmul(run % 2 ? p2 : p3, tab[k], wt, W, NIN, NOUT, x, 1, y, NOUT, scratch);
+                if (memcmp(ref, y, NOUT * 4) != 0)
+                    fail_msg("%s%s type %u: one token on %d threads, run %d, differs from one thread", tab[k]->isa,
+                             tab[k]->q8_block ? " (block order)" : "", (unsigned)wt, run % 2 ? 2 : 3, run);
+            }
+        }
+        rc_free_aligned(scratch);
+        free(W);
+    }
+    free(wf); free(x); free(ref); free(y);
+    tp_free(p2); tp_free(p3);
 }
 
 /* tensor_matmul_n: every matrix's Y equals its own tensor_matmul (one thread), whatever the
@@ -1144,6 +1189,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_f32_dot_order),
         cmocka_unit_test(test_sumsq_rows),
         cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_one_token_shared),
         cmocka_unit_test(test_matmul_n),
         cmocka_unit_test(test_matmul_grouped),
     };

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,25 +56,29 @@ static void fill_raw(rng *r, uint32_t wt, uint8_t *w, int64_t n, int64_t rows) {
 typedef struct gv_case {
     const tensor_kernels *k;
     uint32_t          wt;
-    tensor_gemv_fn    gemv;
+    tensor_gemv       gemv;
     tensor_vec_dot_fn dot;
     const char       *what;
 } gv_case;
 
 /* gemv over rows[] row counts of the weight at w (stride ws) against x equals dot row by row;
- * y past n_rows is untouched. */
+ * y past n_rows is untouched; the groups in pieces give the same (check_gemv_pieces). */
 static void check_rows(const gv_case *c, int64_t n, const uint8_t *w, size_t ws, const uint8_t *x) {
     static const int64_t rows[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 23, 33, MAX_ROWS };
+    static rng pr = { 99 };
     float y[MAX_ROWS + 4];
     for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++) {
         for (int i = 0; i < MAX_ROWS + 4; i++) y[i] = -7.0f;
-        c->gemv(n, w, ws, rows[a], x, y);
+        c->gemv.fn(n, w, ws, rows[a], 0, tensor_gemv_groups(rows[a], c->gemv.group), x, y);
         for (int64_t o = 0; o < MAX_ROWS + 4; o++) {
             const float want = o < rows[a] ? c->dot(n, w + (size_t)o * ws, x) : -7.0f;
             if (memcmp(&want, &y[o], 4) != 0)
                 fail_msg("%s %s type %u n %lld rows %lld stride %zu: y[%lld] %a vs %a", c->k->isa, c->what,
                          (unsigned)c->wt, (long long)n, (long long)rows[a], ws, (long long)o, y[o], want);
         }
+        char what[64];
+        snprintf(what, sizeof what, "%s %s type %u n %lld", c->k->isa, c->what, (unsigned)c->wt, (long long)n);
+        check_gemv_pieces(c->gemv, n, w, ws, x, rows[a], y, &pr, what);
     }
 }
 
@@ -100,17 +105,19 @@ static void check_gemv(const gv_case *c, int64_t n, rng *r) {
     free(f); free(wbuf); free(xbuf);
 }
 
-/* The kernels of every table with their dots. */
+/* The kernels of every table and of its Q8_0 block-order twin, with their dots. */
 static int list_cases(gv_case *out, int max) {
-    const tensor_kernels *tab[3];
-    const int nt = get_tables(tab);
+    const tensor_kernels *tab[6];
+    int nt = get_tables(tab);
+    for (int k = 0, n0 = nt; k < n0; k++)
+        if (tensor_kernels_q8blk(tab[k])->gemv[GGUF_T_Q8_0].fn) tab[nt++] = tensor_kernels_q8blk(tab[k]);
     static const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q4_0, GGUF_T_Q4_K, GGUF_T_Q5_K, GGUF_T_Q6_K };
     int m = 0;
     for (int k = 0; k < nt; k++) {
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-            if (tab[k]->gemv[types[i]] && m < max)
+            if (tab[k]->gemv[types[i]].fn && m < max)
                 out[m++] = (gv_case){ tab[k], types[i], tab[k]->gemv[types[i]], tab[k]->vec_dot[types[i]], "gemv" };
-        if (tab[k]->gemv_q4_K_rp && m < max)
+        if (tab[k]->gemv_q4_K_rp.fn && m < max)
             out[m++] = (gv_case){ tab[k], GGUF_T_Q4_K, tab[k]->gemv_q4_K_rp, tab[k]->dot_q4_K_rp, "gemv_q4_K_rp" };
     }
     return m;
@@ -119,8 +126,8 @@ static int list_cases(gv_case *out, int max) {
 static void test_gemv_bits(void **state) {
     (void)state;
     rng r = { 2024 };
-    gv_case cs[16];
-    const int m = list_cases(cs, 16);
+    gv_case cs[24];
+    const int m = list_cases(cs, 24);
     /* block-32 types; 32 * 513: past the Q4_0 kernel's activation panel (its fallback) */
     static const int64_t n_q8[] = { 32, 64, 96, 160, 1056, 3072 + 32, 32 * 513 }, n_k[] = { 256, 768, 2816 };
     for (int i = 0; i < m; i++) {
@@ -132,17 +139,17 @@ static void test_gemv_bits(void **state) {
     /* the AVX2 table has the Q8_0, Q4_0, Q4_K and Q6_K kernels, the AVX-512 one those and
      * Q5_K: they were compared above */
     if (tensor_kernels_avx2()) {
-        assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q8_0]);
-        assert_non_null(tensor_kernels_avx2()->gemv_q4_K_rp);
-        assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q6_K]);
-        assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q4_0]);
+        assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q8_0].fn);
+        assert_non_null(tensor_kernels_avx2()->gemv_q4_K_rp.fn);
+        assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q6_K].fn);
+        assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q4_0].fn);
     }
     if (tensor_kernels_avx512()) {
-        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q8_0]);
-        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q4_0]);
-        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q5_K]);
-        assert_non_null(tensor_kernels_avx512()->gemv_q4_K_rp);
-        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q6_K]);
+        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q8_0].fn);
+        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q4_0].fn);
+        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q5_K].fn);
+        assert_non_null(tensor_kernels_avx512()->gemv_q4_K_rp.fn);
+        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q6_K].fn);
     }
 }
 
@@ -151,8 +158,8 @@ static void test_gemv_bits(void **state) {
 static void test_gemv_q8_raw_x(void **state) {
     (void)state;
     rng r = { 77 };
-    gv_case cs[16];
-    const int m = list_cases(cs, 16);
+    gv_case cs[24];
+    const int m = list_cases(cs, 24);
     const int64_t n = 1056;
     const size_t wb = tensor_row_bytes(GGUF_T_Q8_0, n);
     uint8_t *w = xalloc(wb * MAX_ROWS), *x = xalloc(tensor_act_row_bytes(GGUF_T_Q8_0, n));

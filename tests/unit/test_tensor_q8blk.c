@@ -140,9 +140,10 @@ static void check_n(const tensor_kernels *tw, int64_t n, bool raw, rng *r) {
     static const int64_t rows[] = { 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 47, MAX_ROWS };
     static const int64_t toks[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 30, MAX_TOK };
     for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++) {
-        if (tw->gemv[GGUF_T_Q8_0]) {
+        const tensor_gemv gv = tw->gemv[GGUF_T_Q8_0];
+        if (gv.fn) {
             for (int o = 0; o < LDY; o++) y[o] = -7.0f;
-            tw->gemv[GGUF_T_Q8_0](n, w, ws, rows[a], x, y);
+            gv.fn(n, w, ws, rows[a], 0, tensor_gemv_groups(rows[a], gv.group), x, y);
             for (int o = 0; o < LDY; o++) {
                 const float e = o < rows[a] ? want[o] : -7.0f;
                 if (memcmp(&e, &y[o], 4)) fail_msg("%s: gemv n %lld rows %lld: y[%d]", tw->isa, (long long)n, (long long)rows[a], o);
@@ -177,7 +178,7 @@ static void test_kernels(void **state) {
     if (tensor_kernels_avx512()) {   /* the AVX-512 twin has its own gemm and gemv */
         const tensor_kernels *a = tensor_kernels_q8blk(tensor_kernels_avx512()), *b = tensor_kernels_q8blk(tensor_kernels_avx2());
         assert_ptr_not_equal(a->gemm[GGUF_T_Q8_0], b->gemm[GGUF_T_Q8_0]);
-        assert_ptr_not_equal(a->gemv[GGUF_T_Q8_0], b->gemv[GGUF_T_Q8_0]);
+        assert_ptr_not_equal(a->gemv[GGUF_T_Q8_0].fn, b->gemv[GGUF_T_Q8_0].fn);
     }
 }
 

@@ -231,7 +231,7 @@ void rt_gemm_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, cons
  * or subnormal inputs, none in real weights) the row is computed again with the dot, from
  * cache. */
 
-#define GV_R 4
+#define GV_R RT_GEMV_BF16_GROUP
 
 /* Rows w[0..GV_R) against x: the plain-FMA sums and each row's least exponent. */
 static void gv_rows(int64_t n, const uint8_t *const *w, const uint8_t *x, float out[GV_R], int least[GV_R]) {
@@ -263,23 +263,29 @@ static void gv_rows(int64_t n, const uint8_t *const *w, const uint8_t *x, float 
     }
 }
 
-void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                       const void *x, float *y) {
     const uint8_t *W = w, *X = x;
-    const int64_t q = n % RT_BF16_BLOCK == 0 ? n_rows / GV_R : 0;
-    const int ex = q ? bf16_least_exp(X, n) : 0;
-    for (int64_t r = 0; r < q; r++) {
+    const int64_t q = n_rows / GV_R, e = g1 < q ? g1 : q;
+    const bool blocks = n % RT_BF16_BLOCK == 0;   /* otherwise the dot alone, row by row */
+    const int ex = blocks && g0 < e ? bf16_least_exp(X, n) : 0;
+    for (int64_t r = g0; r < e; r++) {
         const uint8_t *wr[GV_R];
         float out[GV_R];
         int least[GV_R];
         for (int k = 0; k < GV_R; k++) wr[k] = W + (size_t)(r + k * q) * ws;
+        if (!blocks) {
+            for (int k = 0; k < GV_R; k++) y[r + k * q] = vec_dot_bf16(n, wr[k], X);
+            continue;
+        }
         gv_rows(n, wr, X, out, least);
         for (int k = 0; k < GV_R; k++) y[r + k * q] = least[k] + ex >= BG_EMIN ? out[k] : vec_dot_bf16(n, wr[k], X);
     }
-    for (int64_t r = GV_R * q; r < n_rows; r++) y[r] = vec_dot_bf16(n, W + (size_t)r * ws, X);
+    for (int64_t r = g1 > q ? GV_R * q : n_rows; r < n_rows; r++) y[r] = vec_dot_bf16(n, W + (size_t)r * ws, X);
 }
 
 void rt_fill_bf16_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_BF16] = vec_dot_bf16;
     k->gemm[GGUF_T_BF16] = rt_gemm_bf16_avx2;
-    k->gemv[GGUF_T_BF16] = rt_gemv_bf16_avx2;
+    k->gemv[GGUF_T_BF16] = (tensor_gemv){ rt_gemv_bf16_avx2, GV_R };
 }

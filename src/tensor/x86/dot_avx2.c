@@ -33,10 +33,11 @@ static float dot_q8_0(int64_t n, const void *w, const void *x) {
  * four straight streams (gemv_avx512.c says why); the 0-3 rows left take the dot. In cache,
  * one thread, 1024x1024: 27.2 -> 29.8 GB/s. (The K-quant dots are bound by their own
  * operations more than by the chain: their gemvs below vectorize the scalar tails too.) */
-static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                      const void *x, float *y) {
     const uint8_t *W = w, *X = x;
-    const int64_t nb = n / QK8_0, q = n_rows / 4;
-    for (int64_t r = 0; r < q; r++) {
+    const int64_t nb = n / QK8_0, q = n_rows / 4, e = g1 < q ? g1 : q;
+    for (int64_t r = g0; r < e; r++) {
         const uint8_t *wr[4];
         for (int k = 0; k < 4; k++) wr[k] = W + (size_t)(r + k * q) * ws;
         __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
@@ -44,7 +45,7 @@ static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
             for (int k = 0; k < 4; k++) acc[k] = q8_0_step(wr[k] + i * Q8_0_BYTES, X + i * Q8_0_BYTES, acc[k]);
         for (int k = 0; k < 4; k++) y[r + k * q] = x86_hsum_ps(acc[k]);
     }
-    for (int64_t r = 4 * q; r < n_rows; r++) y[r] = dot_q8_0(n, W + (size_t)r * ws, x);
+    for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) y[r] = dot_q8_0(n, W + (size_t)r * ws, x);
 }
 
 /* dot_q8_0 for four activation rows at once (independent chains, same operations). */
@@ -105,11 +106,12 @@ static inline __m256 q4_0_gemv_step(const uint8_t *a, __m256i yv, __m256i c8, fl
  * accumulator sets are named (an index of the block's parity put them on the stack) and the
  * nibbles come from one broadcast load, a per-half shift and a mask: one thread, 512 x 1024
  * in L2, min of 10 alternating runs (gq outside the repo), 21.7 -> 17.4 us. */
-static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                      const void *x, float *y) {
     const uint8_t *W = w, *X = x;
-    const int64_t nb = n / QK4_0, q = n_rows / 4;
+    const int64_t nb = n / QK4_0, q = n_rows / 4, e = g1 < q ? g1 : q;
     const __m256i eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
-    for (int64_t r = 0; r < q; r++) {
+    for (int64_t r = g0; r < e; r++) {
         const uint8_t *wr[4];
         for (int k = 0; k < 4; k++) wr[k] = W + (size_t)(r + k * q) * ws;
         __m256 a0[4], a1[4];   /* even blocks, odd blocks */
@@ -131,7 +133,7 @@ static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
         _Pragma("GCC unroll 4")
         for (int k = 0; k < 4; k++) y[r + k * q] = x86_hsum_ps(_mm256_add_ps(a0[k], a1[k]));
     }
-    for (int64_t r = 4 * q; r < n_rows; r++) y[r] = rt_dot_q4_0_avx2(n, W + (size_t)r * ws, x);
+    for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) y[r] = rt_dot_q4_0_avx2(n, W + (size_t)r * ws, x);
 }
 
 /* Q4_K / Q5_K: the min correction sum_k bsums[k] * m[k/2] as 8 int32 lanes (m: the 8 mins
@@ -305,8 +307,9 @@ static __m256 q6k_pair(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
     return _mm256_zextps128_ps256(acc);
 }
 
-static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    x86_kq_rows(2, q6k_pair, n, w, ws, n_rows, x, y);
+static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                      const void *x, float *y) {
+    x86_kq_rows(2, q6k_pair, n, w, ws, n_rows, g0, g1, x, y);
 }
 
 /* Sub-block ib of an IQ4_XS block: the 16 bytes of nibbles looked up in the level table,
@@ -339,9 +342,9 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
 void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
-    k->gemv[GGUF_T_Q8_0] = gemv_q8_0;
-    k->gemv[GGUF_T_Q6_K] = gemv_q6_K;
-    k->gemv[GGUF_T_Q4_0] = gemv_q4_0;
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4 };
+    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 2 };
+    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 4 };
     k->vec_dot[GGUF_T_Q4_0] = rt_dot_q4_0_avx2;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;

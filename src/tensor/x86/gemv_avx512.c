@@ -67,13 +67,14 @@ static inline void q8_quad(int64_t nb, const uint8_t *w0, const uint8_t *w1, con
     if (y3) *y3 = x86_hsum_ps(_mm512_extractf32x8_ps(acc1, 1));
 }
 
-static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                      const void *x, float *y) {
     const uint8_t *W = w;
-    const int64_t nb = n / QK8_0, q = n_rows / 4;
-    for (int64_t r = 0; r < q; r++)
+    const int64_t nb = n / QK8_0, q = n_rows / 4, e = g1 < q ? g1 : q;
+    for (int64_t r = g0; r < e; r++)
         q8_quad(nb, W + (size_t)r * ws, W + (size_t)(r + q) * ws, W + (size_t)(r + 2 * q) * ws, W + (size_t)(r + 3 * q) * ws,
                 x, y + r, y + r + q, y + r + 2 * q, y + r + 3 * q);
-    for (int64_t r = 4 * q; r < n_rows; r++) {   /* the 0-3 rows left, one at a time */
+    for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) {   /* group q: the 0-3 rows left, one at a time */
         const uint8_t *row = W + (size_t)r * ws;
         q8_quad(nb, row, row, row, row, x, y + r, NULL, NULL, NULL);
     }
@@ -224,8 +225,9 @@ static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *
     return _mm256_sub_ps(acc, accm);
 }
 
-static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    x86_kq_rows(8, q4k_rp_group, n, w, ws, n_rows, x, y);
+static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                         const void *x, float *y) {
+    x86_kq_rows(8, q4k_rp_group, n, w, ws, n_rows, g0, g1, x, y);
 }
 
 /* ---- Q6_K (rt_dot_q6_K's order): two rows per group, one float lane per row --------------
@@ -318,12 +320,13 @@ static __m256 q6k_pair(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
     return _mm256_zextps128_ps256(acc);
 }
 
-static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
-    x86_kq_rows(2, q6k_pair, n, w, ws, n_rows, x, y);
+static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                      const void *x, float *y) {
+    x86_kq_rows(2, q6k_pair, n, w, ws, n_rows, g0, g1, x, y);
 }
 
 void rt_fill_gemv_avx512(tensor_kernels *k) {
-    k->gemv[GGUF_T_Q8_0] = gemv_q8_0;
-    k->gemv_q4_K_rp = gemv_q4_K_rp;
-    k->gemv[GGUF_T_Q6_K] = gemv_q6_K;
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4 };
+    k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 8 };
+    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 2 };
 }

@@ -78,24 +78,25 @@ static inline void q4_pair_rows(int64_t nb, const uint8_t *w0, const uint8_t *w1
     if (store_hi) y[1] = s1;
 }
 
-static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                      const void *x, float *y) {
     const uint8_t *W = w, *end = W + (size_t)n_rows * ws;
-    const int64_t nb = n / QK4_0;
+    const int64_t nb = n / QK4_0, r1 = 2 * g1 < n_rows ? 2 * g1 : n_rows;   /* group g: rows 2g, 2g + 1 */
     if (nb / 2 > XMAXP) {   /* the panel does not fit: the dot itself, row by row */
         const tensor_vec_dot_fn dot = tensor_kernels_avx512()->vec_dot[GGUF_T_Q4_0];
-        for (int64_t r = 0; r < n_rows; r++) y[r] = dot(n, W + (size_t)r * ws, x);
+        for (int64_t r = 2 * g0; r < r1; r++) y[r] = dot(n, W + (size_t)r * ws, x);
         return;
     }
     _Alignas(64) q4v_x xp[XMAXP];   /* 48 KB */
     pack_x(xp, nb / 2, x);
-    int64_t r = 0;
-    for (; r + 2 <= n_rows; r += 2) {
+    int64_t r = 2 * g0;
+    for (; r + 2 <= r1; r += 2) {
         const uint8_t *w0 = W + (size_t)r * ws;
         q4_pair_rows(nb, w0, w0 + ws, xp, x, y + r, true, w0 + PF_DIST, end);
     }
-    if (r < n_rows) q4_pair_rows(nb, W + (size_t)r * ws, W + (size_t)r * ws, xp, x, y + r, false, end, end);
+    if (r < r1) q4_pair_rows(nb, W + (size_t)r * ws, W + (size_t)r * ws, xp, x, y + r, false, end, end);
 }
 
 void rt_fill_gemv_q40_avx512(tensor_kernels *k) {
-    k->gemv[GGUF_T_Q4_0] = gemv_q4_0;
+    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 2 };
 }

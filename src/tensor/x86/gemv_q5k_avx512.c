@@ -96,9 +96,10 @@ static inline __attribute__((always_inline)) void q5v_rows(int R, int64_t nb, co
     for (int r = 0; r < R; r++) *y[r] = q5v_finish(acc[r], accm[r]);
 }
 
-static void gemv_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+static void gemv_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                      const void *x, float *y) {
     const uint8_t *W = w;
-    const int64_t nb = n / QK_K, q = n_rows / 4;
+    const int64_t nb = n / QK_K, q = n_rows / 4, e = g1 < q ? g1 : q;
     q5v_consts k = { .lo4 = _mm512_set1_epi8(0x0F), .bit4 = _mm512_set1_epi8(0x10) };
     k.sidx[0] = q5v_sidx(0, 2);
     k.sidx[1] = q5v_sidx(1, 3);
@@ -111,14 +112,14 @@ static void gemv_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     k.sh[3] = q5v_sidx(1, 3);
     const uint8_t *wr[4];
     float *yr[4];
-    for (int64_t r = 0; r < q; r++) {
+    for (int64_t r = g0; r < e; r++) {
         for (int j = 0; j < 4; j++) {
             wr[j] = W + (size_t)(r + j * q) * ws;
             yr[j] = y + r + j * q;
         }
         q5v_rows(4, nb, wr, x, &k, yr);
     }
-    for (int64_t r = 4 * q; r < n_rows; r++) {
+    for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) {   /* group q: the 0-3 rows left */
         wr[0] = W + (size_t)r * ws;
         yr[0] = y + r;
         q5v_rows(1, nb, wr, x, &k, yr);
@@ -126,5 +127,5 @@ static void gemv_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const
 }
 
 void rt_fill_gemv_q5k_avx512(tensor_kernels *k) {
-    k->gemv[GGUF_T_Q5_K] = gemv_q5_K;
+    k->gemv[GGUF_T_Q5_K] = (tensor_gemv){ gemv_q5_K, 4 };
 }

@@ -54,18 +54,19 @@ static inline __m256 q8_0_rows8(int64_t nb, const uint8_t *const wr[8], const ui
  * q8_0_rows8, eight streams that each run straight through an eighth of the memory
  * (gemv_avx512.c says why); the 0-7 rows left go as one more group, its last row repeated in
  * the unused lanes. */
-static void gemv_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+static void gemv_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                          const void *x, float *y) {
     const uint8_t *W = w;
-    const int64_t nb = n / QK8_0, q = n_rows / 8;
+    const int64_t nb = n / QK8_0, q = n_rows / 8, e = g1 < q ? g1 : q;
     _Alignas(32) float v[8];
-    for (int64_t r = 0; r < q; r++) {
+    for (int64_t r = g0; r < e; r++) {
         const uint8_t *wr[8];
         for (int k = 0; k < 8; k++) wr[k] = W + (size_t)(r + k * q) * ws;
         _mm256_store_ps(v, q8_0_rows8(nb, wr, x));
         for (int k = 0; k < 8; k++) y[r + k * q] = v[k];
     }
     const int left = (int)(n_rows - 8 * q);
-    if (left) {
+    if (left && g1 > q) {
         const uint8_t *wr[8];
         for (int k = 0; k < 8; k++) wr[k] = W + (size_t)(8 * q + (k < left ? k : left - 1)) * ws;
         _mm256_store_ps(v, q8_0_rows8(nb, wr, x));
@@ -186,6 +187,6 @@ static void gemm_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, c
 void rt_fill_q8blk_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0_blk;
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0_blk;
-    k->gemv[GGUF_T_Q8_0] = gemv_q8_0_blk;
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0_blk, 8 };
     k->gemm[GGUF_T_Q8_0] = gemm_q8_0_blk;
 }

@@ -206,10 +206,11 @@ static inline __attribute__((always_inline)) __m128 q8v_block(const uint8_t *con
     return _mm_fmadd_ps(_mm_mul_ps(dw, _mm_set1_ps(rd_f32(ub))), pf, acc);
 }
 
-static void gemv_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y) {
+static void gemv_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                          const void *x, float *y) {
     const uint8_t *W = w, *u = (const uint8_t *)x + q8_0_tail(n);
     const int64_t nb = n / QK8_0, q = (n_rows + 3) / 4;
-    for (int64_t r = 0; r < q; r++) {
+    for (int64_t r = g0; r < g1; r++) {
         const uint8_t *row[4];
         for (int k = 0; k < 4; k++) row[k] = W + (size_t)(r + k * q < n_rows ? r + k * q : n_rows - 1) * ws;
         __m128 acc = _mm_setzero_ps();
@@ -222,5 +223,5 @@ static void gemv_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, c
 
 void rt_fill_q8blk_avx512(tensor_kernels *k) {
     k->gemm[GGUF_T_Q8_0] = gemm_q8_0_blk;
-    k->gemv[GGUF_T_Q8_0] = gemv_q8_0_blk;
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0_blk, 4 };
 }

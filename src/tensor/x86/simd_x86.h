@@ -129,7 +129,7 @@ static inline void x86_gemm_by_dot(tensor_vec_dot_fn dot, int64_t n, const uint8
 #define X86_KQ_MAX 8
 typedef __m256 (*x86_kq_group_fn)(int64_t nb, const uint8_t *const *wr, const uint8_t *x);
 
-/* Rows r + k·q (k < G, q = n_rows / G) form group r: G streams that each run straight through
+/* Rows r + k·q (k < G, q = n_rows / G) form group r (tensor.h gemv; groups [g0, g1) run): G streams that each run straight through
  * a G-th of the memory, which the hardware prefetchers follow at full speed (the neighbouring
  * rows of earlier versions were streams that jump at every row end, which they follow badly:
  * with the AVX-512 Q4_K kernel, one thread on 1024x3072 matrices out of cache, 7 GB/s with
@@ -142,16 +142,17 @@ typedef __m256 (*x86_kq_group_fn)(int64_t nb, const uint8_t *const *wr, const ui
  * loop body of several hundred µops leaves the next block's loads behind the window; a short
  * body keeps several blocks' loads in flight (gemv_avx512.c's Q6_K). */
 static inline __attribute__((always_inline)) void x86_kq_rows(int G, x86_kq_group_fn g, int64_t n, const uint8_t *W,
-                                                               size_t ws, int64_t n_rows, const uint8_t *x, float *y) {
-    const int64_t nb = n / QK_K, q = n_rows / G, m = n_rows - G * q;
+                                                               size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                                                               const uint8_t *x, float *y) {
+    const int64_t nb = n / QK_K, q = n_rows / G, m = n_rows - G * q, e = g1 < q ? g1 : q;
     const uint8_t *wr[X86_KQ_MAX];
     float v[X86_KQ_MAX];
-    for (int64_t r = 0; r < q; r++) {
+    for (int64_t r = g0; r < e; r++) {
         for (int k = 0; k < G; k++) wr[k] = W + (size_t)(r + k * q) * ws;
         _mm256_storeu_ps(v, g(nb, wr, x));
         for (int k = 0; k < G; k++) y[r + k * q] = v[k];
     }
-    if (m == 0) return;
+    if (m == 0 || g1 <= q) return;
     for (int k = 0; k < G; k++) wr[k] = W + (size_t)(G * q + (k < m ? k : m - 1)) * ws;
     _mm256_storeu_ps(v, g(nb, wr, x));
     for (int k = 0; k < m; k++) y[G * q + k] = v[k];
@@ -170,8 +171,10 @@ void rt_fill_bf16_avx2(tensor_kernels *k);
  * CPU without AVX512_BF16 (the same bits as rt_dot_bf16 either way). */
 void rt_gemm_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                        int64_t n_tok, float *y, int64_t ldy);
-/* gemv[BF16] of the same tables (bf16_avx2.c). */
-void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, float *y);
+/* gemv[BF16] of the same tables (bf16_avx2.c), groups of RT_GEMV_BF16_GROUP rows. */
+#define RT_GEMV_BF16_GROUP 4
+void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                       float *y);
 void rt_fill_scan_avx2(tensor_kernels *k);
 void rt_fill_gemm_avx2(tensor_kernels *k);
 void rt_fill_gemm_q4k_avx2(tensor_kernels *k);
