@@ -90,11 +90,13 @@ static inline void check_gemv_pieces(tensor_gemv gv, int64_t n, const void *w, s
             wrote++;
             if (o >= n_rows || piece_of[o] >= 0 || memcmp(&y[o], &full[o], 4) != 0)
                 fail_msg("%s rows %lld groups [%lld, %lld): y[%lld] %a (whole call %a, earlier piece %d)", what,
-                         (long long)n_rows, (long long)g0, (long long)g1, (long long)o, y[o], o < n_rows ? full[o] : 0.0f,
-                         piece_of[o]);
+                         (long long)n_rows, (long long)g0, (long long)g1, (long long)o, y[o],
+                         o < n_rows ? full[o] : 0.0f, piece_of[o]);
             piece_of[o] = piece;
         }
-        if (!wrote) fail_msg("%s rows %lld: groups [%lld, %lld) wrote nothing", what, (long long)n_rows, (long long)g0, (long long)g1);
+        if (!wrote)
+            fail_msg("%s rows %lld: groups [%lld, %lld) wrote nothing", what, (long long)n_rows, (long long)g0,
+                     (long long)g1);
         g0 = g1;
     }
     for (int64_t o = 0; o < n_rows; o++)

@@ -129,8 +129,9 @@ static inline void x86_gemm_by_dot(tensor_vec_dot_fn dot, int64_t n, const uint8
 #define X86_KQ_MAX 8
 typedef __m256 (*x86_kq_group_fn)(int64_t nb, const uint8_t *const *wr, const uint8_t *x);
 
-/* Rows r + k·q (k < G, q = n_rows / G) form group r (tensor.h gemv; groups [g0, g1) run): G streams that each run straight through
- * a G-th of the memory, which the hardware prefetchers follow at full speed (the neighbouring
+/* Rows r + k·q (k < G, q = n_rows / G) form group r (tensor.h gemv: groups [g0, g1) run):
+ * G streams that each run straight through a G-th of the memory, which the hardware
+ * prefetchers follow at full speed (the neighbouring
  * rows of earlier versions were streams that jump at every row end, which they follow badly:
  * with the AVX-512 Q4_K kernel, one thread on 1024x3072 matrices out of cache, 7 GB/s with
  * neighbouring rows and software prefetch against 17 for these). The n_rows % G rows left form
