@@ -19,8 +19,9 @@
  *    GB/s, against 59-64 for two such streams (r, r + n/2) and 43-45 for neighbouring pairs
  *    with software prefetch; a software prefetch far ahead in each stream adds 4-13 % where
  *    memory is fast (Q8_PF).
- *  - Q4_K takes rows r + k·n/8 (k = 0..7) together: eight straight streams (x86_kq_rows); Q6_K
- *    rows r and r + n/2 (a shorter loop body, see q6k_pair).
+ *  - Q4_K takes rows 4r..4r+3 and their twins n/2 further on together: two streams of four
+ *    neighbouring rows, with a software prefetch that walks each stream's memory in order
+ *    (gemv_q4_K_rp); Q6_K rows r and r + n/2 (a shorter loop body, see q6k_pair).
  *
  * Q8_0 (dot_q8_0's order, tensor_impl.h rt_hsum8_ggml): a 512-bit register holds the same
  * block of two rows (lanes 0-7: one, 8-15: the other), as gemm_avx512.c's pair tiles do with the roles
@@ -45,6 +46,10 @@ static inline __m256i bcast_h(const uint8_t *p) { return _mm256_set1_epi16((shor
  * 1.07-1.13x, 100 of 2048 x 1024 1.12x; 1536 and 3072 bytes 1.04-1.13x, 512 bytes 0.91-0.94x;
  * in L2 (one thread, 256 x 1024) 0.87x, where generation does not run. */
 #define Q8_PF 2048
+
+/* Software prefetch distance of the Q4_K streams (gemv_q4_K_rp): 4608 bytes = 8 rows of 1024
+ * elements ahead. recur-bench tg64, 8 alternating rounds against 2304 and 9216: 0.97x, 0.93x. */
+#define Q4_PF 4608
 
 /* Rows r, r + q, r + 2q, r + 3q (q = n_rows / 4) side by side, as two pairs sharing the
  * activation side: four streams that each run straight through a quarter of the memory, which
@@ -106,7 +111,6 @@ static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64
  * operation on the same operands, hence the same bits. The scale products (fp16 scale times
  * the activation's float scale) are one IEEE multiply per lane, as in the scalar code. */
 
-/* Groups of eight rows: x86_kq_rows (simd_x86.h). */
 
 /* The first 16 bytes (d, dmin, the 12 scale bytes) of block `blk` of rows wr[4g..4g+3], one
  * row per 128-bit lane. */
@@ -189,6 +193,12 @@ static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = x + (size_t)i * Q8_K_BYTES;
         const size_t blk = (size_t)i * Q4_K_BYTES;
+        /* each stream's four rows are one run of memory read four blocks at a time: the lines of
+         * those four blocks, Q4_PF bytes further on (gemv_q4_K_rp) */
+        for (int k = 0; k < 8; k += 4) {
+            const uint8_t *pf = wr[k] + Q4_PF + 4 * blk;
+            for (int o = 0; o < 4 * Q4_K_BYTES; o += 64) _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+        }
         __m512i y[4];
         _Pragma("GCC unroll 2")
         for (int h = 0; h < 2; h++) {
@@ -241,9 +251,29 @@ static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *
     return _mm256_sub_ps(acc, accm);
 }
 
+/* Group r (of q = n_rows / 8): rows 4r..4r+3 and 4q + 4r..4q + 4r+3, lanes 0-7; the n_rows % 8
+ * rows left form group q, as x86_kq_rows makes it. Eight straight streams (rows r + k·q, the
+ * earlier form) made the hardware prefetchers of the Zen 5 machine read at ~0.75x of two (a read
+ * loop alone, in-process A/B, 2 threads); two streams of neighbouring rows, whose four rows are
+ * read side by side, need the software prefetch over their run of memory (q4k_rp_group).
+ * recur-bench tg64, 8 alternating rounds against the eight streams: qwen35-0.8b Q4_K_M 87.8 ->
+ * 92.4 t/s (8 won), qwen3-0.6b Q4_K_M 107.1 -> 114.8 (6 won). */
 static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
                          const void *x, float *y) {
-    x86_kq_rows(8, q4k_rp_group, n, w, ws, n_rows, g0, g1, x, y);
+    enum { G = 8, P = 4 };   /* rows a group, neighbouring rows a stream */
+    const uint8_t *W = w;
+    const int64_t nb = n / QK_K, q = n_rows / G, m = n_rows - G * q, e = g1 < q ? g1 : q;
+    const uint8_t *wr[G];
+    float v[G];
+    for (int64_t r = g0; r < e; r++) {
+        for (int k = 0; k < G; k++) wr[k] = W + (size_t)(P * r + k % P + k / P * P * q) * ws;
+        _mm256_storeu_ps(v, q4k_rp_group(nb, wr, x));
+        for (int k = 0; k < G; k++) y[P * r + k % P + k / P * P * q] = v[k];
+    }
+    if (m == 0 || g1 <= q) return;
+    for (int k = 0; k < G; k++) wr[k] = W + (size_t)(G * q + (k < m ? k : m - 1)) * ws;
+    _mm256_storeu_ps(v, q4k_rp_group(nb, wr, x));
+    for (int k = 0; k < m; k++) y[G * q + k] = v[k];
 }
 
 /* ---- Q6_K (rt_dot_q6_K's order): two rows per group, one float lane per row --------------
