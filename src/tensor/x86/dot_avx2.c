@@ -317,7 +317,7 @@ static __m256 q6k_pair(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
 
 static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
                       const void *x, float *y) {
-    x86_kq_rows(2, q6k_pair, n, w, ws, n_rows, g0, g1, x, y);
+    x86_kq_rows(2, 1, q6k_pair, n, w, ws, n_rows, g0, g1, x, y);
 }
 
 /* Sub-block ib of an IQ4_XS block: the 16 bytes of nibbles looked up in the level table,

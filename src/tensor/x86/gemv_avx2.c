@@ -108,7 +108,7 @@ static __m256 q4k_rp4(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
 /* Rows in groups of four (x86_kq_rows: four straight streams). */
 static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
                          const void *x, float *y) {
-    x86_kq_rows(4, q4k_rp4, n, w, ws, n_rows, g0, g1, x, y);
+    x86_kq_rows(4, 1, q4k_rp4, n, w, ws, n_rows, g0, g1, x, y);
 }
 
 void rt_fill_gemv_avx2(tensor_kernels *k) {

@@ -111,7 +111,6 @@ static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64
  * operation on the same operands, hence the same bits. The scale products (fp16 scale times
  * the activation's float scale) are one IEEE multiply per lane, as in the scalar code. */
 
-
 /* The first 16 bytes (d, dmin, the 12 scale bytes) of block `blk` of rows wr[4g..4g+3], one
  * row per 128-bit lane. */
 static inline __m512i q4k_heads(const uint8_t *const *wr, int g, size_t blk) {
@@ -251,8 +250,8 @@ static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *
     return _mm256_sub_ps(acc, accm);
 }
 
-/* Group r (of q = n_rows / 8): rows 4r..4r+3 and 4q + 4r..4q + 4r+3, lanes 0-7; the n_rows % 8
- * rows left form group q, as x86_kq_rows makes it. Eight straight streams (rows r + k·q, the
+/* Group r (of q = n_rows / 8): rows 4r..4r+3 and 4q + 4r..4q + 4r+3, lanes 0-7 (x86_kq_rows with
+ * P = 4). Eight straight streams (rows r + k·q, the
  * earlier form) made the hardware prefetchers of the Zen 5 machine read at ~0.75x of two (a read
  * loop alone, in-process A/B, 2 threads); two streams of neighbouring rows, whose four rows are
  * read side by side, need the software prefetch over their run of memory (q4k_rp_group).
@@ -260,20 +259,7 @@ static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *
  * 92.4 t/s (8 won), qwen3-0.6b Q4_K_M 107.1 -> 114.8 (6 won). */
 static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
                          const void *x, float *y) {
-    enum { G = 8, P = 4 };   /* rows a group, neighbouring rows a stream */
-    const uint8_t *W = w;
-    const int64_t nb = n / QK_K, q = n_rows / G, m = n_rows - G * q, e = g1 < q ? g1 : q;
-    const uint8_t *wr[G];
-    float v[G];
-    for (int64_t r = g0; r < e; r++) {
-        for (int k = 0; k < G; k++) wr[k] = W + (size_t)(P * r + k % P + k / P * P * q) * ws;
-        _mm256_storeu_ps(v, q4k_rp_group(nb, wr, x));
-        for (int k = 0; k < G; k++) y[P * r + k % P + k / P * P * q] = v[k];
-    }
-    if (m == 0 || g1 <= q) return;
-    for (int k = 0; k < G; k++) wr[k] = W + (size_t)(G * q + (k < m ? k : m - 1)) * ws;
-    _mm256_storeu_ps(v, q4k_rp_group(nb, wr, x));
-    for (int k = 0; k < m; k++) y[G * q + k] = v[k];
+    x86_kq_rows(8, 4, q4k_rp_group, n, w, ws, n_rows, g0, g1, x, y);
 }
 
 /* ---- Q6_K (rt_dot_q6_K's order): two rows per group, one float lane per row --------------
@@ -368,7 +354,7 @@ static __m256 q6k_pair(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
 
 static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
                       const void *x, float *y) {
-    x86_kq_rows(2, q6k_pair, n, w, ws, n_rows, g0, g1, x, y);
+    x86_kq_rows(2, 1, q6k_pair, n, w, ws, n_rows, g0, g1, x, y);
 }
 
 void rt_fill_gemv_avx512(tensor_kernels *k) {

@@ -131,10 +131,12 @@ typedef __m256 (*x86_kq_group_fn)(int64_t nb, const uint8_t *const *wr, const ui
 
 /* Rows r + k·q (k < G, q = n_rows / G) form group r (tensor.h gemv: groups [g0, g1) run):
  * G streams that each run straight through a G-th of the memory, which the hardware
- * prefetchers follow at full speed (the neighbouring
- * rows of earlier versions were streams that jump at every row end, which they follow badly:
- * with the AVX-512 Q4_K kernel, one thread on 1024x3072 matrices out of cache, 7 GB/s with
- * neighbouring rows and software prefetch against 17 for these). The n_rows % G rows left form
+ * prefetchers follow at full speed. With P > 1 (P divides G), G / P streams of P neighbouring
+ * rows each: lane k of group r is row P·r + k % P + (k / P)·P·q, for a group kernel that
+ * prefetches each stream's run of memory in order (gemv_avx512.c's Q4_K; P = 1: the plain
+ * form). Neighbouring rows without such a prefetch are streams that jump at every row end, which
+ * the prefetchers follow badly (AVX-512 Q4_K, one thread on 1024x3072 matrices out of cache: 7
+ * GB/s with a prefetch per row against 17 for straight streams). The n_rows % G rows left form
  * one last group, its missing rows given as the last real row (computed, not stored). Inlined
  * with constant G and g, the group is inlined too.
  *
@@ -142,16 +144,16 @@ typedef __m256 (*x86_kq_group_fn)(int64_t nb, const uint8_t *const *wr, const ui
  * runs ahead only as far as its reorder buffer reaches (320 µops on Zen 4), and a group's
  * loop body of several hundred µops leaves the next block's loads behind the window; a short
  * body keeps several blocks' loads in flight (gemv_avx512.c's Q6_K). */
-static inline __attribute__((always_inline)) void x86_kq_rows(int G, x86_kq_group_fn g, int64_t n, const uint8_t *W,
-                                                               size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
-                                                               const uint8_t *x, float *y) {
+static inline __attribute__((always_inline)) void x86_kq_rows(int G, int P, x86_kq_group_fn g, int64_t n,
+                                                               const uint8_t *W, size_t ws, int64_t n_rows, int64_t g0,
+                                                               int64_t g1, const uint8_t *x, float *y) {
     const int64_t nb = n / QK_K, q = n_rows / G, m = n_rows - G * q, e = g1 < q ? g1 : q;
     const uint8_t *wr[X86_KQ_MAX];
     float v[X86_KQ_MAX];
     for (int64_t r = g0; r < e; r++) {
-        for (int k = 0; k < G; k++) wr[k] = W + (size_t)(r + k * q) * ws;
+        for (int k = 0; k < G; k++) wr[k] = W + (size_t)(P * r + k % P + k / P * P * q) * ws;
         _mm256_storeu_ps(v, g(nb, wr, x));
-        for (int k = 0; k < G; k++) y[r + k * q] = v[k];
+        for (int k = 0; k < G; k++) y[P * r + k % P + k / P * P * q] = v[k];
     }
     if (m == 0 || g1 <= q) return;
     for (int k = 0; k < G; k++) wr[k] = W + (size_t)(G * q + (k < m ? k : m - 1)) * ws;
