@@ -59,10 +59,14 @@ const char *recur_cpu_isa(void);
 typedef struct recur_model recur_model;
 typedef int32_t recur_token;
 
-/* Weights are used in place from a read-only mapping of the file: no second copy. */
+/* Weights are used in place from a read-only mapping of the file: no second copy. Where the
+ * CPU has a kernel for it, Q4_K matrices are rearranged at load instead (16 rows to a group,
+ * the same size; the file's pages of them are then unmapped), which the single-token matmul
+ * reads faster; the results are the same bits. */
 
 typedef struct recur_model_params {
     bool vocab_only;   /* load the tokenizer only (no weights are bound) */
+    bool no_repack;    /* keep every weight in the file's layout (also: RECUR_NO_REPACK=1) */
 } recur_model_params;
 
 recur_model_params recur_model_default_params(void);

@@ -429,6 +429,30 @@ recur_status gguf_open(const char *path, gguf_file **out, char *err, size_t err_
     return open_buf(m, (uint64_t)sb.st_size, 1, out, err, err_len);
 }
 
+void gguf_map_all(const gguf_file *g) {
+    if (!g || !g->mapped) return;
+#ifdef MADV_POPULATE_READ
+    if (madvise((void *)(uintptr_t)g->base, (size_t)g->size, MADV_POPULATE_READ) == 0) return;
+#endif
+    volatile uint8_t sink = 0;   /* kernels before 5.14: touch every page */
+    const long ps = sysconf(_SC_PAGESIZE);
+    for (uint64_t o = 0; o < g->size; o += ps > 0 ? (uint64_t)ps : 4096) sink ^= g->base[o];
+    (void)sink;
+}
+
+void gguf_drop_range(const gguf_file *g, const void *p, uint64_t n) {
+    if (!g || !g->mapped || !p) return;
+    const long ps = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+    const uintptr_t hi = ((uintptr_t)p + (uintptr_t)n) & ~(page - 1), end = (uintptr_t)g->base + (uintptr_t)g->size;
+    if ((uintptr_t)p < (uintptr_t)g->base || (uintptr_t)p + n > end || hi <= lo) return;
+#ifdef MADV_NOHUGEPAGE
+    /* else khugepaged, folding a 2 MiB page's small mappings back into one, maps the range again */
+    (void)madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
+#endif
+    (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void gguf_close(gguf_file *g) {
     if (!g) return;
     if (g->mapped) munmap((void *)(uintptr_t)g->base, (size_t)g->size);

@@ -1,8 +1,9 @@
 /* model.h — hyperparameters, weights and the per-architecture hooks (internal to librecur).
  *
  * A recur_model owns its gguf_file (weights are used in place from the mapping, never
- * copied) and its vocab. Architectures live one per file in model/arch/ and are found by
- * name in one table (model_arch_find). Each provides three hooks:
+ * copied, but for the Q4_K matrices model/repack.c rearranges in its own memory) and its
+ * vocab. Architectures live one per file in model/arch/ and are found by name in one table
+ * (model_arch_find). Each provides three hooks:
  *   hparams  reads the arch-specific keys into model_hparams (common keys are read before),
  *   bind     binds every tensor by name, checking types and shapes,
  *   forward  evaluates one ubatch through all layers (model/forward.h gives the shared state).
@@ -25,6 +26,7 @@ typedef struct model_w {
     uint32_t    type;       /* GGUF_T_* */
     const void *data;
     int64_t     ne[GGUF_MAX_DIMS];
+    bool        r16;        /* Q4_K packed 16 rows to a group at data (model/repack.c) */
 } model_w;
 
 typedef struct model_hparams {
@@ -145,6 +147,11 @@ struct recur_model {
     uint64_t           n_params;
     uint64_t           n_bytes;
     uint32_t           file_type;   /* dominant weight type, for descriptions */
+    bool               repack;      /* model_bind packs what it can (model/repack.c) */
+    void             **packed;      /* the packed weights' arena chunks [n_packed] */
+    int                n_packed, cap_packed;
+    uint8_t           *pack_at;     /* the free part of the last chunk */
+    size_t             pack_left;
 };
 
 /* The architecture table (model/arch/arch_table.c). NULL when unknown. */
@@ -163,6 +170,12 @@ recur_status model_read_moe_hparams(struct recur_model *m, char *err, size_t err
 recur_status model_bind_moe(struct recur_model *m, int il, char *err, size_t err_len);
 /* Fills kv_index / rs_index / n_layer_kv / n_layer_rs from `recurrent` (after the arch hook). */
 recur_status model_layout(struct recur_model *m, char *err, size_t err_len);
+
+/* Packs w (just bound) 16 rows to a group when m->repack and it is a Q4_K matrix of a multiple
+ * of 16 rows (model/repack.c); a weight that cannot be packed (or no memory) stays as bound. */
+void model_repack(struct recur_model *m, model_w *w);
+/* Frees the packed buffers. */
+void model_repack_free(struct recur_model *m);
 
 /* Binds a tensor by printf-style name (il is substituted for %d when the name has one),
  * checking that its shape is {ne0, ne1} (ne1 = 0 for 1-D) and its type is computable.

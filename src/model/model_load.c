@@ -194,6 +194,7 @@ recur_status model_bind(struct recur_model *m, model_w *w, const char *name_fmt,
     w->type = t->type;
     w->data = t->data;
     memcpy(w->ne, t->ne, sizeof w->ne);
+    if (strcmp(name, "token_embd.weight") != 0) model_repack(m, w);   /* the embedding's rows are looked up */
     return RECUR_OK;
 }
 
@@ -286,6 +287,10 @@ static recur_status model_open(struct recur_model *m, const char *path, const re
     memcpy(m->hp.arch, arch.ptr, arch.len);
     m->hp.arch[arch.len] = 0;
     if (p->vocab_only) return RECUR_OK;
+    const char *nr = getenv("RECUR_NO_REPACK");
+    m->repack = !p->no_repack && !(nr && *nr && strcmp(nr, "0") != 0) &&
+                tensor_q4_K_r16_preferred(tensor_kernels_active());
+    if (m->repack) gguf_map_all(m->g);   /* before packing unmaps the packed matrices' pages */
     m->arch = model_arch_find(m->hp.arch);
     if (!m->arch)
         return rc_fail(err, err_len, RECUR_E_UNSUPPORTED, "model: architecture '%s' is not supported (supported: %s)",
@@ -328,11 +333,12 @@ void recur_model_free(recur_model *m) {
     if (!m) return;
     vocab_free(m->vocab);
     free(m->w.layers);
+    model_repack_free(m);
     gguf_close(m->g);
     free(m);
 }
 
 recur_model_params recur_model_default_params(void) {
-    recur_model_params p = { .vocab_only = false };
+    recur_model_params p = { .vocab_only = false, .no_repack = false };
     return p;
 }

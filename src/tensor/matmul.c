@@ -31,6 +31,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 #define MM_TILE 16
 #define MM_SHARES 4   /* row shares per thread */
@@ -83,7 +84,11 @@ static size_t act_stride(uint32_t wtype, int64_t n_in) {
     return tensor_act_row_bytes(tensor_vec_dot_type(wtype), n_in);
 }
 
+/* The file type of a wtype tensor_matmul takes (TENSOR_T_Q4_K_R16 is Q4_K rearranged). */
+static uint32_t mm_file_type(uint32_t wtype) { return wtype == TENSOR_T_Q4_K_R16 ? GGUF_T_Q4_K : wtype; }
+
 size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok) {
+    wtype = mm_file_type(wtype);
     if (!tensor_type_supported(wtype) || n_in < 0 || n_tok < 0) return 0;
     return act_stride(wtype, n_in) * (size_t)n_tok;
 }
@@ -101,6 +106,8 @@ typedef struct mm_job {
     tensor_vec_dot_fn dot;    /* tensor_matmul_dot's, and the kernels that give its bits: */
     tensor_gemm_fn    gemm;   /* NULL: none */
     tensor_gemv       gemv;   /* .fn NULL: none */
+    bool              r16;    /* W packed 16 rows to a group (tensor.h): the gemv reads it so,
+                               * anything else unpacks it first (mm_dot_r16) */
 } mm_job;
 
 static void mm_quantize(void *arg, int ith, int nth) {
@@ -140,18 +147,11 @@ static void mm_groups(const mm_job *j, long lo, long hi, int64_t g0, int64_t g1)
     if (g1 > q && (hi - lo) % 2) j->Y[hi - 1] = j->dot(j->n_in, j->W + (size_t)(hi - 1) * j->w_stride, j->Xq);
 }
 
-static void mm_dot(void *arg, int ith, int nth) {
-    const mm_job *j = arg;
-    long lo, hi;
-    if (j->n_tok > 1) tp_split_tapered((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
-    else tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
-    if (j->gemm && j->n_tok > 1) {   /* tiles rows x tokens itself; each element is vec_dot's */
-        j->gemm(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok,
-                j->Y + lo, j->ldy);
-        return;
-    }
-    if (j->n_tok == 1) {
-        mm_groups(j, lo, hi, 0, tensor_gemv_groups(hi - lo, mm_group_rows(j)));
+/* Rows [lo, hi) for n_tok > 1, row lo's bytes at base (then the file's layout: row r at
+ * base + (r - lo) · w_stride). */
+static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) {
+    if (j->gemm) {   /* tiles rows x tokens itself; each element is vec_dot's */
+        j->gemm(j->n_in, base, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok, j->Y + lo, j->ldy);
         return;
     }
     const tensor_vec_dot_fn dot = j->dot;
@@ -163,28 +163,68 @@ static void mm_dot(void *arg, int ith, int nth) {
             const uint8_t *x = j->Xq + (size_t)t * j->x_stride;
             float *y = j->Y + t * j->ldy, out[4];
             for (long r = r0; r < r1; r++) {
-                dot4(j->n_in, j->W + (size_t)r * j->w_stride, x, j->x_stride, out);
+                dot4(j->n_in, base + (size_t)(r - lo) * j->w_stride, x, j->x_stride, out);
                 for (int q = 0; q < 4; q++) y[q * j->ldy + r] = out[q];
             }
         }
         for (; t < j->n_tok; t++) {
             const uint8_t *x = j->Xq + (size_t)t * j->x_stride;
             float *y = j->Y + t * j->ldy;
-            for (long r = r0; r < r1; r++) y[r] = dot(j->n_in, j->W + (size_t)r * j->w_stride, x);
+            for (long r = r0; r < r1; r++) y[r] = dot(j->n_in, base + (size_t)(r - lo) * j->w_stride, x);
         }
     }
 }
 
+/* A packed matrix's rows [lo, hi) (multiples of 16) for n_tok > 1: MM_R16_SLAB rows at a time
+ * unpacked into a buffer that mm_dot_rows reads as the file's rows (the same kernels, so the
+ * same bits; unpacking a slab costs one copy of it, against its n_tok-fold use). Without a
+ * buffer, the packed group's scalar dot (the same bits, slowly). */
+#define MM_R16_SLAB 64
+static void mm_dot_r16(const mm_job *j, long lo, long hi) {
+    uint8_t *buf = malloc((size_t)MM_R16_SLAB * j->w_stride);
+    for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
+        const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
+        if (buf) {
+            for (long g = r0; g < r1; g += TENSOR_R16_ROWS)
+                tensor_q4_K_r16_unpack(j->W + (size_t)g * j->w_stride, j->n_in, buf + (size_t)(g - r0) * j->w_stride,
+                                       j->w_stride);
+            mm_dot_rows(j, buf, r0, r1);
+            continue;
+        }
+        for (long g = r0; g < r1; g += TENSOR_R16_ROWS)
+            for (int64_t t = 0; t < j->n_tok; t++)
+                for (int r = 0; r < TENSOR_R16_ROWS; r++)
+                    j->Y[t * j->ldy + g + r] =
+                        rt_dot_q4_K_r16(j->n_in, j->W + (size_t)g * j->w_stride, r, j->Xq + (size_t)t * j->x_stride);
+    }
+    free(buf);
+}
+
+static void mm_dot(void *arg, int ith, int nth) {
+    const mm_job *j = arg;
+    long lo, hi;
+    if (j->n_tok > 1) tp_split_tapered((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
+    else tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
+    if (j->n_tok == 1) {
+        mm_groups(j, lo, hi, 0, tensor_gemv_groups(hi - lo, mm_group_rows(j)));
+        return;
+    }
+    if (j->r16) mm_dot_r16(j, lo, hi);
+    else mm_dot_rows(j, j->W + (size_t)lo * j->w_stride, lo, hi);
+}
+
 static mm_job mm_job_of(const tensor_kernels *k, const tensor_mm *m, int64_t n_in, const float *X, int64_t n_tok,
                         void *scratch) {
-    const tensor_vec_dot_fn dot = tensor_matmul_dot(k, m->wtype, m->n_out);
-    const bool plain = dot == k->vec_dot[m->wtype], rp = dot == k->dot_q4_K_rp;
+    const bool r16 = m->wtype == TENSOR_T_Q4_K_R16;
+    const uint32_t wt = mm_file_type(m->wtype);
+    const tensor_vec_dot_fn dot = tensor_matmul_dot(k, wt, m->n_out);
+    const bool plain = dot == k->vec_dot[wt], rp = dot == k->dot_q4_K_rp;
     return (mm_job){
-        .k = k, .wtype = m->wtype, .vtype = tensor_vec_dot_type(m->wtype), .W = m->W,
-        .w_stride = tensor_row_bytes(m->wtype, n_in), .x_stride = act_stride(m->wtype, n_in),
+        .k = k, .wtype = wt, .vtype = tensor_vec_dot_type(wt), .W = m->W, .r16 = r16,
+        .w_stride = tensor_row_bytes(wt, n_in), .x_stride = act_stride(wt, n_in),
         .n_in = n_in, .n_out = m->n_out, .n_tok = n_tok, .ldy = m->ldy, .X = X, .Y = m->Y, .Xq = scratch,
         .dot = dot, .gemm = plain ? k->gemm[m->wtype] : rp ? k->gemm_q4_K_rp : NULL,
-        .gemv = plain ? k->gemv[m->wtype] : rp ? k->gemv_q4_K_rp : (tensor_gemv){ 0 },
+        .gemv = r16 ? k->gemv_q4_K_r16 : plain ? k->gemv[wt] : rp ? k->gemv_q4_K_rp : (tensor_gemv){ 0 },
     };
 }
 
@@ -326,9 +366,9 @@ void tensor_matmul_n(tp_pool *pool, const tensor_kernels *k, const tensor_mm *ma
     int first[TENSOR_MM_MAX + 1] = { 0 };
     mm_multi mj = { jobs, first, 0 };
     int64_t rows = 0;
-    const uint32_t vt = n_mats > 0 ? tensor_vec_dot_type(mats[0].wtype) : 0;
+    const uint32_t vt = n_mats > 0 ? tensor_vec_dot_type(mm_file_type(mats[0].wtype)) : 0;
     for (int i = 0; i < n_mats && i < TENSOR_MM_MAX; i++) {
-        if (tensor_vec_dot_type(mats[i].wtype) != vt || mats[i].n_out <= 0) continue;
+        if (tensor_vec_dot_type(mm_file_type(mats[i].wtype)) != vt || mats[i].n_out <= 0) continue;
         jobs[mj.n] = mm_job_of(k, &mats[i], n_in, X, n_tok, scratch);
         first[mj.n + 1] = first[mj.n] + mm_shares(mats[i].n_out, tp_n_threads(pool), n_tok);
         mj.n++;
@@ -341,7 +381,7 @@ void tensor_matmul_n(tp_pool *pool, const tensor_kernels *k, const tensor_mm *ma
         else tp_run_n(pool, mm_multi_dot, &mj, first[mj.n]);
     }
     for (int i = 0; i < n_mats; i++) {
-        const bool done = joint && i < TENSOR_MM_MAX && tensor_vec_dot_type(mats[i].wtype) == vt;
+        const bool done = joint && i < TENSOR_MM_MAX && tensor_vec_dot_type(mm_file_type(mats[i].wtype)) == vt;
         if (!done)
             tensor_matmul(pool, k, mats[i].wtype, mats[i].W, n_in, mats[i].n_out, X, n_tok, mats[i].Y, mats[i].ldy,
                           scratch);

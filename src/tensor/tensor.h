@@ -175,11 +175,37 @@ typedef struct tensor_kernels {
      * one-token calls. */
     tensor_gemv          gemv[GGUF_T_COUNT];
     tensor_gemv          gemv_q4_K_rp;
+    /* Q4_K rows packed 16 to a group (tensor_q4_K_r16_pack): row r of the packed rows gets
+     * dot_q4_K_rp's bits for the row it was. group 16; n_rows a multiple of 16; w_stride the
+     * Q4_K row bytes (a group is 16 rows' bytes). */
+    tensor_gemv          gemv_q4_K_r16;
+    bool                 q4_K_r16_native;   /* gemv_q4_K_r16 is a SIMD kernel */
 
     /* Q8_0 x Q8_0 in the block order (tensor_kernels_q8blk's twins): its activation tails
      * (tensor_act_quantize) are laid out for those kernels. */
     bool                 q8_block;
 } tensor_kernels;
+
+/* ---- Q4_K packed 16 rows to a group -------------------------------------------------------
+ *
+ * The single-token Q4_K kernel reads 16 rows side by side. In the file's layout those are 16
+ * places in memory and every row's block needs its scales unpacked and its sums reduced
+ * across lanes; packed, block i of the 16 rows is one run of TENSOR_R16_BLOCK bytes (the same
+ * bytes as 16 blocks, rearranged) laid out for one lane per row:
+ *   [0, 32)      d of rows 0..15 (fp16)          [32, 64)  dmin of rows 0..15
+ *   [64, 256)    scale byte k (0..11) of row r at 64 + 16k + r
+ *   [256, 2304)  qs bytes 4u..4u+3 of chunk j (32 bytes each) of row r at 256 + 64(8j + u) + 4r
+ * and group g (rows 16g..16g+15) is blocks 0..n/256-1 of those runs in order. A packed matrix
+ * has the file's size, so a group of rows takes 16 rows' bytes. */
+#define TENSOR_R16_ROWS 16
+#define TENSOR_R16_BLOCK 2304
+/* Whether weights matmul takes from this table are best packed (the table has a kernel for
+ * the packed layout; every table computes it, with the same bits). */
+bool tensor_q4_K_r16_preferred(const tensor_kernels *k);
+/* Packs 16 Q4_K rows of n elements (n a multiple of 256), src_stride bytes apart, into dst. */
+void tensor_q4_K_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst);
+/* The inverse: the 16 rows of the group at src, to dst_stride bytes apart. */
+void tensor_q4_K_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride);
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */
 void tensor_init(void);
@@ -237,6 +263,10 @@ void   tensor_act_tail(const tensor_kernels *k, uint32_t vtype, void *row, int64
  * Work is split over the pool's threads by output rows (invariant 2); pool may be NULL.
  */
 size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
+/* The wtype of a Q4_K W packed 16 rows to a group (tensor_q4_K_r16_pack, n_out a multiple
+ * of 16) for tensor_matmul and tensor_matmul_n: each Y element gets the bits the unpacked
+ * Q4_K matrix gives. Nothing else takes it. */
+#define TENSOR_T_Q4_K_R16 (0x100u | GGUF_T_Q4_K)
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                      float *Y, int64_t ldy, void *scratch);

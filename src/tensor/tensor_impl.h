@@ -37,6 +37,8 @@ enum {
     Q6_K_BYTES = 210, Q6_K_QL = 0, Q6_K_QH = 128, Q6_K_SCALES = 192, Q6_K_D = 208,
     IQ4_XS_BYTES = 136, IQ4_XS_SH = 2, IQ4_XS_SL = 4, IQ4_XS_QS = 8,
     Q8_K_BYTES = 292, Q8_K_QS = 4, Q8_K_BSUMS = 260,
+    /* offsets in a packed Q4_K run of 16 rows (tensor.h) */
+    R16_D = 0, R16_DMIN = 32, R16_SCALES = 64, R16_QS = 256,
 };
 
 /* The 16 non-uniform levels of IQ4_NL / IQ4_XS. */
@@ -194,6 +196,8 @@ float rt_dot_q4_0(int64_t n, const void *w, const void *x);
  * accm = fma(chunk_minsum, dmin*yd, accm) chunk by chunk, result acc - accm. Every table
  * gives the same bits (the float chain is scalar; only the integer sums are vectorised). */
 float rt_dot_q4_K_rp(int64_t n, const void *w, const void *x);
+/* rt_dot_q4_K_rp of row r (0..15) of a packed group (tensor.h tensor_q4_K_r16_pack). */
+float rt_dot_q4_K_r16(int64_t n, const void *group, int r, const void *x);
 /* Q4_K weights ggml does not repack (row count not a multiple of 8) take
  * ggml_vec_dot_q4_K_q8_K, whose AVX2 lane order this reproduces (every table: same bits). */
 float rt_dot_q4_K_lanes(int64_t n, const void *w, const void *x);
@@ -238,6 +242,8 @@ void  rt_conv_run(float *state, const float *w, int K, int64_t C, int64_t lo, in
 
 /* Fills a table with the scalar kernels (cpu.c builds the SIMD tables on top of a copy). */
 void tensor_fill_scalar(tensor_kernels *k);
+/* The scalar gemv_q4_K_r16 (q4k_r16.c). */
+void rt_fill_q4k_r16(tensor_kernels *k);
 /* Overwrite the entries each ISA file has faster versions of (x86/ *_avx2.c, *_avx512.c). */
 void tensor_fill_avx2(tensor_kernels *k);
 void tensor_fill_avx512(tensor_kernels *k);

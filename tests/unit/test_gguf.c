@@ -357,6 +357,49 @@ static void roundtrip(uint32_t align) {
     gguf_writer_free(w);
 }
 
+/* gguf_drop_range unmaps the whole 2 MiB pieces of a mapped range: reading them again gives
+ * the file's bytes back; ranges outside the data, NULL and a file read from memory: nothing. */
+static void test_drop_range(void **state) {
+    (void)state;
+    const int64_t ne[GGUF_MAX_DIMS] = { 1 << 20, 3, 1, 1 };   /* 12 MiB of F32 */
+    float *data = malloc((size_t)ne[0] * ne[1] * 4);
+    assert_non_null(data);
+    for (int64_t i = 0; i < ne[0] * ne[1]; i++) data[i] = (float)(i % 1009) - 500.0f;
+    char err[256], dir[] = "/tmp/test_gguf_XXXXXX", path[64];
+    gguf_writer *w = gguf_writer_new();
+    assert_non_null(w);
+    assert_int_equal(gguf_writer_add_tensor(w, "t", GGUF_T_F32, 2, ne, data, err, sizeof err), RECUR_OK);
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/drop.gguf", dir);
+    assert_int_equal(gguf_writer_write(w, path, err, sizeof err), RECUR_OK);
+    gguf_file *g = open_ok(path);
+    const gguf_tensor *t = gguf_find_tensor(g, "t");
+    assert_non_null(t);
+    const size_t n = (size_t)ne[0] * ne[1] * 4;
+    assert_memory_equal(t->data, data, n);
+    gguf_drop_range(g, t->data, n);
+    gguf_drop_range(g, (const uint8_t *)t->data + 4096, n);   /* past the end: nothing */
+    gguf_drop_range(g, NULL, n);
+    gguf_drop_range(NULL, t->data, n);
+    assert_memory_equal(t->data, data, n);
+    void *buf;
+    size_t len;
+    assert_int_equal(gguf_writer_to_memory(w, &buf, &len, err, sizeof err), RECUR_OK);
+    gguf_file *gm;
+    assert_int_equal(gguf_open_memory(buf, len, &gm, err, sizeof err), RECUR_OK);
+    const gguf_tensor *tm = gguf_find_tensor(gm, "t");
+    assert_non_null(tm);
+    gguf_drop_range(gm, tm->data, n);
+    assert_memory_equal(tm->data, data, n);
+    gguf_close(gm);
+    free(buf);
+    gguf_close(g);
+    unlink(path);
+    rmdir(dir);
+    gguf_writer_free(w);
+    free(data);
+}
+
 static void test_writer_roundtrip(void **state) {
     (void)state;
     roundtrip(0);
@@ -458,6 +501,7 @@ int main(void) {
         cmocka_unit_test(test_known_facts),
         cmocka_unit_test(test_open_missing),
         cmocka_unit_test(test_writer_roundtrip),
+        cmocka_unit_test(test_drop_range),
         cmocka_unit_test(test_writer_replace_and_errors),
         cmocka_unit_test(test_rewrite_identical),
     };

@@ -201,6 +201,7 @@ void rt_fill_gemm_q4k_avx512(tensor_kernels *k);
 void rt_fill_gemm_q40_avx512(tensor_kernels *k);
 void rt_fill_gemv_q40_avx512(tensor_kernels *k);
 void rt_fill_gemv_q5k_avx512(tensor_kernels *k);
+void rt_fill_gemv_q4k16_avx512(tensor_kernels *k);
 /* gemm[F16] (gemm_f16_avx512.c), and gemm[BF16] for the table whose BF16 dot is vdpbf16ps
  * (bf16_avx512.c registers it). */
 void rt_fill_gemm_f16_avx512(tensor_kernels *k);

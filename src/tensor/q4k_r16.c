@@ -1,0 +1,75 @@
+/* q4k_r16.c — Q4_K rows packed 16 to a group (tensor.h): packing, unpacking, and the scalar
+ * dot and gemv over a packed group, the oracle of the SIMD kernel
+ * (x86/gemv_q4k16_avx512.c). The arithmetic is rt_dot_q4_K_rp's, step for step; only the
+ * addresses of the bytes differ. */
+#include <math.h>
+#include <string.h>
+
+#include "tensor/tensor_impl.h"
+
+void tensor_q4_K_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst) {
+    const uint8_t *s = src;
+    uint8_t *d = dst;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        for (int r = 0; r < TENSOR_R16_ROWS; r++) {
+            const uint8_t *a = s + (size_t)r * src_stride + (size_t)i * Q4_K_BYTES;
+            uint8_t *h = d + (size_t)i * TENSOR_R16_BLOCK;
+            memcpy(h + R16_D + 2 * r, a, 2);
+            memcpy(h + R16_DMIN + 2 * r, a + Q4_K_DMIN, 2);
+            for (int k = 0; k < 12; k++) h[R16_SCALES + 16 * k + r] = a[Q4_K_SCALES + k];
+            for (int u = 0; u < 32; u++) memcpy(h + R16_QS + 64 * u + 4 * r, a + Q4_K_QS + 4 * u, 4);
+        }
+}
+
+void tensor_q4_K_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride) {
+    const uint8_t *s = src;
+    uint8_t *d = dst;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        for (int r = 0; r < TENSOR_R16_ROWS; r++) {
+            uint8_t *a = d + (size_t)r * dst_stride + (size_t)i * Q4_K_BYTES;
+            const uint8_t *h = s + (size_t)i * TENSOR_R16_BLOCK;
+            memcpy(a, h + R16_D + 2 * r, 2);
+            memcpy(a + Q4_K_DMIN, h + R16_DMIN + 2 * r, 2);
+            for (int k = 0; k < 12; k++) a[Q4_K_SCALES + k] = h[R16_SCALES + 16 * k + r];
+            for (int u = 0; u < 32; u++) memcpy(a + Q4_K_QS + 4 * u, h + R16_QS + 64 * u + 4 * r, 4);
+        }
+}
+
+float rt_dot_q4_K_r16(int64_t n, const void *group, int r, const void *x) {
+    const uint8_t *g = group, *b = x;
+    float acc = 0.0f, accm = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++, b += Q8_K_BYTES) {
+        const uint8_t *h = g + (size_t)i * TENSOR_R16_BLOCK;
+        uint8_t packed[12], sc[8], m[8];
+        for (int k = 0; k < 12; k++) packed[k] = h[R16_SCALES + 16 * k + r];
+        rt_unpack_k4_scales(packed, sc, m);
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const float yd = rd_f32(b);
+        const float d = rd_f16(h + R16_D + 2 * r) * yd, dmin = rd_f16(h + R16_DMIN + 2 * r) * yd;
+        for (int j = 0; j < 4; j++, y += 64) {
+            int s1 = 0, s2 = 0;
+            for (int l = 0; l < 32; l++) {
+                const uint8_t q = h[R16_QS + 64 * (8 * j + l / 4) + 4 * r + l % 4];
+                s1 += (q & 0xF) * y[l];
+                s2 += (q >> 4) * y[l + 32];
+            }
+            acc = fmaf((float)(sc[2 * j] * s1 + sc[2 * j + 1] * s2), d, acc);
+            accm = fmaf((float)rt_q4_K_rp_min(b, m, j), dmin, accm);
+        }
+    }
+    return acc - accm;
+}
+
+/* The scalar table's gemv_q4_K_r16: row by row. */
+static void gemv_q4_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                          float *y) {
+    (void)n_rows;
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t *grp = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
+        for (int r = 0; r < TENSOR_R16_ROWS; r++) y[TENSOR_R16_ROWS * g + r] = rt_dot_q4_K_r16(n, grp, r, x);
+    }
+}
+
+bool tensor_q4_K_r16_preferred(const tensor_kernels *k) { return k && k->q4_K_r16_native; }
+
+void rt_fill_q4k_r16(tensor_kernels *k) { k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS }; }
