@@ -223,7 +223,7 @@ static mm_job mm_job_of(const tensor_kernels *k, const tensor_mm *m, int64_t n_i
         .k = k, .wtype = wt, .vtype = tensor_vec_dot_type(wt), .W = m->W, .r16 = r16,
         .w_stride = tensor_row_bytes(wt, n_in), .x_stride = act_stride(wt, n_in),
         .n_in = n_in, .n_out = m->n_out, .n_tok = n_tok, .ldy = m->ldy, .X = X, .Y = m->Y, .Xq = scratch,
-        .dot = dot, .gemm = plain ? k->gemm[m->wtype] : rp ? k->gemm_q4_K_rp : NULL,
+        .dot = dot, .gemm = plain ? k->gemm[wt] : rp ? k->gemm_q4_K_rp : NULL,
         .gemv = r16 ? k->gemv_q4_K_r16 : plain ? k->gemv[wt] : rp ? k->gemv_q4_K_rp : (tensor_gemv){ 0 },
     };
 }
