@@ -13,6 +13,13 @@
 #include "tensor/fp16.h"
 #include "tensor/tensor.h"
 
+/* A zeroed block of n bytes (at least one); the test fails when there is no memory. */
+static inline void *xalloc(size_t n) {
+    void *p = calloc(1, n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
 typedef struct rng { uint64_t s; } rng;
 
 static inline uint64_t rng_u64(rng *r) {   /* splitmix64 */

@@ -59,12 +59,6 @@ static void fill_gauss(rng *r, float *x, int64_t n) {
 /* rows of rough values (tensor_test_util.h) */
 static void fill_rough(rng *r, float *x, int64_t n) { fill_rough_spread(r, x, n, 1.0f); }
 
-static void *xalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    assert_non_null(p);
-    return p;
-}
-
 /* sum_i |w_i x_i| of a weight row and an activation row, both dequantized. */
 static double abs_dot(uint32_t wt, const void *w, const void *x, int64_t n) {
     const tensor_kernels *s = tensor_kernels_scalar();

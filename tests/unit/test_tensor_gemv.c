@@ -32,12 +32,6 @@
 /* rows of rough values (tensor_test_util.h) */
 static void fill_rough(rng *r, float *x, int64_t n) { fill_rough_spread(r, x, n, 2.0f); }
 
-static void *xalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    assert_non_null(p);
-    return p;
-}
-
 /* Raw weight rows: random bytes everywhere, then every fp16 scale field made finite. */
 static void fill_raw(rng *r, uint32_t wt, uint8_t *w, int64_t n, int64_t rows) {
     const size_t wb = tensor_row_bytes(wt, n);

@@ -27,12 +27,6 @@
 #define MAX_TOK 64
 #define LDY (MAX_ROWS + 3)
 
-static void *xalloc(size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    assert_non_null(p);
-    return p;
-}
-
 /* rows Q8_0 rows of n: quantized rough values, or raw (quants -127..127 for activations,
  * -128..127 for weights, random scales). */
 static void fill_q8(rng *r, uint8_t *q, int64_t n, int64_t rows, size_t stride, bool raw, bool act) {

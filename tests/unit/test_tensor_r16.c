@@ -26,12 +26,6 @@
 
 #define GROUPS 4   /* packed groups per matrix: 64 rows */
 
-static void *xalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    assert_non_null(p);
-    return p;
-}
-
 /* rows of Q4_K weights: quantized rough values, or random bytes with finite fp16 d and dmin */
 static void fill_rows(rng *r, bool raw, uint8_t *w, int64_t n, int64_t rows) {
     const size_t wb = tensor_row_bytes(GGUF_T_Q4_K, n);
