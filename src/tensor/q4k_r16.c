@@ -7,32 +7,28 @@
 
 #include "tensor/tensor_impl.h"
 
-void tensor_q4_K_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst) {
-    const uint8_t *s = src;
-    uint8_t *d = dst;
-    for (int64_t i = 0; i < n / QK_K; i++)
+/* Block i of the 16 rows at `rows` (stride bytes apart) to or from its packed run at h: the
+ * layout (tensor.h) written once for both directions. Inlined with a constant `pack`. */
+static inline void r16_move(uint8_t *rows, size_t stride, int64_t n, uint8_t *h, bool pack) {
+    for (int64_t i = 0; i < n / QK_K; i++, h += TENSOR_R16_BLOCK)
         for (int r = 0; r < TENSOR_R16_ROWS; r++) {
-            const uint8_t *a = s + (size_t)r * src_stride + (size_t)i * Q4_K_BYTES;
-            uint8_t *h = d + (size_t)i * TENSOR_R16_BLOCK;
-            memcpy(h + R16_D + 2 * r, a, 2);
-            memcpy(h + R16_DMIN + 2 * r, a + Q4_K_DMIN, 2);
-            for (int k = 0; k < 12; k++) h[R16_SCALES + 16 * k + r] = a[Q4_K_SCALES + k];
-            for (int u = 0; u < 32; u++) memcpy(h + R16_QS + 64 * u + 4 * r, a + Q4_K_QS + 4 * u, 4);
+            uint8_t *a = rows + (size_t)r * stride + (size_t)i * Q4_K_BYTES;
+#define MOVE(at_h, at_a, len) (void)(pack ? memcpy(h + (at_h), a + (at_a), len) : memcpy(a + (at_a), h + (at_h), len))
+            MOVE(R16_D + 2 * r, 0, 2);
+            MOVE(R16_DMIN + 2 * r, Q4_K_DMIN, 2);
+            for (int k = 0; k < 12; k++) MOVE(R16_SCALES + 16 * k + r, Q4_K_SCALES + k, 1);
+            for (int u = 0; u < 32; u++) MOVE(R16_QS + 64 * u + 4 * r, Q4_K_QS + 4 * u, 4);
+#undef MOVE
         }
 }
 
+/* (pack only reads `rows`: the cast drops a const it keeps) */
+void tensor_q4_K_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst) {
+    r16_move((uint8_t *)(uintptr_t)src, src_stride, n, dst, true);
+}
+
 void tensor_q4_K_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride) {
-    const uint8_t *s = src;
-    uint8_t *d = dst;
-    for (int64_t i = 0; i < n / QK_K; i++)
-        for (int r = 0; r < TENSOR_R16_ROWS; r++) {
-            uint8_t *a = d + (size_t)r * dst_stride + (size_t)i * Q4_K_BYTES;
-            const uint8_t *h = s + (size_t)i * TENSOR_R16_BLOCK;
-            memcpy(a, h + R16_D + 2 * r, 2);
-            memcpy(a + Q4_K_DMIN, h + R16_DMIN + 2 * r, 2);
-            for (int k = 0; k < 12; k++) a[Q4_K_SCALES + k] = h[R16_SCALES + 16 * k + r];
-            for (int u = 0; u < 32; u++) memcpy(a + Q4_K_QS + 4 * u, h + R16_QS + 64 * u + 4 * r, 4);
-        }
+    r16_move(dst, dst_stride, n, (uint8_t *)(uintptr_t)src, false);
 }
 
 float rt_dot_q4_K_r16(int64_t n, const void *group, int r, const void *x) {
