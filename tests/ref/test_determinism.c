@@ -2,10 +2,14 @@
  * ubatch size, the decode-call split, the thread count, other sequences in the same batch,
  * and whether the prefix came from a copied sequence or was recomputed after seq_rm.
  * Runs on every llama / qwen3 model of ../shared/testdata/models and on stories260K, and on
- * the F32 and Q8_0 lfm2 / mamba / mamba2 / qwen35 models (recurrent: the copied prefix only, since
- * removing a tail needs a state that no longer exists, which must be refused); the Q8_0 block
- * order (recur_ctx_params.q8_order) on a transformer and two recurrent Q8_0 models, whose
- * logits must differ from ggml order's (else the option would change nothing). */
+ * the F32 and Q8_0 lfm2 / mamba / mamba2 / qwen35 models and the Q4_K_M qwen35 (recurrent: the
+ * copied prefix only, since removing a tail needs a state that no longer exists, which must be
+ * refused); the Q8_0 block order (recur_ctx_params.q8_order) on a transformer and two
+ * recurrent Q8_0 models, whose logits must differ from ggml order's (else the option would
+ * change nothing). The Q4_K_M models also give the same logits with their Q4_K matrices
+ * packed at load (the default on CPUs with the packed kernel, model/repack.c) as in the
+ * file's layout (recur_model_params.no_repack); the ubatch-of-1 variant above is what runs
+ * the packed single-token kernel. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -171,6 +175,16 @@ static void check_model(const char *name, bool recurrent) {
             fail_msg("%s: logits differ after %s", name, rec ? "seq_rm + recompute" : "seq_cp of the prefix");
         free(got);
     }
+    if (strstr(name, "Q4_K")) {   /* packed at load (where the CPU has the packed kernel) vs not */
+        recur_model_params mp = recur_model_default_params();
+        mp.no_repack = true;
+        recur_model *u;
+        assert_int_equal(recur_model_load(path, &mp, &u, err, sizeof err), RECUR_OK);
+        float *got = run(u, &base);
+        if (memcmp(ref, got, (size_t)N_PROMPT * nv * sizeof(float)) != 0) fail_msg("%s: logits differ unpacked", name);
+        free(got);
+        recur_model_free(u);
+    }
     free(ref);
     recur_model_free(m);
 }
@@ -194,6 +208,7 @@ RECURRENT_TEST(mamba2_f32, "pub-mamba2-F32")
 RECURRENT_TEST(mamba2_q8_0, "pub-mamba2-Q8_0")
 RECURRENT_TEST(qwen35_f32, "pub-qwen35-F32")
 RECURRENT_TEST(qwen35_q8_0, "pub-qwen35-Q8_0")
+RECURRENT_TEST(qwen35_q4_k_m, "pub-qwen35-Q4_K_M")
 RECURRENT_TEST(qwen35moe_f32, "pub-qwen35moe-F32")
 RECURRENT_TEST(qwen35moe_q8_0, "pub-qwen35moe-Q8_0")
 RECURRENT_TEST(qwen3next_f32, "pub-qwen3next-F32")
@@ -209,7 +224,7 @@ int main(void) {
         cmocka_unit_test(qwen3_q4_k_m), cmocka_unit_test(stories),
         cmocka_unit_test(lfm2_f32), cmocka_unit_test(lfm2_q8_0), cmocka_unit_test(mamba_f32),
         cmocka_unit_test(mamba_q8_0), cmocka_unit_test(mamba2_f32), cmocka_unit_test(mamba2_q8_0),
-        cmocka_unit_test(qwen35_f32), cmocka_unit_test(qwen35_q8_0),
+        cmocka_unit_test(qwen35_f32), cmocka_unit_test(qwen35_q8_0), cmocka_unit_test(qwen35_q4_k_m),
         cmocka_unit_test(qwen35moe_f32), cmocka_unit_test(qwen35moe_q8_0), cmocka_unit_test(qwen3next_f32),
         cmocka_unit_test(qwen3next_q8_0), cmocka_unit_test(qwen3_q8_0_block), cmocka_unit_test(mamba2_q8_0_block),
         cmocka_unit_test(qwen35_q8_0_block),
