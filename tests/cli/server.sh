@@ -298,7 +298,7 @@ wait_port
 wait_ready
 H=()
 grep -q "q8 order block" "$WORK/log" || fail "the banner does not name the block order"
-[ "$(post /completion '{"prompt":"Hello","n_predict":4}')" = 200 ] || fail "completion in the block order"
+[ "$(post /completion '{"prompt":"Hello","n_predict":4,"temperature":0,"ignore_eos":true}')" = 200 ] || fail "completion in the block order"
 py "assert j['tokens_predicted'] == 4, j"
 kill -TERM "$PID"
 set +e
