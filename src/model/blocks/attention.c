@@ -48,6 +48,19 @@ typedef struct att_scratch {
     int32_t          n;
 } att_scratch;
 
+/* Share ith's workspace: ATT_ROWS row slots of [qr dk][sc n_cells + 16] (returned, *slot
+ * floats apart), then *w's q16 [dk] and K and V row pointers [n_cells] each, listing nothing
+ * yet (att_ws_floats in context.c). */
+static float *att_workspace(const model_fwd *f, int ith, int dk, int64_t *slot, att_scratch *w) {
+    const int64_t n_cells = kv_n_cells(f->kv);
+    float *ws = f->att_ws + (int64_t)ith * f->att_ws_floats;
+    *slot = dk + n_cells + 16;
+    const int64_t ptr_off = (ATT_ROWS * *slot + dk + 15) & ~(int64_t)15;
+    *w = (att_scratch){ .q16 = (uint16_t *)(ws + ATT_ROWS * *slot), .kp = (const uint16_t **)(ws + ptr_off),
+                        .vp = (const uint16_t **)(ws + ptr_off) + n_cells, .seq = -1 };
+    return ws;
+}
+
 /* nr (<= ATT_ROWS) rows of one sequence sharing KV head g: scores (q.k scaled, llama.cpp's
  * tinyBLAS order), softmax, weighted sum of V (llama.cpp's order over its transposed V). Each
  * row's scores row is padded with -inf to a multiple of 16, as llama.cpp's padded KV view is,
@@ -101,13 +114,9 @@ static void att_job_fn(void *arg, int ith, int nth) {
     const int dk = hp->head_dim_k, dv = hp->head_dim_v, r = hp->n_head / hp->n_head_kv;
     const int tb = r % 4 == 0 ? 1 : r % 2 == 0 ? 2 : 4;
     const long n_blk = (f->n_tok + tb - 1) / tb;
-    /* workspace: ATT_ROWS slots of [qr dk][sc n_cells + 16], q16 [dk], then K and V row
-     * pointers [n_cells] each (att_ws_floats in context.c) */
-    const int64_t n_cells = kv_n_cells(f->kv), slot = dk + n_cells + 16;
-    float *ws = f->att_ws + (int64_t)ith * f->att_ws_floats;
-    const int64_t ptr_off = (ATT_ROWS * slot + dk + 15) & ~(int64_t)15;
-    att_scratch w = { .q16 = (uint16_t *)(ws + ATT_ROWS * slot), .kp = (const uint16_t **)(ws + ptr_off),
-                      .vp = (const uint16_t **)(ws + ptr_off) + n_cells, .seq = -1 };
+    int64_t slot;
+    att_scratch w;
+    float *ws = att_workspace(f, ith, dk, &slot, &w);
     for (long u = ith; u < n_blk * hp->n_head_kv; u += nth) {
         const int g = (int)(u / n_blk);
         const int32_t t0 = (int32_t)(u % n_blk) * tb;
@@ -180,11 +189,10 @@ static void att_decode_fn(void *arg, int ith, int nth) {
     model_fwd *f = j->f;
     const model_hparams *hp = &j->m->hp;
     const int dk = hp->head_dim_k, r = hp->n_head / hp->n_head_kv;
-    const int64_t n_cells = kv_n_cells(f->kv), slot = dk + n_cells + 16;
-    float *ws = f->att_ws + (int64_t)ith * f->att_ws_floats;
-    const int64_t ptr_off = (ATT_ROWS * slot + dk + 15) & ~(int64_t)15;
-    att_scratch w = { .q16 = (uint16_t *)(ws + ATT_ROWS * slot), .kp = (const uint16_t **)(ws + ptr_off),
-                      .vp = (const uint16_t **)(ws + ptr_off) + n_cells, .seq = f->seq[0] };
+    int64_t slot;
+    att_scratch w;
+    float *ws = att_workspace(f, ith, dk, &slot, &w);
+    w.seq = f->seq[0];
     const int32_t n_ctx = f->pos[0] + 1;
     long g0, g1;
     tp_split(hp->n_head_kv, ith, nth, 1, &g0, &g1);
