@@ -455,8 +455,8 @@ static void test_gemm_panel(void **state) {
             checked++;
         }
         if (tab[k]->gemm[GGUF_T_Q8_0]) {   /* groups of 16 rows: token tiles of 3 and their tails,
-                                              * accumulators parked across 30-token chunks and
-                                              * 16-block chunks; past the group panel */
+                                              * accumulators parked across 48-token blocks and
+                                              * 32-block chunks; past the group panel */
             const int64_t grows[] = { 16, 33 }, gtoks[] = { 23, 24, 25, 26, 31, 64, 65, 0 };
             const tensor_vec_dot_fn dot = s->vec_dot[GGUF_T_Q8_0];
             check_panel_gemm_toks(tab[k], GGUF_T_Q8_0, tab[k]->gemm[GGUF_T_Q8_0], dot, 32 * 56, grows, 2, gtoks, &r);

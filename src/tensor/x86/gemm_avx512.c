@@ -94,10 +94,15 @@ static inline __attribute__((always_inline)) void row_tile(int P, int64_t nb, co
  * chunk j of 16 rows side by side, its dpbusd start Q8_MAGIC_BITS − 128 · Σ4 w, the 16
  * scales as floats); each token's chunk is broadcast from its row's tail (biased by 128:
  * unsigned), so dpbusd(Q8_MAGIC_BITS − 128 · Σ4 w, x + 128, w) holds the bits of the float
- * Q8_MAGIC + Σ4 x·w exactly (below). A tile of GT3 tokens runs through the whole panel
- * (up to 272 KB, from L2) with its accumulators in registers: parking them in an L1 buffer
- * every 16 blocks so a chunk of the panel stayed in L1 was slower (one thread, 512 tokens:
- * 181-189 GOP/s against 198-204 over 1024- to 3584-wide rows, gmf outside the repo). */
+ * Q8_MAGIC + Σ4 x·w exactly (below). A tile of GT3 tokens keeps its accumulators in
+ * registers through KC blocks of the panel (35 KB: read from L1 by all the tiles of a block
+ * of TB tokens), then parks them in a buffer until the next KC blocks (group_rows).
+ * A dpbusd and an FMA per 4-byte chunk share the core's two FMA pipes (measured: 8 of each
+ * take as long as 16 of either), so a tile is bound to ~25 cycles a block, which the 1024-wide
+ * rows reach (one thread, 512 tokens: ~400 GOP/s, gm outside the repo); 3584-wide rows read
+ * through the whole panel (122 KB, from L2) took ~260, with the KC chunks ~340. recur-bench
+ * pp512, 2 threads, alternating rounds against the whole panel: qwen35-0.8b Q8_0 1.048x
+ * (10/10 won), qwen3-0.6b Q8_0 1.110x (6/6). */
 
 #define PMAXB 256      /* blocks per group panel (8192 elements) */
 /* Fewer tokens do not pay for the transposition; from 8 on it does (one thread, gm outside
@@ -109,6 +114,8 @@ static inline __attribute__((always_inline)) void row_tile(int P, int64_t nb, co
 #define PMIN_TOK 8
 #define GR 16          /* rows per group */
 #define GT3 3          /* tokens per group tile: 24 accumulators */
+#define KC 32          /* blocks of the panel per pass of a token block (35 KB) */
+#define TB 48          /* tokens per block (a multiple of GT3): 24 KB of parked accumulators */
 
 /* One block of a group: chunk j of the 16 rows (lane r: row r's 4 bytes), its dpbusd start
  * Q8_MAGIC_BITS − 128 · Σ4 of it, and the rows' fp16 scales as floats. */
@@ -139,16 +146,19 @@ static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws) {
     }
 }
 
-/* The nb blocks of one group for T tokens, u: the first token's tail; the 16 rows' sums into
- * y[t · ldy + r]. */
-static inline __attribute__((always_inline)) void gtile(int T, int64_t nb, const q8_grp *pk, const uint8_t *u,
-                                                         size_t xs, float *y, int64_t ldy) {
+/* Blocks [k0, k0 + kb) of one group for T tokens, u: the first token's tail. The
+ * accumulators start at zero for the first chunk (k0 = 0), else from `park`, and go back to
+ * `park` unless this is the last chunk, which reduces them into y[t · ldy + r] (the 16 rows'
+ * sums). Parking keeps each lane's chain in the same order: the bits do not depend on KC. */
+static inline __attribute__((always_inline)) void gtile(int T, int64_t k0, int64_t kb, bool last, const q8_grp *pk,
+                                                         const uint8_t *u, size_t xs, __m512 (*park)[8], float *y,
+                                                         int64_t ldy) {
     __m512 acc[GT3][8];
     _Pragma("GCC unroll 8")
     for (int t = 0; t < T; t++)
         _Pragma("GCC unroll 8")
-        for (int j = 0; j < 8; j++) acc[t][j] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
+        for (int j = 0; j < 8; j++) acc[t][j] = k0 ? park[t][j] : _mm512_setzero_ps();
+    for (int64_t b = k0; b < k0 + kb; b++) {
         const q8_grp *q = pk + b;
         __m512 d[GT3];
         _Pragma("GCC unroll 8")
@@ -167,6 +177,13 @@ static inline __attribute__((always_inline)) void gtile(int T, int64_t nb, const
             }
         }
     }
+    if (!last) {
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++)
+            _Pragma("GCC unroll 8")
+            for (int j = 0; j < 8; j++) park[t][j] = acc[t][j];
+        return;
+    }
     _Pragma("GCC unroll 8")
     for (int t = 0; t < T; t++) {
         const __m512 a04 = _mm512_add_ps(acc[t][0], acc[t][4]), a26 = _mm512_add_ps(acc[t][2], acc[t][6]);
@@ -175,17 +192,27 @@ static inline __attribute__((always_inline)) void gtile(int T, int64_t nb, const
     }
 }
 
-/* Rows r..r+15 over every token from a group panel packed once. */
+/* Rows r..r+15 over every token from a group panel packed once: TB tokens at a time, each
+ * token block through the panel KC blocks at a time. */
 static void group_rows(int64_t nb, const uint8_t *W, size_t ws, const uint8_t *x, size_t xs, int64_t n_tok, float *y,
                        int64_t ldy, q8_grp *pk) {
     pack_group(pk, nb, W, ws);
     const uint8_t *u = x + q8_0_tail(nb * QK8_0);
-    int64_t t = 0;
-    for (; t + GT3 <= n_tok; t += GT3) gtile(GT3, nb, pk, u + t * xs, xs, y + t * ldy, ldy);
-    switch (n_tok - t) {
-    case 2: gtile(2, nb, pk, u + t * xs, xs, y + t * ldy, ldy); break;
-    case 1: gtile(1, nb, pk, u + t * xs, xs, y + t * ldy, ldy); break;
-    default: break;
+    _Alignas(64) __m512 park[TB][8];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += TB) {
+        const int64_t t1 = t0 + TB < n_tok ? t0 + TB : n_tok;
+        for (int64_t k0 = 0; k0 < nb; k0 += KC) {
+            const int64_t kb = k0 + KC < nb ? KC : nb - k0;
+            const bool last = k0 + kb == nb;
+            int64_t t = t0;
+            for (; t + GT3 <= t1; t += GT3)
+                gtile(GT3, k0, kb, last, pk, u + t * xs, xs, park + (t - t0), y + t * ldy, ldy);
+            switch (t1 - t) {
+            case 2: gtile(2, k0, kb, last, pk, u + t * xs, xs, park + (t - t0), y + t * ldy, ldy); break;
+            case 1: gtile(1, k0, kb, last, pk, u + t * xs, xs, park + (t - t0), y + t * ldy, ldy); break;
+            default: break;
+            }
+        }
     }
 }
 
