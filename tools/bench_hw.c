@@ -2,11 +2,12 @@
  *  - read bandwidth: each thread streams over its share of a buffer far larger than the caches
  *    (1 GiB by default), summing 64-bit lanes with 4 independent accumulators; a pass is timed
  *    from a barrier before the first load to a barrier after the last thread finished; best of
- *    BW_PASSES passes (after one untimed pass that also faults the pages in). Passes alternate
- *    between one stream per thread and two (the two halves of its share side by side), since
- *    the single-token matmuls read several straight streams per thread and on the Zen 5
- *    machine this was written on two streams read faster than one: the roofline is the faster
- *    of the two.
+ *    BW_PASSES passes (after one untimed pass that also faults the pages in). Passes cycle
+ *    through one stream per thread, two (the two halves of its share side by side) and four
+ *    (its quarters, with a software prefetch ahead in each), since the single-token matmuls
+ *    read several straight streams per thread and on the Zen 5 machine this was written on
+ *    more streams read faster: the roofline is the fastest pattern, so that no kernel of ours
+ *    reads faster than the roofline says memory can.
  *  - FMA peak: each thread runs independent fp32 FMA chains that live in registers (16 chains of
  *    16 lanes on AVX-512, 12 of 8 on AVX2: more chains than FMA latency x ports, so the ports
  *    are the limit); 2 FLOPs per lane per FMA; best of FMA_PASSES.
@@ -21,12 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
 
-#define BW_PASSES 6   /* odd passes: one stream per thread, even: two */
+#define BW_PASSES 9   /* passes 1, 4, 7: one stream per thread; 2, 5, 8: two; 3, 6, 9: four */
 #define FMA_PASSES 3
 #define FMA_ITERS 20000000L   /* per thread and pass: ~0.1 s at 3 GHz */
 
@@ -58,6 +60,25 @@ __attribute__((target("avx512f"))) static uint64_t read2_avx512(const uint8_t *p
     return (uint64_t)_mm512_reduce_add_epi64(a0);
 }
 
+/* The four quarters of p[0..n) side by side, each asked for READ_PF bytes ahead (n a multiple
+ * of 256): the single-token Q8_0 kernel's pattern, which reads faster than one or two plain
+ * streams on the Zen 5 machine this was written on (pr outside the repo, 2 threads, 1 GiB:
+ * medians 63-72 GB/s against 49-50 for one stream and 55-60 for two). */
+#define READ_PF 2048
+__attribute__((target("avx512f"))) static uint64_t read4_avx512(const uint8_t *p, size_t n) {
+    const size_t q = n / 4;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 64 <= q; i += 64) {
+        for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(p + k * q + i + READ_PF), _MM_HINT_T0);
+        a0 = _mm512_add_epi64(a0, _mm512_load_si512((const void *)(p + i)));
+        a1 = _mm512_add_epi64(a1, _mm512_load_si512((const void *)(p + q + i)));
+        a2 = _mm512_add_epi64(a2, _mm512_load_si512((const void *)(p + 2 * q + i)));
+        a3 = _mm512_add_epi64(a3, _mm512_load_si512((const void *)(p + 3 * q + i)));
+    }
+    a0 = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
+    return (uint64_t)_mm512_reduce_add_epi64(a0);
+}
+
 __attribute__((target("avx2"))) static uint64_t read_avx2(const uint8_t *p, size_t n) {
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
     for (size_t i = 0; i + 128 <= n; i += 128) {
@@ -80,6 +101,24 @@ __attribute__((target("avx2"))) static uint64_t read2_avx2(const uint8_t *p, siz
         a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(p + i + 32)));
         a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(q + i)));
         a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(q + i + 32)));
+    }
+    a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+    uint64_t l[4];
+    _mm256_storeu_si256((__m256i *)l, a0);
+    return l[0] + l[1] + l[2] + l[3];
+}
+
+__attribute__((target("avx2"))) static uint64_t read4_avx2(const uint8_t *p, size_t n) {
+    const size_t q = n / 4;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 64 <= q; i += 64) {
+        for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(p + k * q + i + READ_PF), _MM_HINT_T0);
+        for (int h = 0; h < 64; h += 32) {
+            a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(p + i + h)));
+            a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(p + q + i + h)));
+            a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(p + 2 * q + i + h)));
+            a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(p + 3 * q + i + h)));
+        }
     }
     a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
     uint64_t l[4];
@@ -193,11 +232,16 @@ typedef struct hw_thread {
     int        ith;
 } hw_thread;
 
-static void hw_read_slice(hw_shared *s, int ith, bool two) {
+/* Pass pattern: 1, 2 or 4 streams a thread. */
+static void hw_read_slice(hw_shared *s, int ith, int streams) {
     const size_t per = s->bytes / (size_t)s->n_threads / 256 * 256;
     const uint8_t *p = s->buf + per * (size_t)ith;
-    const uint64_t v = s->isa == HW_AVX512 ? (two ? read2_avx512(p, per) : read_avx512(p, per))
-                       : s->isa == HW_AVX2 ? (two ? read2_avx2(p, per) : read_avx2(p, per))
+    const uint64_t v = s->isa == HW_AVX512 ? (streams == 4   ? read4_avx512(p, per)
+                                              : streams == 2 ? read2_avx512(p, per)
+                                                             : read_avx512(p, per))
+                       : s->isa == HW_AVX2 ? (streams == 4   ? read4_avx2(p, per)
+                                              : streams == 2 ? read2_avx2(p, per)
+                                                             : read_avx2(p, per))
                                            : read_scalar(p, per);
     if (v == 42) s->sink = v;
 }
@@ -210,7 +254,7 @@ static void *hw_worker(void *arg) {
     for (int pass = 0; pass <= BW_PASSES; pass++) {           /* pass 0 is untimed */
         pthread_barrier_wait(&s->bar);
         const uint64_t t0 = bench_now_ns();
-        hw_read_slice(s, t->ith, pass % 2 == 0);
+        hw_read_slice(s, t->ith, pass % 3 == 0 ? 1 : pass % 3 == 1 ? 2 : 4);
         pthread_barrier_wait(&s->bar);
         const double dt = (double)(bench_now_ns() - t0) * 1e-9;
         if (t->ith == 0 && pass > 0 && (s->best_read_s == 0 || dt < s->best_read_s)) s->best_read_s = dt;
@@ -245,7 +289,13 @@ static int hw_measure_here(int n_threads, size_t bw_bytes, bool bw_only, bench_h
     hw_thread th[BENCH_MAX_LIST * 8];
     pthread_t tid[BENCH_MAX_LIST * 8];
     if (n_threads < 1 || n_threads > (int)(sizeof th / sizeof th[0])) return 1;
-    s.buf = aligned_alloc(4096, (bw_bytes + 4095) / 4096 * 4096);
+    /* in huge pages where the kernel gives them, as the weights are (gguf_read.c, alloc.c):
+     * the same TLB reach as the matmuls' reads */
+    const size_t huge = (size_t)2 << 20, alloc = (bw_bytes + huge - 1) / huge * huge;
+    s.buf = aligned_alloc(huge, alloc);
+#ifdef MADV_HUGEPAGE
+    if (s.buf) (void)madvise(s.buf, alloc, MADV_HUGEPAGE);
+#endif
     if (!s.buf || pthread_barrier_init(&s.bar, NULL, (unsigned)n_threads)) return 1;
     int started = 0;
     for (; started < n_threads; started++) {
