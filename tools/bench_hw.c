@@ -62,8 +62,10 @@ __attribute__((target("avx512f"))) static uint64_t read2_avx512(const uint8_t *p
 
 /* The four quarters of p[0..n) side by side, each asked for READ_PF bytes ahead (n a multiple
  * of 256): the single-token Q8_0 kernel's pattern, which reads faster than one or two plain
- * streams on the Zen 5 machine this was written on (pr outside the repo, 2 threads, 1 GiB:
- * medians 63-72 GB/s against 49-50 for one stream and 55-60 for two). */
+ * streams on the Zen 5 machine this was written on (pr outside the repo, 2 threads, 1 GiB in
+ * huge pages, 7 passes a run, medians of 7 runs: 61-73 GB/s against 47-56 for one stream and
+ * 50-61 for two). Its prefetches run up to READ_PF bytes past a quarter's end: a prefetch
+ * does not fault. */
 #define READ_PF 2048
 __attribute__((target("avx512f"))) static uint64_t read4_avx512(const uint8_t *p, size_t n) {
     const size_t q = n / 4;

@@ -266,8 +266,9 @@ static void md_efficiency(const bench_out *out) {
         seen[n_seen++] = hw;
         if (hw->ok)
             printf("machine, %d threads: read %.1f GB/s (%zu MiB buffer, best of 9 passes, 1, 2 and 4 streams a thread)"
-                   ", fp32 FMA peak %.1f GFLOP/s (%s), int8 dot peak %.1f GOP/s%s\n", hw->n_threads, hw->read_gbs, hw->bw_bytes >> 20, hw->fma_gflops,
-                   hw->fma_isa, hw->int8_gops, hw->int8_gops > 0 ? " (vpdpbusd)" : " (no VNNI: not measured)");
+                   ", fp32 FMA peak %.1f GFLOP/s (%s), int8 dot peak %.1f GOP/s%s\n",
+                   hw->n_threads, hw->read_gbs, hw->bw_bytes >> 20, hw->fma_gflops, hw->fma_isa, hw->int8_gops,
+                   hw->int8_gops > 0 ? " (vpdpbusd)" : " (no VNNI: not measured)");
         else
             printf("machine, %d threads: not measured (the measurement failed)\n", hw->n_threads);
     }
