@@ -101,9 +101,13 @@ recur_status gguf_open(const char *path, gguf_file **out, char *err, size_t err_
  * fuzzers and tests). */
 recur_status gguf_open_memory(const void *buf, size_t len, gguf_file **out, char *err, size_t err_len);
 void gguf_close(gguf_file *g);
-/* Maps every page of the file in now (reading what is not cached). A caller that drops
- * ranges (below) does this first: otherwise reading a neighbour later maps a whole 2 MiB
- * page again, the dropped part with it. Nothing for a file read from a buffer. */
+/* Whether the file is mapped (gguf_open), not a caller's buffer. */
+bool gguf_mapped(const gguf_file *g);
+/* Maps every page of the file in now (reading what is not cached), in 2 MiB pages where the
+ * kernel can: where most of the file is cached in small pieces, its cached pages are dropped
+ * and read again (gguf_map.c). A caller that drops ranges (below) does this first: otherwise
+ * reading a neighbour later maps a whole 2 MiB page again, the dropped part with it. Nothing
+ * for a file read from a buffer. */
 void gguf_map_all(const gguf_file *g);
 /* A hint that [p, p + n), inside the file's data, will not be read again: the whole pages of
  * the mapping within it are unmapped (they stay in the page cache; reading them again would

@@ -31,6 +31,7 @@ struct gguf_file {
     const uint8_t *base;        /* the mapping or the caller's buffer */
     uint64_t       size;
     int            mapped;      /* 1 when base must be munmap'ed at close */
+    int            fd;          /* the mapped file, open until close (its cache, gguf_map.c); -1 */
     uint32_t       version;
     uint32_t       alignment;
     uint64_t       data_offset;

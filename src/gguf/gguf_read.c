@@ -365,17 +365,22 @@ static recur_status parse_all(rd *r, gguf_file *g) {
     return st;
 }
 
-static recur_status open_buf(const uint8_t *buf, uint64_t len, int mapped, gguf_file **out,
+/* fd >= 0: buf is fd's file mapped (both are closed with g); -1: the caller's buffer. */
+static recur_status open_buf(const uint8_t *buf, uint64_t len, int fd, gguf_file **out,
                              char *err, size_t err_len) {
     gguf_file *g = calloc(1, sizeof *g);
     if (!g) {
-        if (mapped) munmap((void *)(uintptr_t)buf, len);
+        if (fd >= 0) {
+            munmap((void *)(uintptr_t)buf, len);
+            close(fd);
+        }
         return rc_fail(err, err_len, RECUR_E_NOMEM, "gguf: out of memory");
     }
     static const uint8_t empty[1] = {0};
     g->base = buf ? buf : empty;
     g->size = buf ? len : 0;
-    g->mapped = mapped;
+    g->mapped = fd >= 0;
+    g->fd = fd;
     rd r = {.p = g->base, .size = g->size, .err = err, .err_len = err_len};
     recur_status st = parse_all(&r, g);
     if (st) {
@@ -389,7 +394,7 @@ static recur_status open_buf(const uint8_t *buf, uint64_t len, int mapped, gguf_
 recur_status gguf_open_memory(const void *buf, size_t len, gguf_file **out, char *err, size_t err_len) {
     if (!out) return rc_fail(err, err_len, RECUR_E_INVALID, "gguf: out is NULL");
     *out = NULL;
-    return open_buf(buf, len, 0, out, err, err_len);
+    return open_buf(buf, len, -1, out, err, err_len);
 }
 
 recur_status gguf_open(const char *path, gguf_file **out, char *err, size_t err_len) {
@@ -409,53 +414,33 @@ recur_status gguf_open(const char *path, gguf_file **out, char *err, size_t err_
     }
     if (sb.st_size == 0) {
         close(fd);
-        return open_buf(NULL, 0, 0, out, err, err_len);
+        return open_buf(NULL, 0, -1, out, err, err_len);
     }
     void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    int e = errno;
-    close(fd);
-    if (m == MAP_FAILED)
+    if (m == MAP_FAILED) {
+        int e = errno;
+        close(fd);
         return rc_fail(err, err_len, RECUR_E_IO, "gguf: cannot map '%s': %s", path, strerror(e));
+    }
 #ifdef MADV_HUGEPAGE
     /* Pages of the file not yet in the page cache are then read in as 2 MiB folios (where the
      * filesystem has large folios), which the mapping maps with one TLB entry each: decode
      * streams every weight once a token. On this machine, mamba2-370m Q8_0 from a cold cache:
      * 276 MB of it mapped so without the hint, 438 with; recur-bench -p 0 -n 128 on a copy
      * cached in 2 MiB folios against one cached in small ones, 3 alternating pairs: 57.0 ->
-     * 61.9 t/s median. Pages already cached keep their size (a warm cache gains nothing);
-     * only a hint. */
+     * 61.9 t/s median. Pages already cached keep their size (gguf_map_all reads them
+     * again where most of the file is in small ones); only a hint. */
     (void)madvise(m, (size_t)sb.st_size, MADV_HUGEPAGE);
 #endif
-    return open_buf(m, (uint64_t)sb.st_size, 1, out, err, err_len);
-}
-
-void gguf_map_all(const gguf_file *g) {
-    if (!g || !g->mapped) return;
-#ifdef MADV_POPULATE_READ
-    if (madvise((void *)(uintptr_t)g->base, (size_t)g->size, MADV_POPULATE_READ) == 0) return;
-#endif
-    volatile uint8_t sink = 0;   /* kernels before 5.14: touch every page */
-    const long ps = sysconf(_SC_PAGESIZE);
-    for (uint64_t o = 0; o < g->size; o += ps > 0 ? (uint64_t)ps : 4096) sink ^= g->base[o];
-    (void)sink;
-}
-
-void gguf_drop_range(const gguf_file *g, const void *p, uint64_t n) {
-    if (!g || !g->mapped || !p) return;
-    const long ps = sysconf(_SC_PAGESIZE);
-    const uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, lo = ((uintptr_t)p + page - 1) & ~(page - 1);
-    const uintptr_t hi = ((uintptr_t)p + (uintptr_t)n) & ~(page - 1), end = (uintptr_t)g->base + (uintptr_t)g->size;
-    if ((uintptr_t)p < (uintptr_t)g->base || (uintptr_t)p + n > end || hi <= lo) return;
-#ifdef MADV_NOHUGEPAGE
-    /* else khugepaged, folding a 2 MiB page's small mappings back into one, maps the range again */
-    (void)madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
-#endif
-    (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    return open_buf(m, (uint64_t)sb.st_size, fd, out, err, err_len);
 }
 
 void gguf_close(gguf_file *g) {
     if (!g) return;
-    if (g->mapped) munmap((void *)(uintptr_t)g->base, (size_t)g->size);
+    if (g->mapped) {
+        munmap((void *)(uintptr_t)g->base, (size_t)g->size);
+        close(g->fd);
+    }
     free(g->kv);
     free(g->tensors);
     free(g->str_pool);

@@ -172,7 +172,8 @@ recur_status model_bind_moe(struct recur_model *m, int il, char *err, size_t err
 recur_status model_layout(struct recur_model *m, char *err, size_t err_len);
 
 /* Packs w (just bound) 16 rows to a group when m->repack and it is a Q4_K matrix of a multiple
- * of 16 rows (model/repack.c); a weight that cannot be packed (or no memory) stays as bound. */
+ * of 16 rows (model/repack.c); a weight that cannot be packed (or no memory) stays as bound,
+ * or, when its 2 MiB pages of the file are mostly packed ones', is copied next to them. */
 void model_repack(struct recur_model *m, model_w *w);
 /* Frees the packed buffers. */
 void model_repack_free(struct recur_model *m);

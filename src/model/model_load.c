@@ -290,7 +290,9 @@ static recur_status model_open(struct recur_model *m, const char *path, const re
     const char *nr = getenv("RECUR_NO_REPACK");
     m->repack = !p->no_repack && !(nr && *nr && strcmp(nr, "0") != 0) &&
                 tensor_q4_K_r16_preferred(tensor_kernels_active());
-    if (m->repack) gguf_map_all(m->g);   /* before packing unmaps the packed matrices' pages */
+    /* every page now, in 2 MiB pages where it can (gguf_map.c), as decode reads them all; and
+     * before packing unmaps the packed matrices' pages */
+    gguf_map_all(m->g);
     m->arch = model_arch_find(m->hp.arch);
     if (!m->arch)
         return rc_fail(err, err_len, RECUR_E_UNSUPPORTED, "model: architecture '%s' is not supported (supported: %s)",
