@@ -9,13 +9,13 @@
  *     taper (tp_split_tapered: the last ones small, so the thread that runs out first waits
  *     little for the others: mamba2-370m pp512, pool timer outside the repo, waits 0.34-0.47
  *     -> 0.11 s of 4.3 s in matmul jobs over 4 runs; qwen35-0.8b 0.25-0.28 -> 0.08-0.10), a
- *     single token's are one per thread and matrix, walked in chunks of row groups that a
- *     thread with nothing left may take from the back (mm_one_token); each Y
- *     element is exactly one vec_dot call, one lane of a vec_dot4 call or one element of a
- *     gemm or gemv call, which give the same bits (tensor.h invariant 2; the dot is
- *     tensor_matmul_dot's, a property of the weight). A table with a gemm for the type gets a
- *     share's whole row range (it tiles rows x tokens itself), and a gemv a chunk's groups of
- *     rows (it runs several rows side by side).
+ *     single token's are one per thread for each run of matrices with one kernel, walked in
+ *     chunks of row groups that a thread with nothing left may take from the back
+ *     (mm_one_token); each Y element is exactly one vec_dot call, one lane of a vec_dot4
+ *     call or one element of a gemm or gemv call, which give the same bits (tensor.h
+ *     invariant 2; the dot is tensor_matmul_dot's, a property of the weight). A table with
+ *     a gemm for the type gets a share's whole row range (it tiles rows x tokens itself),
+ *     and a gemv a chunk's groups of rows (it runs several rows side by side).
  *     Otherwise rows are walked in tiles of MM_TILE weight rows, and each tile is dotted with
  *     every token before the next, so a batch reads W from memory once.
  *
@@ -251,14 +251,31 @@ static int mm_shares(int64_t n_out, int nth, int64_t n_tok) {
  * worse). So a thread walks its share's row groups (tensor.h gemv) from the front in claims
  * (mm_claim), its streams straight; once every share is handed out, a thread with none left
  * claims groups from the back of the others. A group is computed once, by whoever claims it,
- * with the same kernel on the same rows: the bits do not depend on who. */
+ * with the same kernel on the same rows: the bits do not depend on who.
+ *
+ * The matrices of one call (q, k, v; gate, up) that share a gemv kernel are laid end to end
+ * and cut into one share per thread by their bytes, so a share is a run of segments (a
+ * matrix's rows [lo, hi)) read one after the other and each thread starts as few streams as
+ * it can; a matrix with another kernel (a Q6_K v among Q4_K q and k) gets its own shares, so
+ * that no thread is left with all of the slower kernel's rows. Before, each matrix was cut
+ * into one share per thread. recur-bench tg64, 2 threads, alternating rounds in one binary
+ * (an environment switch, removed): qwen3-0.6b Q4_K_M 1.037x (8 of 10 won) and 1.022x (7 of
+ * 10), qwen35-0.8b Q4_K_M 1.028x (7 of 10), qwen3-0.6b Q8_0 1.013x (6 of 10), qwen35-0.8b
+ * Q8_0 1.007x (6 of 10); the same runs with both sides alike gave 0.976x and 1.024x (5 of
+ * 10 each). */
 #define MM_CHUNK  (32 << 10)   /* weight bytes of the smallest claim */
 #define MM_GV_MAX 64           /* shares of one job; more threads than that find none */
 
-typedef struct mm_gshare {
-    _Alignas(64) _Atomic uint64_t left;   /* unclaimed groups [front, back): front << 32 | back */
+typedef struct mm_seg {
     const mm_job *j;
     long          lo, hi;   /* its rows */
+    int64_t       g1;       /* the share's groups up to the end of this segment */
+} mm_seg;
+
+typedef struct mm_gshare {
+    _Alignas(64) _Atomic uint64_t left;   /* unclaimed groups [front, back): front << 32 | back */
+    mm_seg        seg[TENSOR_MM_MAX];
+    int           n_seg;
     uint32_t      chunk;    /* groups per claim */
 } mm_gshare;
 
@@ -268,16 +285,48 @@ typedef struct mm_gplan {
     atomic_int started;   /* shares whose owner began: all of them, then stealing starts */
 } mm_gplan;
 
-/* Adds one matrix as ns shares (split as a prompt's would be, by tiles). */
-static void mm_plan_add(mm_gplan *p, const mm_job *j, int ns) {
-    const int G = mm_group_rows(j);
-    const size_t gb = (size_t)G * j->w_stride;
-    for (int i = 0; i < ns && p->n < MM_GV_MAX; i++) {
-        mm_gshare *s = &p->s[p->n++];
-        tp_split((long)j->n_out, i, ns, MM_TILE, &s->lo, &s->hi);
-        s->j = j;
-        s->chunk = gb >= MM_CHUNK ? 1 : (uint32_t)(MM_CHUNK / gb);
-        atomic_init(&s->left, (uint64_t)tensor_gemv_groups(s->hi - s->lo, G));
+/* Where the byte offset `at` of jobs[0..n) laid end to end falls, rounded to a tile of rows:
+ * job *ji, row *r (r == n_out: the job's end). */
+static void mm_locate(const mm_job *jobs, int n, double at, int *ji, long *r) {
+    for (int i = 0; i < n; i++) {
+        const double bytes = (double)jobs[i].n_out * (double)jobs[i].w_stride;
+        if (at < bytes || i == n - 1) {
+            const long tiles = (long)(at / (double)jobs[i].w_stride / MM_TILE + 0.5);
+            *ji = i;
+            *r = tiles * MM_TILE < jobs[i].n_out ? tiles * MM_TILE : (long)jobs[i].n_out;
+            return;
+        }
+        at -= bytes;
+    }
+}
+
+/* The shares: jobs[0..n) end to end, cut into ns runs of about equal bytes. */
+static void mm_plan(mm_gplan *p, const mm_job *jobs, int n, int ns) {
+    double total = 0;
+    for (int i = 0; i < n; i++) total += (double)jobs[i].n_out * (double)jobs[i].w_stride;
+    int ji = 0;
+    long r = 0;
+    for (int s = 0; s < ns; s++) {
+        int je = n - 1;
+        long re = (long)jobs[n - 1].n_out;
+        if (s == ns - 1) je = n - 1, re = (long)jobs[n - 1].n_out;
+        else mm_locate(jobs, n, total * (s + 1) / ns, &je, &re);
+        mm_gshare *sh = &p->s[p->n++];
+        sh->n_seg = 0;
+        int64_t groups = 0;
+        for (; ji <= je; ji++, r = 0) {
+            const long hi = ji == je ? re : (long)jobs[ji].n_out;
+            if (hi > r) {
+                const int G = mm_group_rows(&jobs[ji]);
+                groups += tensor_gemv_groups(hi - r, G);
+                sh->seg[sh->n_seg++] = (mm_seg){ &jobs[ji], r, hi, groups };
+            }
+            if (ji == je) break;
+        }
+        r = re;
+        const size_t gb = sh->n_seg ? (size_t)mm_group_rows(sh->seg[0].j) * sh->seg[0].j->w_stride : 1;
+        sh->chunk = gb >= MM_CHUNK ? 1 : (uint32_t)(MM_CHUNK / gb);
+        atomic_init(&sh->left, (uint64_t)groups);
     }
 }
 
@@ -298,28 +347,43 @@ static bool mm_claim(_Atomic uint64_t *left, uint32_t c, bool back, int64_t *g0,
     }
 }
 
+/* The share's groups [g0, g1), segment by segment. */
+static void mm_share_groups(const mm_gshare *sh, int64_t g0, int64_t g1) {
+    int64_t s0 = 0;
+    for (int k = 0; k < sh->n_seg && s0 < g1; s0 = sh->seg[k++].g1) {
+        const mm_seg *sg = &sh->seg[k];
+        const int64_t a = g0 > s0 ? g0 : s0, b = g1 < sg->g1 ? g1 : sg->g1;
+        if (a < b) mm_groups(sg->j, sg->lo, sg->hi, a - s0, b - s0);
+    }
+}
+
 static void mm_gemv_share(void *arg, int ith, int nth) {
     (void)nth;
     mm_gplan *p = arg;
     mm_gshare *own = &p->s[ith];
     int64_t g0, g1;
     atomic_fetch_add_explicit(&p->started, 1, memory_order_relaxed);
-    while (mm_claim(&own->left, own->chunk, false, &g0, &g1)) mm_groups(own->j, own->lo, own->hi, g0, g1);
+    while (mm_claim(&own->left, own->chunk, false, &g0, &g1)) mm_share_groups(own, g0, g1);
     /* shares not handed out yet: the pool gives this thread the next one, from its front */
     if (atomic_load_explicit(&p->started, memory_order_relaxed) < p->n) return;
     for (int d = 1; d < p->n; d++) {
         mm_gshare *o = &p->s[(ith + d) % p->n];
-        while (mm_claim(&o->left, o->chunk, true, &g0, &g1)) mm_groups(o->j, o->lo, o->hi, g0, g1);
+        while (mm_claim(&o->left, o->chunk, true, &g0, &g1)) mm_share_groups(o, g0, g1);
     }
 }
 
-/* jobs[0..n) of one token (X quantized) on the pool, one share per thread each. */
+/* jobs[0..n) of one token (X quantized) on the pool: each run of neighbouring jobs with the
+ * same gemv kernel is one chain, cut into one share per thread. */
 static void mm_one_token(tp_pool *pool, const mm_job *jobs, int n) {
     mm_gplan p;
     p.n = 0;
     atomic_init(&p.started, 0);
-    const int nth = tp_n_threads(pool), ns = nth < MM_GV_MAX / n ? nth : MM_GV_MAX / n;
-    for (int i = 0; i < n; i++) mm_plan_add(&p, &jobs[i], ns);
+    const int nth = tp_n_threads(pool);
+    for (int i = 0, e; i < n; i = e) {
+        for (e = i + 1; e < n && jobs[e].gemv.fn == jobs[i].gemv.fn; e++) {}
+        const int left = MM_GV_MAX - p.n;
+        if (left > 0) mm_plan(&p, jobs + i, e - i, nth < left ? nth : left);
+    }
     tp_run_n(pool, mm_gemv_share, &p, p.n);
 }
 
