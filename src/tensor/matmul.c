@@ -307,10 +307,9 @@ static void mm_plan(mm_gplan *p, const mm_job *jobs, int n, int ns) {
     int ji = 0;
     long r = 0;
     for (int s = 0; s < ns; s++) {
-        int je = n - 1;
+        int je = n - 1;   /* the last share ends with the last job */
         long re = (long)jobs[n - 1].n_out;
-        if (s == ns - 1) je = n - 1, re = (long)jobs[n - 1].n_out;
-        else mm_locate(jobs, n, total * (s + 1) / ns, &je, &re);
+        if (s < ns - 1) mm_locate(jobs, n, total * (s + 1) / ns, &je, &re);
         mm_gshare *sh = &p->s[p->n++];
         sh->n_seg = 0;
         int64_t groups = 0;
@@ -372,17 +371,25 @@ static void mm_gemv_share(void *arg, int ith, int nth) {
     }
 }
 
-/* jobs[0..n) of one token (X quantized) on the pool: each run of neighbouring jobs with the
- * same gemv kernel is one chain, cut into one share per thread. */
+/* The end of the chain that starts at jobs[i]: the neighbouring jobs with its gemv kernel. */
+static int mm_chain_end(const mm_job *jobs, int n, int i) {
+    int e = i + 1;
+    while (e < n && jobs[e].gemv.fn == jobs[i].gemv.fn) e++;
+    return e;
+}
+
+/* jobs[0..n) of one token (X quantized) on the pool: each chain is cut into one share per
+ * thread (fewer where the chains would need more than MM_GV_MAX shares in all). */
 static void mm_one_token(tp_pool *pool, const mm_job *jobs, int n) {
     mm_gplan p;
     p.n = 0;
     atomic_init(&p.started, 0);
-    const int nth = tp_n_threads(pool);
+    int chains = 0;
+    for (int i = 0; i < n; i = mm_chain_end(jobs, n, i)) chains++;
+    const int nth = tp_n_threads(pool), ns = nth < MM_GV_MAX / chains ? nth : MM_GV_MAX / chains;
     for (int i = 0, e; i < n; i = e) {
-        for (e = i + 1; e < n && jobs[e].gemv.fn == jobs[i].gemv.fn; e++) {}
-        const int left = MM_GV_MAX - p.n;
-        if (left > 0) mm_plan(&p, jobs + i, e - i, nth < left ? nth : left);
+        e = mm_chain_end(jobs, n, i);
+        mm_plan(&p, jobs + i, e - i, ns);
     }
     tp_run_n(pool, mm_gemv_share, &p, p.n);
 }

@@ -1008,12 +1008,13 @@ static void test_matmul_one_token_shared(void **state) {
 }
 
 /* tensor_matmul_n: every matrix's Y equals its own tensor_matmul (one thread), whatever the
- * grouping (same vec_dot type run as one job, others after), tokens, threads; nothing is
- * written past a matrix's n_out. */
+ * grouping (same vec_dot type run as one job, others after), tokens, threads (70: more than a
+ * single token's job has shares, split among its runs of matrices); nothing is written past a
+ * matrix's n_out. */
 static void test_matmul_n(void **state) {
     (void)state;
-    tp_pool *p2 = tp_new(2), *p3 = tp_new(3);
-    assert_non_null(p2); assert_non_null(p3);
+    tp_pool *p2 = tp_new(2), *p3 = tp_new(3), *p70 = tp_new(70);
+    assert_non_null(p2); assert_non_null(p3); assert_non_null(p70);
     rng r = { 7 };
     enum { NIN = 512, NM = 4, LDY = 800 };
     /* Q8_0 and Q4_0 share Q8_0 activations; F32 does not; the first decides the group */
@@ -1050,7 +1051,7 @@ static void test_matmul_n(void **state) {
                         memset(mm[i].Y, 0x7f, (size_t)9 * LDY * 4);
                         tensor_matmul(NULL, tab[k], mm[i].wtype, mm[i].W, NIN, mm[i].n_out, X, ntok, ref[i], LDY, scratch);
                     }
-                    tensor_matmul_n(n % 2 ? p2 : p3, tab[k], mm, n, NIN, X, ntok, scratch);
+                    tensor_matmul_n(n % 2 ? p2 : n == 4 ? p70 : p3, tab[k], mm, n, NIN, X, ntok, scratch);
                     for (int i = 0; i < n; i++)
                         if (memcmp(ref[i], mm[i].Y, (size_t)9 * LDY * 4) != 0)
                             fail_msg("%s set %zu: %d matrices, %lld tokens: matrix %d differs", tab[k]->isa, si, n,
@@ -1060,7 +1061,7 @@ static void test_matmul_n(void **state) {
         for (int i = 0; i < NM; i++) { free((void *)mm[i].W); free(mm[i].Y); free(ref[i]); }
     }
     free(X); free(wf);
-    tp_free(p2); tp_free(p3);
+    tp_free(p2); tp_free(p3); tp_free(p70);
 }
 
 /* tensor_matmul_grouped: each group's rows equal one tensor_matmul of the group's matrix over
