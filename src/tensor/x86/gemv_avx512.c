@@ -21,7 +21,7 @@
  *    memory is fast (Q8_PF).
  *  - Q4_K takes rows 4r..4r+3 and their twins n/2 further on together: two streams of four
  *    neighbouring rows, with a software prefetch that walks each stream's memory in order
- *    (gemv_q4_K_rp); Q6_K rows r and r + n/2 (a shorter loop body, see q6k_pair).
+ *    (gemv_q4_K_rp); Q6_K rows r + k·n/4 as Q8_0 (q6k_quad).
  *
  * Q8_0 (dot_q8_0's order, tensor_impl.h rt_hsum8_ggml): a 512-bit register holds the same
  * block of two rows (lanes 0-7: one, 8-15: the other), as gemm_avx512.c's pair tiles do with the roles
@@ -262,13 +262,13 @@ static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, in
     x86_kq_rows(8, 4, q4k_rp_group, n, w, ws, n_rows, g0, g1, x, y);
 }
 
-/* ---- Q6_K (rt_dot_q6_K's order): two rows per group, one float lane per row --------------
+/* ---- Q6_K (rt_dot_q6_K's order): four rows per group, one float lane per row -------------
  *
  * rt_dot_q6_K sums a block exactly in integers (sumi = sum over the 16 sub-blocks of
  * sc[k] · sum (q - 32)·y) and then runs one scalar chain s = fmaf((float)sumi, d·yd, s). Here
  * the 6-bit values q (0..63, u8) are dotted with the activations by dpbusd (exact), two dpbusd
  * results are packed to int16 and multiplied by their sub-blocks' scales in pairs (madd-style
- * dpwssd, which also adds −32·bsum·scale), and the 16 lanes of the two rows are summed into two
+ * dpwssd, which also adds −32·bsum·scale), and the 16 lanes of four rows are summed into four
  * lanes by one shared reduction; lane r then takes row r's chain step. (The earlier form,
  * reducing each sub-block to one lane and multiplying after, cost ~15 % more in cache.) */
 
@@ -313,25 +313,19 @@ static inline __m512i q6k_row(const uint8_t *a, const __m512i y4[4], const __m51
     return acc;
 }
 
-/* Lanes 0 and 1 = the sums of the 16 lanes of p0 and of p1 (exact integer additions). */
-static inline __m128i hsum2_i32(__m512i p0, __m512i p1) {
-    /* lanes 0-7: p0's halves added, 8-15: p1's */
-    const __m512i q = _mm512_add_epi32(_mm512_shuffle_i32x4(p0, p1, 0x44), _mm512_shuffle_i32x4(p0, p1, 0xEE));
-    /* blocks 0 and 2: p0's and p1's four partial sums */
-    const __m512i r = _mm512_add_epi32(q, _mm512_shuffle_i32x4(q, q, 0xB1));
-    const __m512i t = _mm512_add_epi32(r, _mm512_shuffle_epi32(r, (_MM_PERM_ENUM)0x4E));
-    const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, (_MM_PERM_ENUM)0xB1));
-    return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_zextsi128_si512(_mm_setr_epi32(0, 8, 0, 0)), u));
-}
-
-/* Two rows per group (x86_kq_rows with G = 2): eight rows side by side (the earlier form)
- * share more of the activation side and run ~25 % faster in cache, but their loop body of
- * ~370 instructions is longer than the core's reorder window, so the next block's loads wait
- * behind the arithmetic; out of cache, where a token's matmuls run, two rows read faster
- * (in-process A/B, 2 threads, 300 alternating rounds: 248320 x 1024 1.07-1.13x, 60 matrices
- * of 6144 x 1024 1.38-1.43x; four rows 1.05-1.10x / 1.22-1.26x; recur-bench tg64, 6
- * alternating rounds: qwen35-0.8b Q4_K_M 44.7 -> 54.4 t/s, qwen3-0.6b Q4_K_M 57.1 -> 69.0). */
-static __m256 q6k_pair(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+/* Four rows per group (x86_kq_rows with G = 4, P = 1): rows r, r + q, r + 2q, r + 3q (q =
+ * n_rows / 4), four streams that each run straight through a quarter of the memory, as
+ * q8_quad's. The activation side (y, −8·bsum spread) is loaded once for four rows and one
+ * reduce4_i32 brings their 4 × 16 lanes down to 4: fewer instructions a row, which is what
+ * bounds this kernel wherever the bytes come fast. Against two rows (r, r + n/2), 2 threads
+ * unless said, `gq`/`gq2` outside the repo (alternating runs): in L2 (one thread, 1024 x
+ * 1024) 29.5 -> 25.1 us, 1.17x; in L3 (two of 6144 x 1024) 53-56 -> 63-67 GB/s best, 1.2x
+ * on average; from memory while the machine's neighbours held it at ~35 GB/s, 60 matrices
+ * of 1024 x 3072 0.99x, an output head of 151936 x 1024 1.03x (medians of in-process
+ * ratios). Eight rows side by side (an earlier form) run a loop body of ~370 instructions,
+ * longer than the core's reorder window, and read slower out of cache; a software prefetch
+ * 2048 or 4096 bytes ahead in each stream gave 0.94-0.98x from memory. */
+static __m256 q6k_quad(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
     __m128 acc = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = x + (size_t)i * Q8_K_BYTES;
@@ -343,22 +337,27 @@ static __m256 q6k_pair(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
             _mm256_mullo_epi16(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)), _mm256_set1_epi16(-8)));
         const __m512i bw[2] = { _mm512_permutexvar_epi16(_mm512_loadu_si512(q6k_sb_words[0]), bs8),
                                 _mm512_permutexvar_epi16(_mm512_loadu_si512(q6k_sb_words[1]), bs8) };
-        const __m512i p0 = q6k_row(wr[0] + blk, y4, bw), p1 = q6k_row(wr[1] + blk, y4, bw);
+        /* lane 4i + m: the sum of 128-bit block i of row m's lanes; then the four blocks */
+        const __m512i r4 = reduce4_i32(q6k_row(wr[0] + blk, y4, bw), q6k_row(wr[1] + blk, y4, bw),
+                                       q6k_row(wr[2] + blk, y4, bw), q6k_row(wr[3] + blk, y4, bw));
+        const __m256i r8 = _mm256_add_epi32(_mm512_castsi512_si256(r4), _mm512_extracti64x4_epi64(r4, 1));
+        const __m128i sumi = _mm_add_epi32(_mm256_castsi256_si128(r8), _mm256_extracti128_si256(r8, 1));
         const __m128i dh = _mm_setr_epi16((short)rd_u16(wr[0] + blk + Q6_K_D), (short)rd_u16(wr[1] + blk + Q6_K_D),
-                                          0, 0, 0, 0, 0, 0);
+                                          (short)rd_u16(wr[2] + blk + Q6_K_D), (short)rd_u16(wr[3] + blk + Q6_K_D),
+                                          0, 0, 0, 0);
         const __m128 d = _mm_mul_ps(_mm_cvtph_ps(dh), _mm_set1_ps(rd_f32(b)));
-        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum2_i32(p0, p1)), d, acc);
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sumi), d, acc);
     }
     return _mm256_zextps128_ps256(acc);
 }
 
 static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
                       const void *x, float *y) {
-    x86_kq_rows(2, 1, q6k_pair, n, w, ws, n_rows, g0, g1, x, y);
+    x86_kq_rows(4, 1, q6k_quad, n, w, ws, n_rows, g0, g1, x, y);
 }
 
 void rt_fill_gemv_avx512(tensor_kernels *k) {
     k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4 };
     k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 8 };
-    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 2 };
+    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 4 };
 }
