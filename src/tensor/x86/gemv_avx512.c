@@ -268,7 +268,7 @@ static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, in
  * sc[k] · sum (q - 32)·y) and then runs one scalar chain s = fmaf((float)sumi, d·yd, s). Here
  * the 6-bit values q (0..63, u8) are dotted with the activations by dpbusd (exact), two dpbusd
  * results are packed to int16 and multiplied by their sub-blocks' scales in pairs (madd-style
- * dpwssd, which also adds −32·bsum·scale), and the 16 lanes of four rows are summed into four
+ * dpwssd, one more adds −32·bsum·scale), and the 16 lanes of four rows are summed into four
  * lanes by one shared reduction; lane r then takes row r's chain step. (The earlier form,
  * reducing each sub-block to one lane and multiplying after, cost ~15 % more in cache.) */
 
@@ -281,12 +281,13 @@ static const int16_t q6k_sb_words[2][32] = {
 };
 
 /* One row's block: 16 lanes whose sum is sumi. y4[4]: the block's activations (y[0..64),
- * y[64..128), ...); bw[h]: −8·bsum laid out as q6k_sb_words[h] (four words a sub-block: their
- * products with the scale add up to −32·bsum·scale). The dpbusd lanes (4 products of q <= 63
- * and |y| <= 128: |lane| <= 32256) fit int16, so two results pack into one vector without
- * saturating, and madd / dpwssd multiply pairs of them by the sub-block's scale and add: every
- * step exact in int32 (|sumi| < 2^28). */
-static inline __m512i q6k_row(const uint8_t *a, const __m512i y4[4], const __m512i bw[2]) {
+ * y[64..128), ...); bs8: −8·bsum as 16 words, the upper 256 bits 0. The correction
+ * −32·bsum·scale is one dpwssd of 4·scale (|.| <= 512) by bs8 (in L2, 1.06x against two dpwssd
+ * by −8·bsum spread four words a sub-block as the scales are). The dpbusd lanes (4 products of
+ * q <= 63 and |y| <= 128: |lane| <= 32256) fit int16, so two results pack into one vector
+ * without saturating, and dpwssd multiplies pairs of them by the sub-block's scale and adds:
+ * every step exact in int32 (|sumi| < 2^28). */
+static inline __m512i q6k_row(const uint8_t *a, const __m512i y4[4], __m512i bs8) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), zero = _mm512_setzero_si512();
     /* qh bits of parts 0 | 1 to bits 4-5: shift left by 4 | 2; of parts 2 | 3: right by 0 | 2
      * (16-bit shifts: what crosses into the neighbouring byte is masked off) */
@@ -294,8 +295,10 @@ static inline __m512i q6k_row(const uint8_t *a, const __m512i y4[4], const __m51
                                          0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002);
     const __m512i sr = _mm512_setr_epi64(0, 0, 0, 0, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
                                          0x0002000200020002);
-    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + Q6_K_SCALES))));
-    __m512i acc = zero;
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + Q6_K_SCALES)));
+    const __m512i sc16 = _mm512_castsi256_si512(sc);
+    /* −32·bsum·scale summed: pairs of 4·sc (|.| <= 512) times −8·bsum (bs8's upper half is 0) */
+    __m512i acc = _mm512_dpwssd_epi32(zero, _mm512_castsi256_si512(_mm256_slli_epi16(sc, 2)), bs8);
     _Pragma("GCC unroll 2")
     for (int h = 0; h < 2; h++) {
         /* elements 128h + j (va) and 128h + 64 + j (vb), j < 64: ql[64h + j] low / high nibble,
@@ -307,15 +310,14 @@ static inline __m512i q6k_row(const uint8_t *a, const __m512i y4[4], const __m51
                                                      _mm512_srlv_epi16(qh, sr), m30, 0xF8);
         /* 128-bit lane l: words 0-3 sub-block 8h + l (va), 4-7 sub-block 8h + 4 + l (vb) */
         const __m512i p = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, va, y4[2 * h]), _mm512_dpbusd_epi32(zero, vb, y4[2 * h + 1]));
-        const __m512i sc = _mm512_permutexvar_epi16(_mm512_loadu_si512(q6k_sb_words[h]), sc16);
-        acc = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(acc, p, sc), bw[h], sc);
+        acc = _mm512_dpwssd_epi32(acc, p, _mm512_permutexvar_epi16(_mm512_loadu_si512(q6k_sb_words[h]), sc16));
     }
     return acc;
 }
 
 /* Four rows per group (x86_kq_rows with G = 4, P = 1): rows r, r + q, r + 2q, r + 3q (q =
  * n_rows / 4), four streams that each run straight through a quarter of the memory, as
- * q8_quad's. The activation side (y, −8·bsum spread) is loaded once for four rows and one
+ * q8_quad's. The activation side (y, −8·bsum) is loaded once for four rows and one
  * reduce4_i32 brings their 4 × 16 lanes down to 4: fewer instructions a row, which is what
  * bounds this kernel wherever the bytes come fast. Against two rows (r, r + n/2), 2 threads
  * unless said, `gq`/`gq2` outside the repo (alternating runs): in L2 (one thread, 1024 x
@@ -333,13 +335,11 @@ static __m256 q6k_quad(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
         __m512i y4[4];
         for (int k = 0; k < 4; k++) y4[k] = _mm512_loadu_si512(b + Q8_K_QS + 64 * k);
         /* −8·bsum (|.| <= 8·2048: int16) spread as the scales are */
-        const __m512i bs8 = _mm512_castsi256_si512(
+        const __m512i bs8 = _mm512_zextsi256_si512(
             _mm256_mullo_epi16(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)), _mm256_set1_epi16(-8)));
-        const __m512i bw[2] = { _mm512_permutexvar_epi16(_mm512_loadu_si512(q6k_sb_words[0]), bs8),
-                                _mm512_permutexvar_epi16(_mm512_loadu_si512(q6k_sb_words[1]), bs8) };
         /* lane 4i + m: the sum of 128-bit block i of row m's lanes; then the four blocks */
-        const __m512i r4 = reduce4_i32(q6k_row(wr[0] + blk, y4, bw), q6k_row(wr[1] + blk, y4, bw),
-                                       q6k_row(wr[2] + blk, y4, bw), q6k_row(wr[3] + blk, y4, bw));
+        const __m512i r4 = reduce4_i32(q6k_row(wr[0] + blk, y4, bs8), q6k_row(wr[1] + blk, y4, bs8),
+                                       q6k_row(wr[2] + blk, y4, bs8), q6k_row(wr[3] + blk, y4, bs8));
         const __m256i r8 = _mm256_add_epi32(_mm512_castsi512_si256(r4), _mm512_extracti64x4_epi64(r4, 1));
         const __m128i sumi = _mm_add_epi32(_mm256_castsi256_si128(r8), _mm256_extracti128_si256(r8, 1));
         const __m128i dh = _mm_setr_epi16((short)rd_u16(wr[0] + blk + Q6_K_D), (short)rd_u16(wr[1] + blk + Q6_K_D),
