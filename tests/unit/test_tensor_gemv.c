@@ -76,25 +76,32 @@ static void check_rows(const gv_case *c, int64_t n, const uint8_t *w, size_t ws,
     }
 }
 
-/* One (kernel, n): quantized and raw weights, packed and padded strides, odd addresses. */
+/* One (kernel, n): quantized and raw weights, packed and padded strides, odd addresses; rough
+ * activations, then a constant row, whose quants all sit at the end of their range (Q8_K:
+ * -127, bsums -2032, near the edge of the kernels' int16 bounds). */
 static void check_gemv(const gv_case *c, int64_t n, rng *r) {
     const uint32_t vt = tensor_vec_dot_type(c->wt);
     const size_t wb = tensor_row_bytes(c->wt, n), ws = wb + PAD;
     float *f = xalloc((size_t)n * MAX_ROWS * 4);
     uint8_t *wbuf = xalloc(ws * MAX_ROWS + 1), *xbuf = xalloc(tensor_act_row_bytes(vt, n) + 1);
     uint8_t *w = wbuf + 1, *x = xbuf + 1;   /* odd addresses */
-    fill_rough(r, f, n);
-    tensor_act_quantize(c->k, vt, f, x, n);
-    for (int raw = 0; raw < 2; raw++) {
-        if (raw) {
-            fill_raw(r, c->wt, w, n, MAX_ROWS);
-        } else {
-            fill_rough(r, f, n * MAX_ROWS);
-            tensor_kernels_scalar()->from_float[c->wt](f, w, n * MAX_ROWS);
+    for (int act = 0; act < 2; act++) {
+        if (act)
+            for (int64_t i = 0; i < n; i++) f[i] = 1.5f;
+        else
+            fill_rough(r, f, n);
+        tensor_act_quantize(c->k, vt, f, x, n);
+        for (int raw = 0; raw < 2; raw++) {
+            if (raw) {
+                fill_raw(r, c->wt, w, n, MAX_ROWS);
+            } else {
+                fill_rough(r, f, n * MAX_ROWS);
+                tensor_kernels_scalar()->from_float[c->wt](f, w, n * MAX_ROWS);
+            }
+            check_rows(c, n, w, wb, x);
+            for (int64_t o = MAX_ROWS - 1; o >= 0; o--) memmove(w + (size_t)o * ws, w + (size_t)o * wb, wb);
+            check_rows(c, n, w, ws, x);
         }
-        check_rows(c, n, w, wb, x);
-        for (int64_t o = MAX_ROWS - 1; o >= 0; o--) memmove(w + (size_t)o * ws, w + (size_t)o * wb, wb);
-        check_rows(c, n, w, ws, x);
     }
     free(f); free(wbuf); free(xbuf);
 }

@@ -334,7 +334,7 @@ static __m256 q6k_quad(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
         const size_t blk = (size_t)i * Q6_K_BYTES;
         __m512i y4[4];
         for (int k = 0; k < 4; k++) y4[k] = _mm512_loadu_si512(b + Q8_K_QS + 64 * k);
-        /* −8·bsum (|.| <= 8·2048: int16) spread as the scales are */
+        /* −8·bsum (|.| <= 8·2048: int16), the upper half 0 */
         const __m512i bs8 = _mm512_zextsi256_si512(
             _mm256_mullo_epi16(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)), _mm256_set1_epi16(-8)));
         /* lane 4i + m: the sum of 128-bit block i of row m's lanes; then the four blocks */
