@@ -54,6 +54,13 @@ void recur_init(void);
 /* The instruction set the kernels use on this machine: "avx512", "avx2" or "scalar". */
 const char *recur_cpu_isa(void);
 
+/* Single-token matmuls run their kernels with or without software prefetch: chosen by timing
+ * the calls as they run ("auto", the default), or fixed by the environment variable
+ * RECUR_PREFETCH=on|off. Results never depend on it. The mode, and the timed calls so far
+ * with and without prefetch (the process's, all models together). */
+const char *recur_prefetch_mode(void);
+void        recur_prefetch_calls(uint64_t *with_prefetch, uint64_t *without);
+
 /* ---- model -------------------------------------------------------------------------------- */
 
 typedef struct recur_model recur_model;

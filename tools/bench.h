@@ -77,6 +77,8 @@ typedef struct bench_result {
     uint64_t           rss, rss_peak;   /* VmRSS / VmHWM after the test */
     double             near_read_gbs;   /* tg tests: the read bandwidth measured right before and
                                          * right after the runs, their mean (0: not measured) */
+    uint64_t           pf_calls[2];     /* matmul calls timed for the prefetch choice during the
+                                         * timed runs: with, without (recur.h recur_prefetch_calls) */
 } bench_result;
 
 /* ---- bench_run.c ---- */

@@ -156,6 +156,9 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
     D("fma_efficiency", bench_fma_efficiency(r));
     D("int8_peak_gops", hw ? r->hw->int8_gops : NAN);
     D("pp_efficiency", bench_pp_efficiency(r));
+    S("prefetch", recur_prefetch_mode());
+    I("prefetch_calls", r->pf_calls[0] + r->pf_calls[1]);
+    I("prefetch_lean_calls", r->pf_calls[1]);
     I("rss_load_bytes", r->bm->rss_load);
     I("rss_bytes", r->rss);
     I("rss_peak_bytes", r->rss_peak);
@@ -309,6 +312,15 @@ static void md_efficiency(const bench_out *out) {
            "pp: FLOPs per token = 2 x MACs: every weight element but the lm head, attention Q.K and P.V over the"
            " depth and the causal prefix, 3 per recurrent-state float; the lm head once per -b call. Quantized weights (under 1.5 bytes"
            " per element) are held against the int8 dot peak where the CPU has VNNI, others against the fp32 FMA peak.\n");
+    uint64_t pf[2] = { 0, 0 };
+    for (int i = 0; i < out->n; i++)
+        if (out->r[i].n_prompt == 0)
+            for (int m = 0; m < 2; m++) pf[m] += out->r[i].pf_calls[m];
+    printf("software prefetch in the single-token matmuls: %s", recur_prefetch_mode());
+    if (pf[0] + pf[1] > 0)
+        printf(" (RECUR_PREFETCH; the tg tests' timed calls ran without it %llu times in %llu: %.0f %%)",
+               (unsigned long long)pf[1], (unsigned long long)(pf[0] + pf[1]), 100.0 * (double)pf[1] / (double)(pf[0] + pf[1]));
+    printf("\n");
 }
 
 static void md_memory(const bench_out *out) {

@@ -122,6 +122,8 @@ int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *e
         recur_seq_rm(ctx, 0, -1, -1);
         if (r->n_gen > 0 && run_once(ctx, m, 0, 1, n_batch, &tok_state, err, err_len)) goto done;
     }
+    uint64_t pf0[2];
+    recur_prefetch_calls(&pf0[0], &pf0[1]);
     for (int i = 0; i < r->n_samples; i++) {
         if (o->progress)
             fprintf(stderr, "recur-bench: %s: run %d/%d\n", r->bm->filename, i + 1, r->n_samples);
@@ -130,6 +132,9 @@ int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *e
         if (run_once(ctx, m, r->n_prompt, r->n_gen, n_batch, &tok_state, err, err_len)) goto done;
         r->samples_ns[i] = bench_now_ns() - t0;
     }
+    recur_prefetch_calls(&r->pf_calls[0], &r->pf_calls[1]);
+    r->pf_calls[0] -= pf0[0];
+    r->pf_calls[1] -= pf0[1];
     rc = 0;
 done:
     r->rss = bench_rss();

@@ -15,6 +15,19 @@ const char *recur_cpu_isa(void) {
     return tensor_kernels_active()->isa;
 }
 
+const char *recur_prefetch_mode(void) {
+    recur_init();
+    const int m = tensor_gemv_prefetch_get();
+    return m == TENSOR_PF_ON ? "on" : m == TENSOR_PF_OFF ? "off" : "auto";
+}
+
+void recur_prefetch_calls(uint64_t *with_prefetch, uint64_t *without) {
+    uint64_t c[2];
+    tensor_gemv_prefetch_stats(c);
+    if (with_prefetch) *with_prefetch = c[0];
+    if (without) *without = c[1];
+}
+
 const char *recur_q8_order_name(uint32_t q8_order) {
     return q8_order == RECUR_Q8_GGML ? "ggml" : q8_order == RECUR_Q8_BLOCK ? "block" : "?";
 }

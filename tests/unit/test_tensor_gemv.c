@@ -121,14 +121,21 @@ static int list_cases(gv_case *out, int max) {
         if (tab[k]->gemv_q4_K_rp.fn && m < max)
             out[m++] = (gv_case){ tab[k], GGUF_T_Q4_K, tab[k]->gemv_q4_K_rp, tab[k]->dot_q4_K_rp, "gemv_q4_K_rp" };
     }
+    /* the kernels without their software prefetch (tensor_gemv.lean), as kernels of their own */
+    for (int i = 0, m0 = m; i < m0; i++)
+        if (out[i].gemv.lean && m < max) {
+            out[m] = out[i];
+            out[m].gemv = (tensor_gemv){ out[i].gemv.lean, out[i].gemv.group, NULL };
+            out[m++].what = out[i].gemv.fn == out[i].k->gemv_q4_K_rp.fn ? "gemv_q4_K_rp lean" : "gemv lean";
+        }
     return m;
 }
 
 static void test_gemv_bits(void **state) {
     (void)state;
     rng r = { 2024 };
-    gv_case cs[24];
-    const int m = list_cases(cs, 24);
+    gv_case cs[48];
+    const int m = list_cases(cs, 48);
     /* block-32 types; 32 * 513: past the Q4_0 kernel's activation panel (its fallback) */
     static const int64_t n_q8[] = { 32, 64, 96, 160, 1056, 3072 + 32, 32 * 513 }, n_k[] = { 256, 768, 2816 };
     for (int i = 0; i < m; i++) {
@@ -159,8 +166,8 @@ static void test_gemv_bits(void **state) {
 static void test_gemv_q8_raw_x(void **state) {
     (void)state;
     rng r = { 77 };
-    gv_case cs[24];
-    const int m = list_cases(cs, 24);
+    gv_case cs[48];
+    const int m = list_cases(cs, 48);
     const int64_t n = 1056;
     const size_t wb = tensor_row_bytes(GGUF_T_Q8_0, n);
     uint8_t *w = xalloc(wb * MAX_ROWS), *x = xalloc(tensor_act_row_bytes(GGUF_T_Q8_0, n));

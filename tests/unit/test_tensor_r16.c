@@ -100,8 +100,12 @@ static void test_gemv_r16_bits(void **state) {
                 distinct += o > 0 && memcmp(&want[o], &want[o - 1], 4) != 0;
             }
             assert_true(distinct >= rows / 2);
-            for (int k = 0; k < nt; k++) {
-                const tensor_gemv gv = tab[k]->gemv_q4_K_r16;
+            for (int k = 0; k < 2 * nt; k++) {   /* then each without its software prefetch */
+                tensor_gemv gv = tab[k % nt]->gemv_q4_K_r16;
+                if (k >= nt) {
+                    if (!gv.lean) continue;
+                    gv.fn = gv.lean;
+                }
                 assert_non_null(gv.fn);
                 assert_int_equal(gv.group, TENSOR_R16_ROWS);
                 for (int i = 0; i < rows + 4; i++) y[i] = -7.0f;
@@ -109,11 +113,13 @@ static void test_gemv_r16_bits(void **state) {
                 for (int64_t o = 0; o < rows + 4; o++) {
                     const float e = o < rows ? want[o] : -7.0f;
                     if (memcmp(&e, &y[o], 4) != 0)
-                        fail_msg("%s gemv_q4_K_r16 n %lld raw %d: y[%lld] %a, want %a", tab[k]->isa, (long long)n, raw,
+                        fail_msg("%s gemv_q4_K_r16%s n %lld raw %d: y[%lld] %a, want %a", tab[k % nt]->isa,
+                                 k >= nt ? " lean" : "", (long long)n, raw,
                                  (long long)o, y[o], e);
                 }
                 char what[64];
-                snprintf(what, sizeof what, "%s gemv_q4_K_r16 n %lld raw %d", tab[k]->isa, (long long)n, raw);
+                snprintf(what, sizeof what, "%s gemv_q4_K_r16%s n %lld raw %d", tab[k % nt]->isa, k >= nt ? " lean" : "",
+                         (long long)n, raw);
                 check_gemv_pieces(gv, n, p, wb, x, rows, want, &r, what);
             }
         }

@@ -38,8 +38,8 @@ static float dot_q8_0(int64_t n, const void *w, const void *x) {
  * matrices of 6144 x 1024 1.35x, 100 of 2048 x 1024 1.34x; in L2 (one thread) 0.76x. */
 #define Q8_PF 2048
 
-static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
-                      const void *x, float *y) {
+static inline __attribute__((always_inline)) void gemv_q8_0_pf(int64_t n, const void *w, size_t ws, int64_t n_rows,
+                                                               int64_t g0, int64_t g1, const void *x, float *y, bool pf) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK8_0, q = n_rows / 4, e = g1 < q ? g1 : q;
     for (int64_t r = g0; r < e; r++) {
@@ -47,13 +47,23 @@ static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64
         for (int k = 0; k < 4; k++) wr[k] = W + (size_t)(r + k * q) * ws;
         __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
         for (int64_t i = 0; i < nb; i++) {
-            if (i & 1)   /* a line a stream every other block, Q8_PF bytes ahead */
+            if (pf && (i & 1))   /* a line a stream every other block, Q8_PF bytes ahead */
                 for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(wr[k] + i * Q8_0_BYTES + Q8_PF), _MM_HINT_T0);
             for (int k = 0; k < 4; k++) acc[k] = q8_0_step(wr[k] + i * Q8_0_BYTES, X + i * Q8_0_BYTES, acc[k]);
         }
         for (int k = 0; k < 4; k++) y[r + k * q] = x86_hsum_ps(acc[k]);
     }
     for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) y[r] = dot_q8_0(n, W + (size_t)r * ws, x);
+}
+
+static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                      float *y) {
+    gemv_q8_0_pf(n, w, ws, n_rows, g0, g1, x, y, true);
+}
+
+static void gemv_q8_0_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                           float *y) {
+    gemv_q8_0_pf(n, w, ws, n_rows, g0, g1, x, y, false);
 }
 
 /* dot_q8_0 for four activation rows at once (independent chains, same operations). */
@@ -350,9 +360,9 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
 void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
-    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4 };
-    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 2 };
-    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 4 };
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4, gemv_q8_0_lean };
+    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 2, NULL };
+    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 4, NULL };
     k->vec_dot[GGUF_T_Q4_0] = rt_dot_q4_0_avx2;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;

@@ -22,6 +22,9 @@
  *  - Q4_K takes rows 4r..4r+3 and their twins n/2 further on together: two streams of four
  *    neighbouring rows, with a software prefetch that walks each stream's memory in order
  *    (gemv_q4_K_rp); Q6_K rows r + k·n/4 as Q8_0 (q6k_quad).
+ *  The kernels with a software prefetch also come without it (tensor.h tensor_gemv.lean): when
+ *  the machine's neighbours keep memory busy, the prefetch costs more than it brings, and
+ *  tensor/prefetch.c picks one of the two by timing the calls.
  *
  * Q8_0 (dot_q8_0's order, tensor_impl.h rt_hsum8_ggml): a 512-bit register holds the same
  * block of two rows (lanes 0-7: one, 8-15: the other), as gemm_avx512.c's pair tiles do with the roles
@@ -56,7 +59,7 @@ static inline __m256i bcast_h(const uint8_t *p) { return _mm256_set1_epi16((shor
  * the hardware prefetchers follow (with Q8_PF's help). *y0, and y1..y3 where not NULL (a row given
  * four times is computed four times and stored once). */
 static inline void q8_quad(int64_t nb, const uint8_t *w0, const uint8_t *w1, const uint8_t *w2, const uint8_t *w3,
-                           const uint8_t *x, float *y0, float *y1, float *y2, float *y3) {
+                           const uint8_t *x, float *y0, float *y1, float *y2, float *y3, bool pf) {
     const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
     for (int64_t b = 0; b < nb; b++) {
@@ -65,7 +68,7 @@ static inline void q8_quad(int64_t nb, const uint8_t *w0, const uint8_t *w1, con
         const __m512i nc = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, xv));
         const __m512 dx = _mm512_set1_ps(x86_f16(x + off));
         const uint8_t *a0 = w0 + off, *a1 = w1 + off, *a2 = w2 + off, *a3 = w3 + off;
-        if (b & 1) {   /* a line a stream every other block (68 bytes), Q8_PF bytes ahead */
+        if (pf && (b & 1)) {   /* a line a stream every other block (68 bytes), Q8_PF bytes ahead */
             _mm_prefetch((const char *)(a0 + Q8_PF), _MM_HINT_T0);
             _mm_prefetch((const char *)(a1 + Q8_PF), _MM_HINT_T0);
             _mm_prefetch((const char *)(a2 + Q8_PF), _MM_HINT_T0);
@@ -88,17 +91,27 @@ static inline void q8_quad(int64_t nb, const uint8_t *w0, const uint8_t *w1, con
     if (y3) *y3 = x86_hsum_ps(_mm512_extractf32x8_ps(acc1, 1));
 }
 
-static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
-                      const void *x, float *y) {
+static inline __attribute__((always_inline)) void gemv_q8_0_pf(int64_t n, const void *w, size_t ws, int64_t n_rows,
+                                                               int64_t g0, int64_t g1, const void *x, float *y, bool pf) {
     const uint8_t *W = w;
     const int64_t nb = n / QK8_0, q = n_rows / 4, e = g1 < q ? g1 : q;
     for (int64_t r = g0; r < e; r++)
         q8_quad(nb, W + (size_t)r * ws, W + (size_t)(r + q) * ws, W + (size_t)(r + 2 * q) * ws, W + (size_t)(r + 3 * q) * ws,
-                x, y + r, y + r + q, y + r + 2 * q, y + r + 3 * q);
+                x, y + r, y + r + q, y + r + 2 * q, y + r + 3 * q, pf);
     for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) {   /* group q: the 0-3 rows left, one at a time */
         const uint8_t *row = W + (size_t)r * ws;
-        q8_quad(nb, row, row, row, row, x, y + r, NULL, NULL, NULL);
+        q8_quad(nb, row, row, row, row, x, y + r, NULL, NULL, NULL, pf);
     }
+}
+
+static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                      float *y) {
+    gemv_q8_0_pf(n, w, ws, n_rows, g0, g1, x, y, true);
+}
+
+static void gemv_q8_0_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                           float *y) {
+    gemv_q8_0_pf(n, w, ws, n_rows, g0, g1, x, y, false);
 }
 
 /* ---- Q4_K (dot_q4_K_rp's order): eight rows per group, one float lane per row ------------
@@ -174,7 +187,8 @@ static const int16_t q4k_d_words[32] = { 0, 8, 16, 24, 32, 40, 48, 56, 1, 9, 17,
  * the reduction), chunk j = sub-blocks 2j + 2j+1; the min sums mn[j] = m[2j]·(bs[4j]+bs[4j+1]) +
  * m[2j+1]·(bs[4j+2]+bs[4j+3]) with one madd for 8 rows x 2 chunks; then acc = fma(cs[j], d·yd,
  * acc), accm = fma(mn[j], dmin·yd, accm) for j = 0..3 (lane r: row r's scalar chain); acc − accm. */
-static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+static inline __attribute__((always_inline)) __m256 q4k_rp_group_pf(int64_t nb, const uint8_t *const *wr,
+                                                                     const uint8_t *x, bool pf) {
     /* 4x4 dword transpose of the 128-bit lanes: block k = dword k of lanes 0-3 */
     const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     /* in a block [row m: bytes 4m..4m+3], byte 4i + m <- byte 4m + i (a 4x4 byte transpose) */
@@ -194,9 +208,9 @@ static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *
         const size_t blk = (size_t)i * Q4_K_BYTES;
         /* each stream's four rows are one run of memory read four blocks at a time: the lines of
          * those four blocks, Q4_PF bytes further on (gemv_q4_K_rp) */
-        for (int k = 0; k < 8; k += 4) {
-            const uint8_t *pf = wr[k] + Q4_PF + 4 * blk;
-            for (int o = 0; o < 4 * Q4_K_BYTES; o += 64) _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+        for (int k = 0; pf && k < 8; k += 4) {
+            const uint8_t *ahead = wr[k] + Q4_PF + 4 * blk;
+            for (int o = 0; o < 4 * Q4_K_BYTES; o += 64) _mm_prefetch((const char *)(ahead + o), _MM_HINT_T0);
         }
         __m512i y[4];
         _Pragma("GCC unroll 2")
@@ -250,6 +264,14 @@ static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *
     return _mm256_sub_ps(acc, accm);
 }
 
+static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+    return q4k_rp_group_pf(nb, wr, x, true);
+}
+
+static __m256 q4k_rp_group_lean(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+    return q4k_rp_group_pf(nb, wr, x, false);
+}
+
 /* Group r (of q = n_rows / 8): rows 4r..4r+3 and 4q + 4r..4q + 4r+3, lanes 0-7 (x86_kq_rows with
  * P = 4). Eight straight streams (rows r + k·q, the
  * earlier form) made the hardware prefetchers of the Zen 5 machine read at ~0.75x of two (a read
@@ -260,6 +282,11 @@ static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *
 static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
                          const void *x, float *y) {
     x86_kq_rows(8, 4, q4k_rp_group, n, w, ws, n_rows, g0, g1, x, y);
+}
+
+static void gemv_q4_K_rp_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                              const void *x, float *y) {
+    x86_kq_rows(8, 4, q4k_rp_group_lean, n, w, ws, n_rows, g0, g1, x, y);
 }
 
 /* ---- Q6_K (rt_dot_q6_K's order): four rows per group, one float lane per row -------------
@@ -357,7 +384,7 @@ static void gemv_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, int64
 }
 
 void rt_fill_gemv_avx512(tensor_kernels *k) {
-    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4 };
-    k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 8 };
-    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 4 };
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4, gemv_q8_0_lean };
+    k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 8, gemv_q4_K_rp_lean };
+    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 4, NULL };
 }

@@ -78,8 +78,8 @@ static inline void q4_pair_rows(int64_t nb, const uint8_t *w0, const uint8_t *w1
     if (store_hi) y[1] = s1;
 }
 
-static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
-                      const void *x, float *y) {
+static inline __attribute__((always_inline)) void gemv_q4_0_pf(int64_t n, const void *w, size_t ws, int64_t n_rows,
+                                                               int64_t g0, int64_t g1, const void *x, float *y, bool pf) {
     const uint8_t *W = w, *end = W + (size_t)n_rows * ws;
     const int64_t nb = n / QK4_0, r1 = 2 * g1 < n_rows ? 2 * g1 : n_rows;   /* group g: rows 2g, 2g + 1 */
     if (nb / 2 > XMAXP) {   /* the panel does not fit: the dot itself, row by row */
@@ -92,11 +92,21 @@ static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64
     int64_t r = 2 * g0;
     for (; r + 2 <= r1; r += 2) {
         const uint8_t *w0 = W + (size_t)r * ws;
-        q4_pair_rows(nb, w0, w0 + ws, xp, x, y + r, true, w0 + PF_DIST, end);
+        q4_pair_rows(nb, w0, w0 + ws, xp, x, y + r, true, pf ? w0 + PF_DIST : end, end);
     }
     if (r < r1) q4_pair_rows(nb, W + (size_t)r * ws, W + (size_t)r * ws, xp, x, y + r, false, end, end);
 }
 
+static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                      float *y) {
+    gemv_q4_0_pf(n, w, ws, n_rows, g0, g1, x, y, true);
+}
+
+static void gemv_q4_0_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                           float *y) {
+    gemv_q4_0_pf(n, w, ws, n_rows, g0, g1, x, y, false);
+}
+
 void rt_fill_gemv_q40_avx512(tensor_kernels *k) {
-    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 2 };
+    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 2, gemv_q4_0_lean };
 }

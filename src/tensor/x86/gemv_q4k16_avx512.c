@@ -14,7 +14,8 @@
  * alone fetched it at ~0.66x of the file-layout kernel (gemv_avx512.c gemv_q4_K_rp; in-process
  * A/B, 2 threads, 20 matrices of 6144 x 1024), so each block prefetches the lines R16_PF bytes
  * ahead: recur-bench tg64, qwen3-0.6b Q4_K_M, 8 alternating rounds against 4 blocks ahead:
- * 2 blocks 1.01x, 6 blocks 0.99x. */
+ * 2 blocks 1.01x, 6 blocks 0.99x. While the machine's neighbours keep memory busy it costs more
+ * than it brings (tensor/prefetch.c), so the kernel also comes without it (gemv_q4_K_r16_lean). */
 #include "tensor/x86/simd_x86.h"
 
 #define R16_PF (4 * TENSOR_R16_BLOCK)
@@ -37,12 +38,13 @@ static inline __m512i bcast4(const int8_t *p) {
 }
 
 /* Rows 0..15 of the packed group at w (nb blocks) against x: y[0..16). */
-static void r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y) {
+static inline __attribute__((always_inline)) void r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
+                                                            bool pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m63 = _mm512_set1_epi8(63), m30 = _mm512_set1_epi8(0x30);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *h = w + (size_t)i * TENSOR_R16_BLOCK, *b = x + (size_t)i * Q8_K_BYTES;
-        for (int o = 0; o < TENSOR_R16_BLOCK; o += 64) _mm_prefetch((const char *)(h + R16_PF + o), _MM_HINT_T0);
+        for (int o = 0; pf && o < TENSOR_R16_BLOCK; o += 64) _mm_prefetch((const char *)(h + R16_PF + o), _MM_HINT_T0);
         const __m512 yd = _mm512_set1_ps(rd_f32(b));
         const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_D))), yd);
         const __m512 dm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_DMIN))), yd);
@@ -89,10 +91,17 @@ static void gemv_q4_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, i
                           float *y) {
     (void)n_rows;
     for (int64_t g = g0; g < g1; g++)
-        r16_group(n / QK_K, (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws, x, y + TENSOR_R16_ROWS * g);
+        r16_group(n / QK_K, (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws, x, y + TENSOR_R16_ROWS * g, true);
+}
+
+static void gemv_q4_K_r16_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                               const void *x, float *y) {
+    (void)n_rows;
+    for (int64_t g = g0; g < g1; g++)
+        r16_group(n / QK_K, (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws, x, y + TENSOR_R16_ROWS * g, false);
 }
 
 void rt_fill_gemv_q4k16_avx512(tensor_kernels *k) {
-    k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS };
+    k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean };
     k->q4_K_r16_native = true;
 }

@@ -1,0 +1,69 @@
+/* prefetch.c — whether the single-token matmuls run their kernels with or without software
+ * prefetch (tensor.h tensor_gemv.lean), chosen by timing the calls as they run.
+ *
+ * Why: a software prefetch far ahead in each weight stream reads faster where memory is idle
+ * apart from us (the earlier sessions' Zen 5 machine: Q8_0 +4-13 %, Q4_K packed needs it to
+ * follow its one stream), and slower where the machine's neighbours keep memory busy: there,
+ * on the same machine, recur's own per-token A/B (a harness outside the repo that switches the
+ * kernels between tokens, ABBA, 150 quads, medians) gave without it qwen3-0.6b Q4_K_M 0.86x
+ * the time a token, qwen3-0.6b Q8_0 0.92x, qwen35-0.8b Q8_0 0.89x, while the read bandwidth
+ * swung between 25 and 53 GB/s from one minute to the next. Which one is faster changes
+ * with the neighbours, so it is measured, not fixed. The results are the same bits either way.
+ *
+ * How: an exponentially weighted mean of nanoseconds per MiB of weights for each mode, fed by
+ * every call of at least PF_MIN_BYTES; a call takes the faster mode, except one in PF_EXPLORE
+ * (picked at random, so the explored calls are not always the same matrices of a token) that
+ * takes the other to keep its mean current. The means are relaxed atomics: several contexts
+ * may feed them at once, and a lost update only costs a sample. */
+#include <stdatomic.h>
+
+#include "tensor/tensor_impl.h"
+
+#define PF_EXPLORE   16                     /* one call in this many measures the other mode */
+#define PF_WEIGHT    32                     /* a sample moves its mean by 1/PF_WEIGHT of the gap */
+#define PF_MIN_BYTES ((uint64_t)256 << 10)  /* smaller calls are mostly start-up: not measured */
+
+static atomic_int g_mode = TENSOR_PF_AUTO;
+static rt_pf_chooser g_chooser;
+
+void tensor_gemv_prefetch_set(int mode) {
+    if (mode == TENSOR_PF_AUTO || mode == TENSOR_PF_ON || mode == TENSOR_PF_OFF)
+        atomic_store_explicit(&g_mode, mode, memory_order_relaxed);
+}
+
+int tensor_gemv_prefetch_get(void) { return atomic_load_explicit(&g_mode, memory_order_relaxed); }
+
+void tensor_gemv_prefetch_stats(uint64_t calls[2]) {
+    for (int m = 0; m < 2; m++) calls[m] = atomic_load_explicit(&g_chooser.calls[m], memory_order_relaxed);
+}
+
+rt_pf_chooser *rt_pf_global(void) { return &g_chooser; }
+
+/* xorshift32: the exploring calls' dice (any state but 0) */
+static uint32_t pf_rand(rt_pf_chooser *c) {
+    uint32_t x = atomic_load_explicit(&c->rng, memory_order_relaxed);
+    if (!x) x = 0x9E3779B9u;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    atomic_store_explicit(&c->rng, x, memory_order_relaxed);
+    return x;
+}
+
+bool rt_pf_pick_lean(rt_pf_chooser *c) {
+    const uint64_t on = atomic_load_explicit(&c->ns_per_mib[0], memory_order_relaxed),
+                   off = atomic_load_explicit(&c->ns_per_mib[1], memory_order_relaxed);
+    if (!on || !off) return on != 0;   /* each mode measured once before any choice */
+    const bool lean = off < on;
+    return pf_rand(c) % PF_EXPLORE == 0 ? !lean : lean;
+}
+
+void rt_pf_record(rt_pf_chooser *c, bool lean, uint64_t ns, uint64_t bytes) {
+    if (bytes < PF_MIN_BYTES) return;
+    const uint64_t v = (uint64_t)((double)ns * (double)(1u << 20) / (double)bytes) + 1;   /* never 0 */
+    _Atomic uint64_t *mean = &c->ns_per_mib[lean];
+    const uint64_t m = atomic_load_explicit(mean, memory_order_relaxed);
+    const int64_t step = ((int64_t)v - (int64_t)m) / PF_WEIGHT;
+    atomic_store_explicit(mean, m ? (uint64_t)((int64_t)m + step) : v, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->calls[lean], 1, memory_order_relaxed);
+}

@@ -1,0 +1,115 @@
+/* test_tensor_prefetch.c — tensor/prefetch.c: the choice between the single-token kernels
+ * with and without software prefetch (tensor.h tensor_gemv.lean).
+ *  - the chooser measures each way first, then takes the faster one and explores the other in
+ *    about one call in 16, and follows when the faster one changes; small calls are not timed;
+ *  - the mode switch ignores unknown values;
+ *  - tensor_matmul gives the same bits with prefetch on, off and chosen, and times its calls
+ *    in the chosen mode only. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "core/threadpool.h"
+#include "tensor/tensor_impl.h"
+#include "tensor_test_util.h"
+
+#define MIB ((uint64_t)1 << 20)
+
+/* Lean picks in n calls, each recorded as taking ns_on or ns_off per MiB. */
+static int run_calls(rt_pf_chooser *c, int n, uint64_t ns_on, uint64_t ns_off) {
+    int lean = 0;
+    for (int i = 0; i < n; i++) {
+        const bool l = rt_pf_pick_lean(c);
+        lean += l;
+        rt_pf_record(c, l, l ? ns_off : ns_on, MIB);
+    }
+    return lean;
+}
+
+static void test_chooser(void **state) {
+    (void)state;
+    rt_pf_chooser c = { 0 };
+    /* first each way once: prefetch, then lean */
+    assert_false(rt_pf_pick_lean(&c));
+    rt_pf_record(&c, false, 1000, MIB);
+    assert_true(rt_pf_pick_lean(&c));
+    rt_pf_record(&c, true, 2000, MIB);
+    /* prefetch twice as fast: lean only to explore, ~1/16 of the calls */
+    int lean = run_calls(&c, 3200, 1000, 2000);
+    assert_in_range(lean, 3200 / 32, 3200 / 8);
+    /* the neighbours arrive: lean now takes half the time; within a few hundred calls it is
+     * the choice, prefetch explored ~1/16 of the time */
+    run_calls(&c, 800, 2000, 1000);
+    lean = run_calls(&c, 3200, 2000, 1000);
+    assert_in_range(lean, 3200 - 3200 / 8, 3200 - 3200 / 32);
+    /* calls too small to time leave the means and counts alone */
+    uint64_t before[2] = { c.calls[0], c.calls[1] };
+    rt_pf_record(&c, true, 1, 1024);
+    assert_int_equal(c.calls[0], before[0]);
+    assert_int_equal(c.calls[1], before[1]);
+    assert_true(rt_pf_pick_lean(&c) || rt_pf_pick_lean(&c) || rt_pf_pick_lean(&c));
+}
+
+static void test_mode(void **state) {
+    (void)state;
+    const int m0 = tensor_gemv_prefetch_get();
+    tensor_gemv_prefetch_set(TENSOR_PF_OFF);
+    assert_int_equal(tensor_gemv_prefetch_get(), TENSOR_PF_OFF);
+    tensor_gemv_prefetch_set(7);
+    tensor_gemv_prefetch_set(-1);
+    assert_int_equal(tensor_gemv_prefetch_get(), TENSOR_PF_OFF);
+    tensor_gemv_prefetch_set(m0);
+    assert_int_equal(tensor_gemv_prefetch_get(), m0);
+}
+
+/* One token through a Q8_0 matrix of 1024 x 512 (557 KB: timed) on two threads. */
+static void test_matmul_modes(void **state) {
+    (void)state;
+    enum { NIN = 1024, NOUT = 512 };
+    const tensor_kernels *k = tensor_kernels_active();
+    rng r = { 77 };
+    float *w = xalloc((size_t)NIN * NOUT * sizeof(float)), x[NIN];
+    for (int64_t i = 0; i < (int64_t)NIN * NOUT; i++) w[i] = rng_val(&r);
+    for (int i = 0; i < NIN; i++) x[i] = rng_val(&r);
+    uint8_t *W = xalloc(tensor_row_bytes(GGUF_T_Q8_0, NIN) * NOUT);
+    k->from_float[GGUF_T_Q8_0](w, W, (int64_t)NIN * NOUT);
+    void *scratch = aligned_alloc(64, (tensor_matmul_scratch_bytes(GGUF_T_Q8_0, NIN, 1) + 63) / 64 * 64);
+    assert_non_null(scratch);
+    tp_pool *pool = tp_new(2);
+    assert_non_null(pool);
+    float ref[NOUT], y[NOUT];
+    const int m0 = tensor_gemv_prefetch_get();
+    tensor_gemv_prefetch_set(TENSOR_PF_ON);
+    tensor_matmul(pool, k, GGUF_T_Q8_0, W, NIN, NOUT, x, 1, ref, NOUT, scratch);
+    static const int modes[] = { TENSOR_PF_OFF, TENSOR_PF_AUTO, TENSOR_PF_ON };
+    const bool twin = k->gemv[GGUF_T_Q8_0].lean != NULL;
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        tensor_gemv_prefetch_set(modes[m]);
+        uint64_t c0[2], c1[2];
+        tensor_gemv_prefetch_stats(c0);
+        for (int run = 0; run < 40; run++) {
+            memset(y, 0, sizeof y);
+            tensor_matmul(pool, k, GGUF_T_Q8_0, W, NIN, NOUT, x, 1, y, NOUT, scratch);
+            assert_memory_equal(y, ref, sizeof y);
+        }
+        tensor_gemv_prefetch_stats(c1);
+        /* only the chosen mode times its calls (all 40 here, when the kernel has a twin) */
+        const uint64_t timed = (c1[0] - c0[0]) + (c1[1] - c0[1]);
+        assert_int_equal(timed, modes[m] == TENSOR_PF_AUTO && twin ? 40 : 0);
+    }
+    tensor_gemv_prefetch_set(m0);
+    tp_free(pool);
+    free(scratch); free(W); free(w);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chooser),
+        cmocka_unit_test(test_mode),
+        cmocka_unit_test(test_matmul_modes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
