@@ -135,10 +135,9 @@ tensor_vec_dot_fn tensor_matmul_dot(const tensor_kernels *k, uint32_t wtype, int
  * each straight through its half. */
 static int mm_group_rows(const mm_job *j) { return j->gemv.fn ? j->gemv.group : 2; }
 
-static void mm_groups(const mm_job *j, long lo, long hi, int64_t g0, int64_t g1, bool lean) {
+static void mm_groups(const mm_job *j, long lo, long hi, int64_t g0, int64_t g1) {
     if (j->gemv.fn) {   /* rows side by side, x loaded once; each element is dot's */
-        const tensor_gemv_fn fn = lean && j->gemv.lean ? j->gemv.lean : j->gemv.fn;
-        fn(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, g0, g1, j->Xq, j->Y + lo);
+        j->gemv.fn(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, g0, g1, j->Xq, j->Y + lo);
         return;
     }
     const long q = (hi - lo) / 2, e = g1 < q ? (long)g1 : q;
@@ -208,7 +207,7 @@ static void mm_dot(void *arg, int ith, int nth) {
     if (j->n_tok > 1) tp_split_tapered((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
     else tp_split((long)j->n_out, ith, nth, MM_TILE, &lo, &hi);
     if (j->n_tok == 1) {
-        mm_groups(j, lo, hi, 0, tensor_gemv_groups(hi - lo, mm_group_rows(j)), false);
+        mm_groups(j, lo, hi, 0, tensor_gemv_groups(hi - lo, mm_group_rows(j)));
         return;
     }
     if (j->r16) mm_dot_r16(j, lo, hi);
@@ -285,7 +284,6 @@ typedef struct mm_gplan {
     mm_gshare  s[MM_GV_MAX];
     int        n;
     atomic_int started;   /* shares whose owner began: all of them, then stealing starts */
-    bool       lean;      /* the kernels without their software prefetch (prefetch.c) */
 } mm_gplan;
 
 /* Where the byte offset `at` of jobs[0..n) laid end to end falls, rounded to a tile of rows:
@@ -350,12 +348,12 @@ static bool mm_claim(_Atomic uint64_t *left, uint32_t c, bool back, int64_t *g0,
 }
 
 /* The share's groups [g0, g1), segment by segment. */
-static void mm_share_groups(const mm_gshare *sh, int64_t g0, int64_t g1, bool lean) {
+static void mm_share_groups(const mm_gshare *sh, int64_t g0, int64_t g1) {
     int64_t s0 = 0;
     for (int k = 0; k < sh->n_seg && s0 < g1; s0 = sh->seg[k++].g1) {
         const mm_seg *sg = &sh->seg[k];
         const int64_t a = g0 > s0 ? g0 : s0, b = g1 < sg->g1 ? g1 : sg->g1;
-        if (a < b) mm_groups(sg->j, sg->lo, sg->hi, a - s0, b - s0, lean);
+        if (a < b) mm_groups(sg->j, sg->lo, sg->hi, a - s0, b - s0);
     }
 }
 
@@ -365,12 +363,12 @@ static void mm_gemv_share(void *arg, int ith, int nth) {
     mm_gshare *own = &p->s[ith];
     int64_t g0, g1;
     atomic_fetch_add_explicit(&p->started, 1, memory_order_relaxed);
-    while (mm_claim(&own->left, own->chunk, false, &g0, &g1)) mm_share_groups(own, g0, g1, p->lean);
+    while (mm_claim(&own->left, own->chunk, false, &g0, &g1)) mm_share_groups(own, g0, g1);
     /* shares not handed out yet: the pool gives this thread the next one, from its front */
     if (atomic_load_explicit(&p->started, memory_order_relaxed) < p->n) return;
     for (int d = 1; d < p->n; d++) {
         mm_gshare *o = &p->s[(ith + d) % p->n];
-        while (mm_claim(&o->left, o->chunk, true, &g0, &g1)) mm_share_groups(o, g0, g1, p->lean);
+        while (mm_claim(&o->left, o->chunk, true, &g0, &g1)) mm_share_groups(o, g0, g1);
     }
 }
 
@@ -389,31 +387,41 @@ static uint64_t mm_now_ns(void) {
 
 /* jobs[0..n) of one token (X quantized) on the pool: each chain is cut into one share per
  * thread (fewer where the chains would need more than MM_GV_MAX shares in all). Where a
- * kernel has a lean twin, the call runs with or without software prefetch as prefetch.c
+ * kernel has a lean twin (tensor.h), the call runs the kernels or their twins as prefetch.c
  * says, and is timed for it. */
 static void mm_one_token(tp_pool *pool, const mm_job *jobs, int n) {
-    mm_gplan p;
-    p.n = 0;
-    atomic_init(&p.started, 0);
-    int chains = 0;
-    for (int i = 0; i < n; i = mm_chain_end(jobs, n, i)) chains++;
-    const int nth = tp_n_threads(pool), ns = nth < MM_GV_MAX / chains ? nth : MM_GV_MAX / chains;
     bool twins = false;
     uint64_t bytes = 0;
-    for (int i = 0, e; i < n; i = e) {
-        e = mm_chain_end(jobs, n, i);
-        mm_plan(&p, jobs + i, e - i, ns);
-    }
     for (int i = 0; i < n; i++) {
         twins |= jobs[i].gemv.lean != NULL;
         bytes += (uint64_t)jobs[i].n_out * jobs[i].w_stride;
     }
     const int mode = tensor_gemv_prefetch_get();
     const bool timed = twins && mode == TENSOR_PF_AUTO;
-    p.lean = mode == TENSOR_PF_OFF || (timed && rt_pf_pick_lean(rt_pf_global()));
+    rt_pf_chooser *pf = rt_pf_for(bytes);
+    const bool lean = twins && (mode == TENSOR_PF_OFF || (timed && rt_pf_pick_lean(pf)));
+    mm_job lj[TENSOR_MM_MAX];
+    if (lean) {
+        for (int i = 0; i < n; i++) {
+            const tensor_gemv g = jobs[i].gemv;
+            lj[i] = jobs[i];
+            if (g.lean) lj[i].gemv = (tensor_gemv){ g.lean, g.lean_group ? g.lean_group : g.group, NULL, 0 };
+        }
+        jobs = lj;
+    }
+    mm_gplan p;
+    p.n = 0;
+    atomic_init(&p.started, 0);
+    int chains = 0;
+    for (int i = 0; i < n; i = mm_chain_end(jobs, n, i)) chains++;
+    const int nth = tp_n_threads(pool), ns = nth < MM_GV_MAX / chains ? nth : MM_GV_MAX / chains;
+    for (int i = 0, e; i < n; i = e) {
+        e = mm_chain_end(jobs, n, i);
+        mm_plan(&p, jobs + i, e - i, ns);
+    }
     const uint64_t t0 = timed ? mm_now_ns() : 0;
     tp_run_n(pool, mm_gemv_share, &p, p.n);
-    if (timed) rt_pf_record(rt_pf_global(), p.lean, mm_now_ns() - t0, bytes);
+    if (timed) rt_pf_record(pf, lean, mm_now_ns() - t0, bytes);
 }
 
 void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,

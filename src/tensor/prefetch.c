@@ -13,8 +13,12 @@
  * How: an exponentially weighted mean of nanoseconds per MiB of weights for each mode, fed by
  * every call of at least PF_MIN_BYTES; a call takes the faster mode, except one in PF_EXPLORE
  * (picked at random, so the explored calls are not always the same matrices of a token) that
- * takes the other to keep its mean current. The means are relaxed atomics: several contexts
- * may feed them at once, and a lost update only costs a sample. */
+ * takes the other to keep its mean current. Calls of different sizes read at different speeds
+ * (a 1 MB matrix spends more of its time starting up than the 200 MB output head), so each
+ * power of two of call bytes has its own chooser: with one for all, a rare explored call of a
+ * fast size made the other mode look faster, and a quarter of the calls ran the slower way.
+ * The means are relaxed atomics: several contexts may feed them at once, and a lost update
+ * only costs a sample. */
 #include <stdatomic.h>
 
 #include "tensor/tensor_impl.h"
@@ -22,9 +26,10 @@
 #define PF_EXPLORE   16                     /* one call in this many measures the other mode */
 #define PF_WEIGHT    32                     /* a sample moves its mean by 1/PF_WEIGHT of the gap */
 #define PF_MIN_BYTES ((uint64_t)256 << 10)  /* smaller calls are mostly start-up: not measured */
+#define PF_SIZES     12                     /* choosers: 256 KiB, 512 KiB, ... and the rest */
 
 static atomic_int g_mode = TENSOR_PF_AUTO;
-static rt_pf_chooser g_chooser;
+static rt_pf_chooser g_choosers[PF_SIZES];
 
 void tensor_gemv_prefetch_set(int mode) {
     if (mode == TENSOR_PF_AUTO || mode == TENSOR_PF_ON || mode == TENSOR_PF_OFF)
@@ -34,10 +39,16 @@ void tensor_gemv_prefetch_set(int mode) {
 int tensor_gemv_prefetch_get(void) { return atomic_load_explicit(&g_mode, memory_order_relaxed); }
 
 void tensor_gemv_prefetch_stats(uint64_t calls[2]) {
-    for (int m = 0; m < 2; m++) calls[m] = atomic_load_explicit(&g_chooser.calls[m], memory_order_relaxed);
+    calls[0] = calls[1] = 0;
+    for (int s = 0; s < PF_SIZES; s++)
+        for (int m = 0; m < 2; m++) calls[m] += atomic_load_explicit(&g_choosers[s].calls[m], memory_order_relaxed);
 }
 
-rt_pf_chooser *rt_pf_global(void) { return &g_chooser; }
+rt_pf_chooser *rt_pf_for(uint64_t bytes) {
+    int s = 0;
+    while (s + 1 < PF_SIZES && bytes >= PF_MIN_BYTES << (s + 1)) s++;
+    return &g_choosers[s];
+}
 
 /* xorshift32: the exploring calls' dice (any state but 0) */
 static uint32_t pf_rand(rt_pf_chooser *c) {

@@ -64,9 +64,11 @@ typedef void (*tensor_gemv_fn)(int64_t n, const void *w, size_t w_stride, int64_
 typedef struct tensor_gemv {
     tensor_gemv_fn fn;      /* NULL: none */
     int            group;   /* rows a group holds (the last one may hold fewer) */
-    /* fn without its software prefetch (NULL: fn has none): the same groups and bits. Which
-     * of the two a single-token matmul runs is tensor_gemv_prefetch's to say. */
+    /* A twin of fn that goes easier on memory (NULL: none): without fn's software prefetch, or
+     * with fewer streams; the same bits, in groups of lean_group rows (0: group). Which of the
+     * two a single-token matmul runs is tensor_gemv_prefetch's to say. */
     tensor_gemv_fn lean;
+    int            lean_group;
 } tensor_gemv;
 
 /* Software prefetch in the single-token matmuls (tensor_gemv.lean): it reads faster where

@@ -121,11 +121,12 @@ static int list_cases(gv_case *out, int max) {
         if (tab[k]->gemv_q4_K_rp.fn && m < max)
             out[m++] = (gv_case){ tab[k], GGUF_T_Q4_K, tab[k]->gemv_q4_K_rp, tab[k]->dot_q4_K_rp, "gemv_q4_K_rp" };
     }
-    /* the kernels without their software prefetch (tensor_gemv.lean), as kernels of their own */
+    /* the kernels' lean twins (tensor_gemv.lean), as kernels of their own */
     for (int i = 0, m0 = m; i < m0; i++)
         if (out[i].gemv.lean && m < max) {
+            const tensor_gemv g = out[i].gemv;
             out[m] = out[i];
-            out[m].gemv = (tensor_gemv){ out[i].gemv.lean, out[i].gemv.group, NULL };
+            out[m].gemv = (tensor_gemv){ g.lean, g.lean_group ? g.lean_group : g.group, NULL, 0 };
             out[m++].what = out[i].gemv.fn == out[i].k->gemv_q4_K_rp.fn ? "gemv_q4_K_rp lean" : "gemv lean";
         }
     return m;

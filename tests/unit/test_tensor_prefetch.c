@@ -2,6 +2,7 @@
  * with and without software prefetch (tensor.h tensor_gemv.lean).
  *  - the chooser measures each way first, then takes the faster one and explores the other in
  *    about one call in 16, and follows when the faster one changes; small calls are not timed;
+ *    calls of another power of two of bytes have a chooser of their own;
  *  - the mode switch ignores unknown values;
  *  - tensor_matmul gives the same bits with prefetch on, off and chosen, and times its calls
  *    in the chosen mode only. */
@@ -51,6 +52,15 @@ static void test_chooser(void **state) {
     assert_int_equal(c.calls[0], before[0]);
     assert_int_equal(c.calls[1], before[1]);
     assert_true(rt_pf_pick_lean(&c) || rt_pf_pick_lean(&c) || rt_pf_pick_lean(&c));
+}
+
+static void test_sizes(void **state) {
+    (void)state;
+    assert_ptr_equal(rt_pf_for(0), rt_pf_for(256 << 10));   /* untimed small calls: the first */
+    assert_ptr_equal(rt_pf_for(300 << 10), rt_pf_for((512 << 10) - 1));
+    assert_ptr_not_equal(rt_pf_for(300 << 10), rt_pf_for(512 << 10));
+    assert_ptr_not_equal(rt_pf_for(MIB), rt_pf_for(2 * MIB + 1));
+    assert_ptr_equal(rt_pf_for((uint64_t)1 << 40), rt_pf_for((uint64_t)1 << 50));   /* the rest: the last */
 }
 
 static void test_mode(void **state) {
@@ -108,6 +118,7 @@ static void test_matmul_modes(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chooser),
+        cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_mode),
         cmocka_unit_test(test_matmul_modes),
     };

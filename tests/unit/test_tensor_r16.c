@@ -105,6 +105,7 @@ static void test_gemv_r16_bits(void **state) {
                 if (k >= nt) {
                     if (!gv.lean) continue;
                     gv.fn = gv.lean;
+                    if (gv.lean_group) gv.group = gv.lean_group;
                 }
                 assert_non_null(gv.fn);
                 assert_int_equal(gv.group, TENSOR_R16_ROWS);

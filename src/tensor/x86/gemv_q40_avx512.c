@@ -108,5 +108,5 @@ static void gemv_q4_0_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, 
 }
 
 void rt_fill_gemv_q40_avx512(tensor_kernels *k) {
-    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 2, gemv_q4_0_lean };
+    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 2, gemv_q4_0_lean, 0 };
 }

@@ -102,6 +102,6 @@ static void gemv_q4_K_r16_lean(int64_t n, const void *w, size_t ws, int64_t n_ro
 }
 
 void rt_fill_gemv_q4k16_avx512(tensor_kernels *k) {
-    k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean };
+    k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0 };
     k->q4_K_r16_native = true;
 }
