@@ -319,7 +319,8 @@ static void md_efficiency(const bench_out *out) {
     printf("software prefetch in the single-token matmuls: %s", recur_prefetch_mode());
     if (pf[0] + pf[1] > 0)
         printf(" (RECUR_PREFETCH; the tg tests' timed calls ran without it %llu times in %llu: %.0f %%)",
-               (unsigned long long)pf[1], (unsigned long long)(pf[0] + pf[1]), 100.0 * (double)pf[1] / (double)(pf[0] + pf[1]));
+               (unsigned long long)pf[1], (unsigned long long)(pf[0] + pf[1]),
+               100.0 * (double)pf[1] / (double)(pf[0] + pf[1]));
     printf("\n");
 }
 

@@ -119,8 +119,8 @@ static void test_gemv_r16_bits(void **state) {
                                  (long long)o, y[o], e);
                 }
                 char what[64];
-                snprintf(what, sizeof what, "%s gemv_q4_K_r16%s n %lld raw %d", tab[k % nt]->isa, k >= nt ? " lean" : "",
-                         (long long)n, raw);
+                snprintf(what, sizeof what, "%s gemv_q4_K_r16%s n %lld raw %d", tab[k % nt]->isa,
+                         k >= nt ? " lean" : "", (long long)n, raw);
                 check_gemv_pieces(gv, n, p, wb, x, rows, want, &r, what);
             }
         }

@@ -83,5 +83,6 @@ void rt_fill_bf16_avx512(tensor_kernels *k, bool native) {
     /* vdpbf16ps tiles (gemm_f16_avx512.c), or the AVX2 tiles of the same FMA steps */
     k->gemm[GGUF_T_BF16] = native ? rt_gemm_bf16_avx512 : rt_gemm_bf16_avx2;
     /* one vdpbf16ps a step keeps up with memory row by row; the emulation does not */
-    k->gemv[GGUF_T_BF16] = native ? (tensor_gemv){ 0 } : (tensor_gemv){ rt_gemv_bf16_avx2, RT_GEMV_BF16_GROUP, NULL, 0 };
+    k->gemv[GGUF_T_BF16] =
+        native ? (tensor_gemv){ 0 } : (tensor_gemv){ rt_gemv_bf16_avx2, RT_GEMV_BF16_GROUP, NULL, 0 };
 }

@@ -39,7 +39,8 @@ static float dot_q8_0(int64_t n, const void *w, const void *x) {
 #define Q8_PF 2048
 
 static inline __attribute__((always_inline)) void gemv_q8_0_pf(int64_t n, const void *w, size_t ws, int64_t n_rows,
-                                                               int64_t g0, int64_t g1, const void *x, float *y, bool pf) {
+                                                               int64_t g0, int64_t g1, const void *x, float *y,
+                                                               bool pf) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK8_0, q = n_rows / 4, e = g1 < q ? g1 : q;
     for (int64_t r = g0; r < e; r++) {
@@ -56,15 +57,7 @@ static inline __attribute__((always_inline)) void gemv_q8_0_pf(int64_t n, const 
     for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) y[r] = dot_q8_0(n, W + (size_t)r * ws, x);
 }
 
-static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
-                      float *y) {
-    gemv_q8_0_pf(n, w, ws, n_rows, g0, g1, x, y, true);
-}
-
-static void gemv_q8_0_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
-                           float *y) {
-    gemv_q8_0_pf(n, w, ws, n_rows, g0, g1, x, y, false);
-}
+X86_GEMV_PF_TWINS(gemv_q8_0)
 
 /* dot_q8_0 for four activation rows at once (independent chains, same operations). */
 static void dot4_q8_0(int64_t n, const void *w, const void *x, size_t xs, float out[4]) {

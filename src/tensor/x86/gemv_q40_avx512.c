@@ -79,7 +79,8 @@ static inline void q4_pair_rows(int64_t nb, const uint8_t *w0, const uint8_t *w1
 }
 
 static inline __attribute__((always_inline)) void gemv_q4_0_pf(int64_t n, const void *w, size_t ws, int64_t n_rows,
-                                                               int64_t g0, int64_t g1, const void *x, float *y, bool pf) {
+                                                               int64_t g0, int64_t g1, const void *x, float *y,
+                                                               bool pf) {
     const uint8_t *W = w, *end = W + (size_t)n_rows * ws;
     const int64_t nb = n / QK4_0, r1 = 2 * g1 < n_rows ? 2 * g1 : n_rows;   /* group g: rows 2g, 2g + 1 */
     if (nb / 2 > XMAXP) {   /* the panel does not fit: the dot itself, row by row */
@@ -97,15 +98,7 @@ static inline __attribute__((always_inline)) void gemv_q4_0_pf(int64_t n, const 
     if (r < r1) q4_pair_rows(nb, W + (size_t)r * ws, W + (size_t)r * ws, xp, x, y + r, false, end, end);
 }
 
-static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
-                      float *y) {
-    gemv_q4_0_pf(n, w, ws, n_rows, g0, g1, x, y, true);
-}
-
-static void gemv_q4_0_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
-                           float *y) {
-    gemv_q4_0_pf(n, w, ws, n_rows, g0, g1, x, y, false);
-}
+X86_GEMV_PF_TWINS(gemv_q4_0)
 
 void rt_fill_gemv_q40_avx512(tensor_kernels *k) {
     k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 2, gemv_q4_0_lean, 0 };

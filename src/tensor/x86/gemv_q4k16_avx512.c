@@ -87,19 +87,15 @@ static inline __attribute__((always_inline)) void r16_group(int64_t nb, const ui
     _mm512_storeu_ps(y, _mm512_sub_ps(acc, accm));
 }
 
-static void gemv_q4_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
-                          float *y) {
+static inline __attribute__((always_inline)) void gemv_q4_K_r16_pf(int64_t n, const void *w, size_t ws,
+                                                                   int64_t n_rows, int64_t g0, int64_t g1,
+                                                                   const void *x, float *y, bool pf) {
     (void)n_rows;
     for (int64_t g = g0; g < g1; g++)
-        r16_group(n / QK_K, (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws, x, y + TENSOR_R16_ROWS * g, true);
+        r16_group(n / QK_K, (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws, x, y + TENSOR_R16_ROWS * g, pf);
 }
 
-static void gemv_q4_K_r16_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
-                               const void *x, float *y) {
-    (void)n_rows;
-    for (int64_t g = g0; g < g1; g++)
-        r16_group(n / QK_K, (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws, x, y + TENSOR_R16_ROWS * g, false);
-}
+X86_GEMV_PF_TWINS(gemv_q4_K_r16)
 
 void rt_fill_gemv_q4k16_avx512(tensor_kernels *k) {
     k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0 };

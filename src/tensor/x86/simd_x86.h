@@ -161,6 +161,18 @@ static inline __attribute__((always_inline)) void x86_kq_rows(int G, int P, x86_
     for (int k = 0; k < m; k++) y[G * q + k] = v[k];
 }
 
+/* A gemv (tensor.h tensor_gemv_fn) `name` and its lean twin name##_lean from name##_pf, the
+ * kernel whose last argument says whether it runs its software prefetch. */
+#define X86_GEMV_PF_TWINS(name)                                                                                      \
+    static void name(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,    \
+                     float *y) {                                                                                     \
+        name##_pf(n, w, ws, n_rows, g0, g1, x, y, true);                                                             \
+    }                                                                                                                \
+    static void name##_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,            \
+                            const void *x, float *y) {                                                               \
+        name##_pf(n, w, ws, n_rows, g0, g1, x, y, false);                                                            \
+    }
+
 /* Sub-fillers of the ISA tables (one per file). */
 void rt_fill_quant_avx2(tensor_kernels *k);
 void rt_fill_float_avx2(tensor_kernels *k);
