@@ -57,9 +57,12 @@ static inline __m256i bcast_h(const uint8_t *p) { return _mm256_set1_epi16((shor
 /* Rows r, r + q, r + 2q, r + 3q (q = n_rows / 4) side by side, as two pairs sharing the
  * activation side: four streams that each run straight through a quarter of the memory, which
  * the hardware prefetchers follow (with Q8_PF's help). *y0, and y1..y3 where not NULL (a row given
- * four times is computed four times and stored once). */
-static inline void q8_quad(int64_t nb, const uint8_t *w0, const uint8_t *w1, const uint8_t *w2, const uint8_t *w3,
-                           const uint8_t *x, float *y0, float *y1, float *y2, float *y3, bool pf) {
+ * four times is computed four times and stored once). Without `quad`, the first pair alone
+ * (w0, w1 into y0, y1; w2, w3 not read). */
+static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const uint8_t *w0, const uint8_t *w1,
+                                                          const uint8_t *w2, const uint8_t *w3, const uint8_t *x,
+                                                          float *y0, float *y1, float *y2, float *y3, bool pf,
+                                                          bool quad) {
     const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
     for (int64_t b = 0; b < nb; b++) {
@@ -71,22 +74,24 @@ static inline void q8_quad(int64_t nb, const uint8_t *w0, const uint8_t *w1, con
         if (pf && (b & 1)) {   /* a line a stream every other block (68 bytes), Q8_PF bytes ahead */
             _mm_prefetch((const char *)(a0 + Q8_PF), _MM_HINT_T0);
             _mm_prefetch((const char *)(a1 + Q8_PF), _MM_HINT_T0);
-            _mm_prefetch((const char *)(a2 + Q8_PF), _MM_HINT_T0);
-            _mm_prefetch((const char *)(a3 + Q8_PF), _MM_HINT_T0);
+            if (quad) _mm_prefetch((const char *)(a2 + Q8_PF), _MM_HINT_T0);
+            if (quad) _mm_prefetch((const char *)(a3 + Q8_PF), _MM_HINT_T0);
         }
         const __m512i wa = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a0 + Q8_0_QS))),
                                               _mm256_loadu_si256((const __m256i *)(a1 + Q8_0_QS)), 1);
+        const __m512 sa = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, _mm512_xor_si512(wa, bias), xv));
+        const __m512 da = _mm512_cvtph_ps(_mm256_inserti128_si256(bcast_h(a0), _mm256_castsi256_si128(bcast_h(a1)), 1));
+        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(da, dx), sa, acc0);
+        if (!quad) continue;
         const __m512i wb = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a2 + Q8_0_QS))),
                                               _mm256_loadu_si256((const __m256i *)(a3 + Q8_0_QS)), 1);
-        const __m512 sa = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, _mm512_xor_si512(wa, bias), xv));
         const __m512 sb = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, _mm512_xor_si512(wb, bias), xv));
-        const __m512 da = _mm512_cvtph_ps(_mm256_inserti128_si256(bcast_h(a0), _mm256_castsi256_si128(bcast_h(a1)), 1));
         const __m512 db = _mm512_cvtph_ps(_mm256_inserti128_si256(bcast_h(a2), _mm256_castsi256_si128(bcast_h(a3)), 1));
-        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(da, dx), sa, acc0);
         acc1 = _mm512_fmadd_ps(_mm512_mul_ps(db, dx), sb, acc1);
     }
     *y0 = x86_hsum_ps(_mm512_castps512_ps256(acc0));
     if (y1) *y1 = x86_hsum_ps(_mm512_extractf32x8_ps(acc0, 1));
+    if (!quad) return;
     if (y2) *y2 = x86_hsum_ps(_mm512_castps512_ps256(acc1));
     if (y3) *y3 = x86_hsum_ps(_mm512_extractf32x8_ps(acc1, 1));
 }
@@ -97,15 +102,37 @@ static inline __attribute__((always_inline)) void gemv_q8_0_pf(int64_t n, const 
     const uint8_t *W = w;
     const int64_t nb = n / QK8_0, q = n_rows / 4, e = g1 < q ? g1 : q;
     for (int64_t r = g0; r < e; r++)
-        q8_quad(nb, W + (size_t)r * ws, W + (size_t)(r + q) * ws, W + (size_t)(r + 2 * q) * ws, W + (size_t)(r + 3 * q) * ws,
-                x, y + r, y + r + q, y + r + 2 * q, y + r + 3 * q, pf);
+        q8_rows(nb, W + (size_t)r * ws, W + (size_t)(r + q) * ws, W + (size_t)(r + 2 * q) * ws, W + (size_t)(r + 3 * q) * ws,
+                x, y + r, y + r + q, y + r + 2 * q, y + r + 3 * q, pf, true);
     for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) {   /* group q: the 0-3 rows left, one at a time */
         const uint8_t *row = W + (size_t)r * ws;
-        q8_quad(nb, row, row, row, row, x, y + r, NULL, NULL, NULL, pf);
+        q8_rows(nb, row, row, row, row, x, y + r, NULL, NULL, NULL, pf, true);
     }
 }
 
-X86_GEMV_PF_TWINS(gemv_q8_0)
+static void gemv_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                      float *y) {
+    gemv_q8_0_pf(n, w, ws, n_rows, g0, g1, x, y, true);
+}
+
+/* gemv_q8_0's lean twin: rows r and r + n/2 (group r; an odd last row is group n/2), two
+ * streams and no software prefetch. While the machine's neighbours keep memory busy this reads
+ * faster than four streams without prefetch (recur's per-token A/B, ABBA in one process, 150
+ * quads, outside the repo: qwen3-0.6b Q8_0 0.97x the time a token twice, qwen35-0.8b Q8_0
+ * 0.98x); where memory is idle, four streams with the prefetch read faster (Q8_PF). */
+static void gemv_q8_0_pair(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                           const void *x, float *y) {
+    const uint8_t *W = w;
+    const int64_t nb = n / QK8_0, q = n_rows / 2, e = g1 < q ? g1 : q;
+    for (int64_t r = g0; r < e; r++) {
+        const uint8_t *w0 = W + (size_t)r * ws, *w1 = W + (size_t)(r + q) * ws;
+        q8_rows(nb, w0, w1, w0, w1, x, y + r, y + r + q, NULL, NULL, false, false);
+    }
+    if (g1 > q && n_rows % 2) {
+        const uint8_t *row = W + (size_t)(n_rows - 1) * ws;
+        q8_rows(nb, row, row, row, row, x, y + n_rows - 1, NULL, NULL, NULL, false, false);
+    }
+}
 
 /* ---- Q4_K (dot_q4_K_rp's order): eight rows per group, one float lane per row ------------
  *
@@ -419,7 +446,7 @@ static void gemv_q6_K_pair(int64_t n, const void *w, size_t ws, int64_t n_rows, 
 }
 
 void rt_fill_gemv_avx512(tensor_kernels *k) {
-    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4, gemv_q8_0_lean, 0 };
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4, gemv_q8_0_pair, 2 };
     k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 8, gemv_q4_K_rp_lean, 0 };
     k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 4, gemv_q6_K_pair, 2 };
 }
