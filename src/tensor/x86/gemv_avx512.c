@@ -22,8 +22,9 @@
  *  - Q4_K takes rows 4r..4r+3 and their twins n/2 further on together: two streams of four
  *    neighbouring rows, with a software prefetch that walks each stream's memory in order
  *    (gemv_q4_K_rp); Q6_K rows r + k·n/4 as Q8_0 (q6k_quad).
- *  The kernels with a software prefetch also come without it (tensor.h tensor_gemv.lean): when
- *  the machine's neighbours keep memory busy, the prefetch costs more than it brings, and
+ *  Each of these has a lean twin (tensor.h tensor_gemv.lean) that goes easier on memory: Q8_0
+ *  and Q6_K two streams (rows r, r + n/2) without software prefetch, Q4_K the same streams
+ *  without it. When the machine's neighbours keep memory busy, the twins read faster;
  *  tensor/prefetch.c picks one of the two by timing the calls.
  *
  * Q8_0 (dot_q8_0's order, tensor_impl.h rt_hsum8_ggml): a 512-bit register holds the same
@@ -102,8 +103,8 @@ static inline __attribute__((always_inline)) void gemv_q8_0_pf(int64_t n, const 
     const uint8_t *W = w;
     const int64_t nb = n / QK8_0, q = n_rows / 4, e = g1 < q ? g1 : q;
     for (int64_t r = g0; r < e; r++)
-        q8_rows(nb, W + (size_t)r * ws, W + (size_t)(r + q) * ws, W + (size_t)(r + 2 * q) * ws, W + (size_t)(r + 3 * q) * ws,
-                x, y + r, y + r + q, y + r + 2 * q, y + r + 3 * q, pf, true);
+        q8_rows(nb, W + (size_t)r * ws, W + (size_t)(r + q) * ws, W + (size_t)(r + 2 * q) * ws,
+                W + (size_t)(r + 3 * q) * ws, x, y + r, y + r + q, y + r + 2 * q, y + r + 3 * q, pf, true);
     for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) {   /* group q: the 0-3 rows left, one at a time */
         const uint8_t *row = W + (size_t)r * ws;
         q8_rows(nb, row, row, row, row, x, y + r, NULL, NULL, NULL, pf, true);
