@@ -423,8 +423,9 @@ static inline __m128i hsum2_i32(__m512i p0, __m512i p1) {
 /* Two rows per group, r and r + n/2 (x86_kq_rows with G = 2): two streams where q6k_quad reads
  * four. gemv_q6_K's lean twin: while the machine's neighbours keep memory busy, two streams
  * read faster than four (recur's per-token A/B, ABBA in one process, 150 quads, outside the
- * repo, the two-row kernel of 9bfe618 against q6k_quad: qwen35-0.8b Q4_K_M 0.96-0.97x the time
- * a token, qwen3-0.6b Q4_K_M 0.97-0.98x); q6k_quad does more per instruction (in L2 1.17x). */
+ * repo, the two-row kernel of 9bfe618 against q6k_quad: qwen35-0.8b Q4_K_M 0.96-1.00x the time
+ * a token in 7 runs, qwen3-0.6b Q4_K_M 0.97-1.00x in 6); q6k_quad does more per instruction
+ * (in L2 1.17x). */
 static __m256 q6k_pair(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
     __m128 acc = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
