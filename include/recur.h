@@ -60,6 +60,8 @@ const char *recur_cpu_isa(void);
  * with and without prefetch (the process's, all models together). */
 const char *recur_prefetch_mode(void);
 void        recur_prefetch_calls(uint64_t *with_prefetch, uint64_t *without);
+/* Sets the mode: "auto", "on" or "off" (RECUR_E_INVALID for anything else). */
+recur_status recur_prefetch_set(const char *mode);
 
 /* ---- model -------------------------------------------------------------------------------- */
 

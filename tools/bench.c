@@ -8,7 +8,8 @@
  * efficiency figures: tg t/s x bytes read per token / bandwidth, pp FLOP/s / the peak its weights
  * run at (int8 for quantized weights where the CPU has VNNI, else fp32 FMA); and the resident
  * memory. `--checkpoints` instead measures prefill with checkpoint capture on vs off and the
- * time to take and restore one checkpoint (bench_ckpt.c). */
+ * time to take and restore one checkpoint (bench_ckpt.c), and `--prefetch-ab` compares the
+ * single-token prefetch modes token by token (bench_pfab.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,9 @@ static void usage(FILE *f) {
         "  --checkpoints             prefill with checkpoint capture on vs off, take / restore time\n"
         "  --ckpt-every N            --checkpoints: one checkpoint after every N-th prompt token (default 64)\n"
         "  --ckpt-ops N              --checkpoints: take / restore calls averaged (default 200)\n"
+        "  --prefetch-ab N           single tokens, the prefetch mode switched between tokens (ABBA):\n"
+        "                            auto against on and against off, N quads each; medians of\n"
+        "                            the quads' time ratios (RECUR_PREFETCH, README)\n"
         "  -h, --help                this text\n");
 }
 
@@ -131,14 +135,16 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (FLAG("--checkpoints", "--checkpoints")) o->checkpoints = true;
         else if (FLAG("--ckpt-every", "--ckpt-every")) { NEED(); o->ckpt_every = atoi(v); }
         else if (FLAG("--ckpt-ops", "--ckpt-ops")) { NEED(); o->ckpt_ops = atoi(v); }
+        else if (FLAG("--prefetch-ab", "--prefetch-ab")) { NEED(); o->pf_ab = atoi(v); }
         else { fprintf(stderr, "recur-bench: unknown option '%s' (see --help)\n", a); return 2; }
 #undef FLAG
 #undef NEED
     }
     if (rc) return rc;
     if (!o->n_models) { fprintf(stderr, "recur-bench: no model (-m FILE)\n"); return 2; }
-    if (o->reps < 1 || o->reps > 100000 || o->delay_s < 0 || o->bw_mib < 0 || o->ckpt_every < 1 || o->ckpt_ops < 1) {
-        fprintf(stderr, "recur-bench: -r, --delay, --bw-mib, --ckpt-every or --ckpt-ops out of range\n");
+    if (o->reps < 1 || o->reps > 100000 || o->delay_s < 0 || o->bw_mib < 0 || o->ckpt_every < 1 || o->ckpt_ops < 1 ||
+        o->pf_ab < 0 || o->pf_ab > 100000) {
+        fprintf(stderr, "recur-bench: -r, --delay, --bw-mib, --ckpt-every, --ckpt-ops or --prefetch-ab out of range\n");
         return 2;
     }
     defaults(o);
@@ -234,19 +240,20 @@ int main(int argc, char **argv) {
     recur_init();
     /* the machine first, in a child process per thread count, before any model is mapped */
     bench_hw hw[BENCH_MAX_LIST] = { 0 };
-    if (o.bw_mib > 0 && !o.checkpoints)
+    const bool own = o.checkpoints || o.pf_ab > 0;   /* a benchmark of its own instead of pp / tg */
+    if (o.bw_mib > 0 && !own)
         for (int ti = 0; ti < o.n_threads; ti++) {
             if (o.progress) fprintf(stderr, "recur-bench: measuring the machine on %d threads\n", o.threads[ti]);
             bench_hw_measure(o.threads[ti], (size_t)o.bw_mib << 20, &hw[ti]);
             if (!hw[ti].ok) fprintf(stderr, "recur-bench: the machine measurement failed on %d threads\n", o.threads[ti]);
         }
-    bench_out *out = o.checkpoints ? NULL : bench_out_new(&o);
-    if (!o.checkpoints && !out) return 1;
+    bench_out *out = own ? NULL : bench_out_new(&o);
+    if (!own && !out) return 1;
     /* the md tables at the end refer to every model's description */
     bench_model *bms = calloc((size_t)o.n_models, sizeof *bms);
     if (!bms) return 1;
     int fails = 0;
-    bool any_ckpt = false;
+    bool any_ckpt = false, any_pfab = false;
     for (int mi = 0; mi < o.n_models; mi++) {
         recur_model_params mp = recur_model_default_params();
         recur_model *m = NULL;
@@ -262,7 +269,16 @@ int main(int argc, char **argv) {
                              .state_bytes = recur_model_state_bytes(m),
                              .kv_row_bytes = recur_model_kv_bytes_per_token(m), .rss_load = bench_rss() };
         model_type(m, bm->type, sizeof bm->type);
-        if (!o.checkpoints) {
+        if (o.pf_ab > 0) {
+            for (int ti = 0; ti < o.n_threads; ti++) {
+                if (bench_pfab_model(m, bm, &o, o.threads[ti], !any_pfab, err, sizeof err)) {
+                    fprintf(stderr, "recur-bench: %s: %s\n", bm->filename, err);
+                    fails++;
+                } else {
+                    any_pfab = true;
+                }
+            }
+        } else if (!o.checkpoints) {
             fails += bench_model_tests(m, bm, &o, o.bw_mib > 0 ? hw : NULL, out);
         } else {
             for (int ti = 0; ti < o.n_threads; ti++)
@@ -282,6 +298,8 @@ int main(int argc, char **argv) {
     if (out) {
         bench_out_end(out);
         bench_out_free(out);
+    } else if (o.pf_ab > 0) {
+        bench_pfab_end(any_pfab);
     } else {
         bench_ckpt_end(&o, any_ckpt);
     }

@@ -5,6 +5,7 @@
  *   bench_hw.c    the machine: read bandwidth, FMA peak, RSS, CPU name (in a child process)
  *   bench_out.c   md / json / jsonl / csv output and the efficiency table
  *   bench_ckpt.c  --checkpoints: prefill with checkpoint capture on vs off, take / restore
+ *   bench_pfab.c  --prefetch-ab: single tokens with the prefetch modes alternated (recur.h)
  *   bench_replay*.c  `recur-bench replay`: chat workloads against a recur-server (bench_replay.h)
  */
 #ifndef RECUR_TOOLS_BENCH_H
@@ -38,6 +39,7 @@ typedef struct bench_opts {
     bool        checkpoints;   /* --checkpoints: the checkpoint benchmark instead of pp / tg */
     int         ckpt_every;    /* a checkpoint after every ckpt_every-th prompt token */
     int         ckpt_ops;      /* take / restore calls averaged */
+    int         pf_ab;         /* --prefetch-ab N: N quads of tokens a comparison (0: not asked) */
     int         bw_mib;        /* bandwidth buffer; 0: skip the machine measurements */
     uint32_t    q8_order;      /* --q8-order (recur_q8_order) */
 } bench_opts;
@@ -144,6 +146,14 @@ typedef struct bench_field {
 /* Prints one record in fmt (json, jsonl or csv); first: the output's first record (csv header,
  * no separating comma in json). */
 void bench_emit(bench_fmt fmt, const bench_field *f, int n, bool first);
+
+/* ---- bench_pfab.c ---- */
+/* --prefetch-ab for one model on n_threads threads: prints its rows (the header first when
+ * `first`). Returns 0, or 1 with err set. */
+int bench_pfab_model(recur_model *m, const bench_model *bm, const bench_opts *o, int n_threads, bool first, char *err,
+                     size_t err_len);
+/* The note under the rows (nothing when no row was printed). */
+void bench_pfab_end(bool any);
 
 /* ---- bench_ckpt.c ---- */
 /* --checkpoints for one model on n_threads threads and an n_prompt-token prompt; prints its row

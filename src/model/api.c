@@ -21,6 +21,15 @@ const char *recur_prefetch_mode(void) {
     return m == TENSOR_PF_ON ? "on" : m == TENSOR_PF_OFF ? "off" : "auto";
 }
 
+recur_status recur_prefetch_set(const char *mode) {
+    recur_init();
+    const int m = !mode ? -1 : !strcmp(mode, "auto") ? TENSOR_PF_AUTO : !strcmp(mode, "on") ? TENSOR_PF_ON
+                  : !strcmp(mode, "off") ? TENSOR_PF_OFF : -1;
+    if (m < 0) return RECUR_E_INVALID;
+    tensor_gemv_prefetch_set(m);
+    return RECUR_OK;
+}
+
 void recur_prefetch_calls(uint64_t *with_prefetch, uint64_t *without) {
     uint64_t c[2];
     tensor_gemv_prefetch_stats(c);

@@ -8,7 +8,7 @@
 # used experts per generated token; a generated token also reads its sequence's recurrent state
 # and the KV rows it attends (what recur-gguf info reports per sequence and per position), at
 # any -d depth; --checkpoints measures a recurrent model and says that a
-# transformer has nothing to checkpoint.
+# transformer has nothing to checkpoint; --prefetch-ab prints its comparisons.
 set -u
 build=${1:?usage: bench.sh BUILD_DIR TESTDATA_DIR}
 data=${2:?usage: bench.sh BUILD_DIR TESTDATA_DIR}
@@ -153,6 +153,25 @@ PY
 "$bin" -m "$mamba2" -p 16 -n 0 -r 1 -t 2 --bw-mib 0 --q8-order block >"$tmp/blk.txt" 2>&1 || fail "--q8-order block: $(cat "$tmp/blk.txt")"
 grep -q 'q8 order: block' "$tmp/blk.txt" || fail "--q8-order block not in the build line"
 "$bin" -m "$mamba2" -p 16 -n 0 -r 1 --bw-mib 0 --q8-order fast >/dev/null 2>&1 && fail "--q8-order fast must fail"
+
+# ---- --prefetch-ab: a row for auto against on and against off, per model and thread count;
+# the json of a normal run names the mode ----
+"$bin" -m "$qwen3,$mamba2" -t 1,2 --prefetch-ab 4 >"$tmp/pf.txt" 2>"$tmp/pf.err" ||
+    fail "--prefetch-ab: $(cat "$tmp/pf.err")"
+row='\| +[0-9]+\.[0-9]{4} \| +[0-9.]+-[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \|$'   # median, quartiles, t/s
+for m in qwen3 mamba2; do
+    for t in 1 2; do
+        for a in on off; do
+            grep -qE "^\| $m [^|]+\| +$t \| +$a \| auto \| +4 $row" "$tmp/pf.txt" ||
+                fail "--prefetch-ab: no $m row for $t threads, $a against auto"
+        done
+    done
+done
+grep -q '^B/A: ' "$tmp/pf.txt" || fail "--prefetch-ab: the note under the rows"
+"$bin" -m "$qwen3" --prefetch-ab -1 >/dev/null 2>&1 && fail "--prefetch-ab -1 must fail"
+RECUR_PREFETCH=off "$bin" -m "$qwen3" -p 0 -n 4 -r 1 --bw-mib 0 -o json >"$tmp/pf.json" 2>/dev/null ||
+    fail "json with RECUR_PREFETCH"
+grep -q '"prefetch": "off"' "$tmp/pf.json" || fail "json: RECUR_PREFETCH=off not in the prefetch field"
 
 # ---- errors ----
 "$bin" -m "$qwen3" --no-such-option >/dev/null 2>&1 && fail "an unknown option must fail"

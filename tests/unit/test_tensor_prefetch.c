@@ -3,7 +3,7 @@
  *  - the chooser measures each way first, then takes the faster one and explores the other in
  *    about one call in 16, and follows when the faster one changes; small calls are not timed;
  *    calls of another power of two of bytes have a chooser of their own;
- *  - the mode switch ignores unknown values;
+ *  - the mode switch ignores unknown values (recur.h's refuses them);
  *  - tensor_matmul gives the same bits with prefetch on, off and chosen, and times its calls
  *    in the chosen mode only. */
 #include <setjmp.h>
@@ -13,7 +13,10 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
+
 #include "core/threadpool.h"
+#include "recur.h"
 #include "tensor/tensor_impl.h"
 #include "tensor_test_util.h"
 
@@ -65,6 +68,18 @@ static void test_sizes(void **state) {
 
 static void test_mode(void **state) {
     (void)state;
+    /* recur.h's names for the modes */
+    char m_api[8];
+    snprintf(m_api, sizeof m_api, "%s", recur_prefetch_mode());
+    assert_int_equal(recur_prefetch_set("off"), RECUR_OK);
+    assert_string_equal(recur_prefetch_mode(), "off");
+    assert_int_equal(tensor_gemv_prefetch_get(), TENSOR_PF_OFF);
+    assert_int_equal(recur_prefetch_set("fast"), RECUR_E_INVALID);
+    assert_int_equal(recur_prefetch_set(NULL), RECUR_E_INVALID);
+    assert_string_equal(recur_prefetch_mode(), "off");
+    assert_int_equal(recur_prefetch_set("on"), RECUR_OK);
+    assert_string_equal(recur_prefetch_mode(), "on");
+    assert_int_equal(recur_prefetch_set(m_api), RECUR_OK);
     const int m0 = tensor_gemv_prefetch_get();
     tensor_gemv_prefetch_set(TENSOR_PF_OFF);
     assert_int_equal(tensor_gemv_prefetch_get(), TENSOR_PF_OFF);
