@@ -29,10 +29,11 @@
  * n_in) bytes, a multiple of 64 (so every row starts 64-byte aligned when scratch is). */
 #include "tensor/tensor_impl.h"
 
+#include "core/timing.h"
+
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <time.h>
 
 #define MM_TILE 16
 #define MM_SHARES 4   /* row shares per thread */
@@ -379,12 +380,6 @@ static int mm_chain_end(const mm_job *jobs, int n, int i) {
     return e;
 }
 
-static uint64_t mm_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* jobs[0..n) of one token (X quantized) on the pool: each chain is cut into one share per
  * thread (fewer where the chains would need more than MM_GV_MAX shares in all). Where a
  * kernel has a lean twin (tensor.h), the call runs the kernels or their twins as prefetch.c
@@ -419,9 +414,9 @@ static void mm_one_token(tp_pool *pool, const mm_job *jobs, int n) {
         e = mm_chain_end(jobs, n, i);
         mm_plan(&p, jobs + i, e - i, ns);
     }
-    const uint64_t t0 = timed ? mm_now_ns() : 0;
+    const int64_t t0 = timed ? rc_time_ns() : 0;
     tp_run_n(pool, mm_gemv_share, &p, p.n);
-    if (timed) rt_pf_record(pf, lean, mm_now_ns() - t0, bytes);
+    if (timed) rt_pf_record(pf, lean, (uint64_t)(rc_time_ns() - t0), bytes);
 }
 
 void tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,

@@ -1,5 +1,6 @@
-/* prefetch.c — whether the single-token matmuls run their kernels with or without software
- * prefetch (tensor.h tensor_gemv.lean), chosen by timing the calls as they run.
+/* prefetch.c — whether the single-token matmuls run their kernels or the kernels' lean twins
+ * (tensor.h tensor_gemv.lean: without software prefetch, or two streams where the kernel reads
+ * four), chosen by timing the calls as they run.
  *
  * Why: a software prefetch far ahead in each weight stream reads faster where memory is idle
  * apart from us (the earlier sessions' Zen 5 machine: Q8_0 +4-13 %, Q4_K packed needs it to

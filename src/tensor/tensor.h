@@ -71,15 +71,16 @@ typedef struct tensor_gemv {
     int            lean_group;
 } tensor_gemv;
 
-/* Software prefetch in the single-token matmuls (tensor_gemv.lean): it reads faster where
- * memory is otherwise idle and slower where other programs keep it busy, so by default
- * (TENSOR_PF_AUTO) tensor_matmul times its calls and runs the faster way (prefetch.c);
- * TENSOR_PF_ON / TENSOR_PF_OFF fix it. Results never depend on it. tensor_init reads the
- * environment variable RECUR_PREFETCH=auto|on|off. */
+/* The single-token matmuls' kernels (software prefetch, four streams) or their lean twins
+ * (tensor_gemv.lean): the kernels read faster where memory is otherwise idle, the twins where
+ * other programs keep it busy, so by default (TENSOR_PF_AUTO) tensor_matmul times its calls
+ * and runs the faster way (prefetch.c); TENSOR_PF_ON (the kernels) / TENSOR_PF_OFF (the twins)
+ * fix it. Results never depend on it. tensor_init reads the environment variable
+ * RECUR_PREFETCH=auto|on|off. */
 enum { TENSOR_PF_AUTO = 0, TENSOR_PF_ON = 1, TENSOR_PF_OFF = 2 };
 void tensor_gemv_prefetch_set(int mode);   /* any other value is ignored */
 int  tensor_gemv_prefetch_get(void);
-/* Timed calls so far (those big enough to measure): calls[0] with prefetch, calls[1] without. */
+/* Timed calls so far (those big enough to measure): calls[0] the kernels, calls[1] the twins. */
 void tensor_gemv_prefetch_stats(uint64_t calls[2]);
 
 static inline int64_t tensor_gemv_groups(int64_t n_rows, int group) { return (n_rows + group - 1) / group; }
