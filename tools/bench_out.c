@@ -316,9 +316,9 @@ static void md_efficiency(const bench_out *out) {
     for (int i = 0; i < out->n; i++)
         if (out->r[i].n_prompt == 0)
             for (int m = 0; m < 2; m++) pf[m] += out->r[i].pf_calls[m];
-    printf("software prefetch in the single-token matmuls: %s", recur_prefetch_mode());
+    printf("single-token matmuls, prefetch mode: %s", recur_prefetch_mode());
     if (pf[0] + pf[1] > 0)
-        printf(" (RECUR_PREFETCH; the tg tests' timed calls ran without it %llu times in %llu: %.0f %%)",
+        printf(" (RECUR_PREFETCH; the tg tests' timed calls ran the lean twins %llu times in %llu: %.0f %%)",
                (unsigned long long)pf[1], (unsigned long long)(pf[0] + pf[1]),
                100.0 * (double)pf[1] / (double)(pf[0] + pf[1]));
     printf("\n");

@@ -17,14 +17,12 @@ const char *recur_cpu_isa(void) {
 
 const char *recur_prefetch_mode(void) {
     recur_init();
-    const int m = tensor_gemv_prefetch_get();
-    return m == TENSOR_PF_ON ? "on" : m == TENSOR_PF_OFF ? "off" : "auto";
+    return tensor_gemv_prefetch_name(tensor_gemv_prefetch_get());
 }
 
 recur_status recur_prefetch_set(const char *mode) {
     recur_init();
-    const int m = !mode ? -1 : !strcmp(mode, "auto") ? TENSOR_PF_AUTO : !strcmp(mode, "on") ? TENSOR_PF_ON
-                  : !strcmp(mode, "off") ? TENSOR_PF_OFF : -1;
+    const int m = tensor_gemv_prefetch_parse(mode);
     if (m < 0) return RECUR_E_INVALID;
     tensor_gemv_prefetch_set(m);
     return RECUR_OK;

@@ -141,9 +141,7 @@ static void init_once(void) {
         rt_fill_q8blk_avx2(&g_blk_avx512);
         rt_fill_q8blk_avx512(&g_blk_avx512);
     }
-    const char *pf = getenv("RECUR_PREFETCH");
-    if (pf) tensor_gemv_prefetch_set(strcmp(pf, "on") == 0 ? TENSOR_PF_ON : strcmp(pf, "off") == 0 ? TENSOR_PF_OFF
-                                                                                                  : TENSOR_PF_AUTO);
+    tensor_gemv_prefetch_set(tensor_gemv_prefetch_parse(getenv("RECUR_PREFETCH")));   /* unknown: stays auto */
     /* RECUR_ISA may only lower the choice; an unknown value is ignored. */
     const char *want = getenv("RECUR_ISA");
     if (want && strcmp(want, "scalar") == 0) g_active = &g_scalar;

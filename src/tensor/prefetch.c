@@ -21,6 +21,7 @@
  * The means are relaxed atomics: several contexts may feed them at once, and a lost update
  * only costs a sample. */
 #include <stdatomic.h>
+#include <string.h>
 
 #include "tensor/tensor_impl.h"
 
@@ -35,6 +36,17 @@ static rt_pf_chooser g_choosers[PF_SIZES];
 void tensor_gemv_prefetch_set(int mode) {
     if (mode == TENSOR_PF_AUTO || mode == TENSOR_PF_ON || mode == TENSOR_PF_OFF)
         atomic_store_explicit(&g_mode, mode, memory_order_relaxed);
+}
+
+int tensor_gemv_prefetch_parse(const char *name) {
+    static const char *names[] = { "auto", "on", "off" };   /* by TENSOR_PF_* */
+    for (int m = 0; name && m < 3; m++)
+        if (!strcmp(name, names[m])) return m;
+    return -1;
+}
+
+const char *tensor_gemv_prefetch_name(int mode) {
+    return mode == TENSOR_PF_ON ? "on" : mode == TENSOR_PF_OFF ? "off" : "auto";
 }
 
 int tensor_gemv_prefetch_get(void) { return atomic_load_explicit(&g_mode, memory_order_relaxed); }

@@ -79,6 +79,9 @@ typedef struct tensor_gemv {
  * RECUR_PREFETCH=auto|on|off. */
 enum { TENSOR_PF_AUTO = 0, TENSOR_PF_ON = 1, TENSOR_PF_OFF = 2 };
 void tensor_gemv_prefetch_set(int mode);   /* any other value is ignored */
+/* The mode of a name ("auto", "on", "off"; -1 for anything else, NULL included), and back. */
+int         tensor_gemv_prefetch_parse(const char *name);
+const char *tensor_gemv_prefetch_name(int mode);
 int  tensor_gemv_prefetch_get(void);
 /* Timed calls so far (those big enough to measure): calls[0] the kernels, calls[1] the twins. */
 void tensor_gemv_prefetch_stats(uint64_t calls[2]);

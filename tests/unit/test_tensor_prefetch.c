@@ -80,6 +80,10 @@ static void test_mode(void **state) {
     assert_int_equal(recur_prefetch_set("on"), RECUR_OK);
     assert_string_equal(recur_prefetch_mode(), "on");
     assert_int_equal(recur_prefetch_set(m_api), RECUR_OK);
+    for (int m = TENSOR_PF_AUTO; m <= TENSOR_PF_OFF; m++)
+        assert_int_equal(tensor_gemv_prefetch_parse(tensor_gemv_prefetch_name(m)), m);
+    assert_int_equal(tensor_gemv_prefetch_parse("ON"), -1);
+    assert_int_equal(tensor_gemv_prefetch_parse(""), -1);
     const int m0 = tensor_gemv_prefetch_get();
     tensor_gemv_prefetch_set(TENSOR_PF_OFF);
     assert_int_equal(tensor_gemv_prefetch_get(), TENSOR_PF_OFF);
