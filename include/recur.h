@@ -75,7 +75,7 @@ typedef int32_t recur_token;
 
 typedef struct recur_model_params {
     bool vocab_only;   /* load the tokenizer only (no weights are bound) */
-    bool no_repack;    /* keep every weight in the file's layout (also: RECUR_NO_REPACK=1) */
+    bool no_repack;    /* keep every weight in the file's layout (also: RECUR_NO_REPACK=1; =q6: the Q6_K ones) */
 } recur_model_params;
 
 recur_model_params recur_model_default_params(void);

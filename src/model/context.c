@@ -262,7 +262,7 @@ static void ubatch_eval(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t 
     const float *ff = m->w.rope_freqs.data;
     for (int32_t t = 0; t < n; t++) {
         c->cells[t] = c->kv ? kv_cell_alloc(c->kv, b->seq_id[i0 + t], b->pos[i0 + t]) : -1;
-        tensor_get_row(c->f.kern, m->w.token_embd.type, m->w.token_embd.data, hp->n_embd, b->token[i0 + t],
+        tensor_get_row(c->f.kern, model_w_wtype(&m->w.token_embd), m->w.token_embd.data, hp->n_embd, b->token[i0 + t],
                        c->f.x + (int64_t)t * hp->n_embd);
         if (hp->n_rot) op_rope_cache(c->f.rope + (int64_t)t * hp->n_rot, b->pos[i0 + t], hp->n_rot, hp->rope_base,
                       hp->rope_freq_scale, ff);

@@ -8,17 +8,15 @@
  * cost more than it saves). */
 #define FWD_MIN_PARALLEL 16384
 
-/* The wtype tensor_matmul takes for w (packed Q4_K has its own, model/repack.c). */
-static uint32_t fwd_wtype(const model_w *w) { return w->r16 ? TENSOR_T_Q4_K_R16 : w->type; }
 
 void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y) {
-    tensor_matmul(f->pool, f->kern, fwd_wtype(w), w->data, w->ne[0], w->ne[1], X, f->n_tok, Y, w->ne[1],
+    tensor_matmul(f->pool, f->kern, model_w_wtype(w), w->data, w->ne[0], w->ne[1], X, f->n_tok, Y, w->ne[1],
                   f->mm_scratch);
 }
 
 void fwd_matmul_n(model_fwd *f, const float *X, int n, const model_w *const *w, float *const *Y) {
     tensor_mm mm[TENSOR_MM_MAX];
-    for (int i = 0; i < n; i++) mm[i] = (tensor_mm){ fwd_wtype(w[i]), w[i]->data, w[i]->ne[1], Y[i], w[i]->ne[1] };
+    for (int i = 0; i < n; i++) mm[i] = (tensor_mm){ model_w_wtype(w[i]), w[i]->data, w[i]->ne[1], Y[i], w[i]->ne[1] };
     tensor_matmul_n(f->pool, f->kern, mm, n, w[0]->ne[0], X, f->n_tok, f->mm_scratch);
 }
 

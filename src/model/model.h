@@ -1,7 +1,7 @@
 /* model.h — hyperparameters, weights and the per-architecture hooks (internal to librecur).
  *
  * A recur_model owns its gguf_file (weights are used in place from the mapping, never
- * copied, but for the Q4_K matrices model/repack.c rearranges in its own memory) and its
+ * copied, but for the Q4_K and Q6_K matrices model/repack.c rearranges in its own memory) and its
  * vocab. Architectures live one per file in model/arch/ and are found by name in one table
  * (model_arch_find). Each provides three hooks:
  *   hparams  reads the arch-specific keys into model_hparams (common keys are read before),
@@ -26,8 +26,14 @@ typedef struct model_w {
     uint32_t    type;       /* GGUF_T_* */
     const void *data;
     int64_t     ne[GGUF_MAX_DIMS];
-    bool        r16;        /* Q4_K packed 16 rows to a group at data (model/repack.c) */
+    bool        r16;        /* Q4_K or Q6_K packed 16 rows to a group at data (model/repack.c) */
 } model_w;
+
+/* The wtype tensor_matmul and tensor_get_row take for w (packed: TENSOR_T_Q4_K_R16 or
+ * TENSOR_T_Q6_K_R16). */
+static inline uint32_t model_w_wtype(const model_w *w) {
+    return !w->r16 ? w->type : w->type == GGUF_T_Q4_K ? TENSOR_T_Q4_K_R16 : TENSOR_T_Q6_K_R16;
+}
 
 typedef struct model_hparams {
     char     arch[32];
@@ -147,7 +153,8 @@ struct recur_model {
     uint64_t           n_params;
     uint64_t           n_bytes;
     uint32_t           file_type;   /* dominant weight type, for descriptions */
-    bool               repack;      /* model_bind packs what it can (model/repack.c) */
+    bool               repack;      /* model_bind packs what it can (model/repack.c): Q4_K */
+    bool               repack_q6;   /* and Q6_K */
     void             **packed;      /* the packed weights' arena chunks [n_packed] */
     int                n_packed, cap_packed;
     uint8_t           *pack_at;     /* the free part of the last chunk */
@@ -171,10 +178,12 @@ recur_status model_bind_moe(struct recur_model *m, int il, char *err, size_t err
 /* Fills kv_index / rs_index / n_layer_kv / n_layer_rs from `recurrent` (after the arch hook). */
 recur_status model_layout(struct recur_model *m, char *err, size_t err_len);
 
-/* Packs w (just bound) 16 rows to a group when m->repack and it is a Q4_K matrix of a multiple
- * of 16 rows (model/repack.c); a weight that cannot be packed (or no memory) stays as bound,
- * or, when its 2 MiB pages of the file are mostly packed ones', is copied next to them. */
-void model_repack(struct recur_model *m, model_w *w);
+/* Packs w (just bound) 16 rows to a group when it is a matrix of a multiple of 16 rows and
+ * Q4_K (m->repack; not where `lookup`: rows looked up one by one, the token embedding) or
+ * Q6_K (m->repack_q6; tensor_get_row reads its packed rows) (model/repack.c); a weight that
+ * cannot be packed (or no memory) stays as bound, or, when its 2 MiB pages of the file are
+ * mostly packed ones', is copied next to them. */
+void model_repack(struct recur_model *m, model_w *w, bool lookup);
 /* Frees the packed buffers. */
 void model_repack_free(struct recur_model *m);
 

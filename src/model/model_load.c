@@ -194,7 +194,7 @@ recur_status model_bind(struct recur_model *m, model_w *w, const char *name_fmt,
     w->type = t->type;
     w->data = t->data;
     memcpy(w->ne, t->ne, sizeof w->ne);
-    if (strcmp(name, "token_embd.weight") != 0) model_repack(m, w);   /* the embedding's rows are looked up */
+    model_repack(m, w, strcmp(name, "token_embd.weight") == 0);   /* the embedding's rows are looked up */
     return RECUR_OK;
 }
 
@@ -287,9 +287,12 @@ static recur_status model_open(struct recur_model *m, const char *path, const re
     memcpy(m->hp.arch, arch.ptr, arch.len);
     m->hp.arch[arch.len] = 0;
     if (p->vocab_only) return RECUR_OK;
+    /* RECUR_NO_REPACK: unset, empty or 0 packs; "q6" packs Q4_K only (to compare); else none */
     const char *nr = getenv("RECUR_NO_REPACK");
-    m->repack = !p->no_repack && !(nr && *nr && strcmp(nr, "0") != 0) &&
+    const bool q6_off = nr && strcmp(nr, "q6") == 0;
+    m->repack = !p->no_repack && !(nr && *nr && strcmp(nr, "0") != 0 && !q6_off) &&
                 tensor_q4_K_r16_preferred(tensor_kernels_active());
+    m->repack_q6 = m->repack && !q6_off && tensor_q6_K_r16_preferred(tensor_kernels_active());
     /* every page now, in 2 MiB pages where it can (gguf_map.c), as decode reads them all; and
      * before packing unmaps the packed matrices' pages */
     gguf_map_all(m->g);

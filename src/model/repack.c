@@ -1,4 +1,5 @@
-/* repack.c — Q4_K matrices packed 16 rows to a group at load (tensor.h tensor_q4_K_r16_pack).
+/* repack.c — Q4_K and Q6_K matrices packed 16 rows to a group at load (tensor.h
+ * tensor_q4_K_r16_pack, tensor_q6_K_r16_pack; Q6_K: x86/gemv_q6k16_avx512.c says why).
  *
  * A token's matmuls read every weight byte once; the Q4_K ones in the file's layout cost the
  * single-token kernel a scale unpack and a sum across lanes per row and block, which on the
@@ -13,8 +14,10 @@
  * the matrix are unmapped, gguf_drop_range, so the process holds one copy), and every result
  * keeps its bits (tensor_matmul takes TENSOR_T_Q4_K_R16).
  * Only where the kernel table has the packed kernel (recur.h recur_model_params), and never
- * the token embedding, whose rows are looked up one by one. Other matrices stay in the file's
- * mapping, except those whose 2 MiB pages are mostly the packed ones' (move_to_huge_pages). */
+ * a Q4_K token embedding, whose rows are looked up one by one (a packed Q6_K one is: the
+ * output head of tied models, a third of a Q4_K_M token's bytes, and tensor_get_row unpacks
+ * a row). Other matrices stay in the file's mapping, except those whose 2 MiB pages are
+ * mostly the packed ones' (move_to_huge_pages). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +31,7 @@
  * of its Q4_K matrices are 1.2-2.1 MB). */
 #define PACK_CHUNK ((size_t)64 << 20)
 #define PACK_ALIGN 64
+#define PACK_DROP_STEP ((size_t)8 << 20)   /* file bytes packed between two drops */
 
 static uint8_t *pack_alloc(struct recur_model *m, size_t bytes) {
     if (bytes > m->pack_left) {
@@ -52,10 +56,15 @@ static uint8_t *pack_alloc(struct recur_model *m, size_t bytes) {
     return p;
 }
 
-/* Whether model_repack packs the file's tensor t (its test below, from the file's facts). */
+/* Whether model_repack packs a matrix of this type and shape (lookup: see model.h). */
+static bool packs_matrix(const struct recur_model *m, uint32_t type, const int64_t *ne, bool lookup) {
+    const bool kind = type == GGUF_T_Q4_K ? m->repack && !lookup : type == GGUF_T_Q6_K && m->repack_q6;
+    return kind && ne[1] > 0 && ne[1] % TENSOR_R16_ROWS == 0 && ne[2] == 1 && ne[3] == 1;
+}
+
+/* Whether model_repack packs the file's tensor t (from the file's facts). */
 static bool packs(const struct recur_model *m, const gguf_tensor *t) {
-    return m->repack && t->type == GGUF_T_Q4_K && t->ne[1] > 0 && t->ne[1] % TENSOR_R16_ROWS == 0 && t->ne[2] == 1 &&
-           t->ne[3] == 1 && strcmp(t->name, "token_embd.weight") != 0;
+    return packs_matrix(m, t->type, t->ne, strcmp(t->name, "token_embd.weight") == 0);
 }
 
 #define PAGE_2M ((uintptr_t)2 << 20)
@@ -96,21 +105,29 @@ static void move_to_huge_pages(struct recur_model *m, model_w *w) {
     w->data = dst;
 }
 
-void model_repack(struct recur_model *m, model_w *w) {
+void model_repack(struct recur_model *m, model_w *w, bool lookup) {
     if (!m->repack || !w->data) return;
-    if (w->type != GGUF_T_Q4_K || w->ne[1] <= 0 || w->ne[1] % TENSOR_R16_ROWS || w->ne[2] != 1 || w->ne[3] != 1) {
+    if (!packs_matrix(m, w->type, w->ne, lookup)) {
         move_to_huge_pages(m, w);
         return;
     }
-    const size_t rb = tensor_row_bytes(GGUF_T_Q4_K, w->ne[0]);
+    const size_t rb = tensor_row_bytes(w->type, w->ne[0]);
     size_t bytes;
     if (!rb || rc_mul_size(rb, (size_t)w->ne[1], &bytes)) return;
     uint8_t *dst = pack_alloc(m, bytes);
     if (!dst) return;
     const uint8_t *src = w->data;
     const size_t gb = rb * TENSOR_R16_ROWS;
-    for (int64_t g = 0; g < w->ne[1] / TENSOR_R16_ROWS; g++)
-        tensor_q4_K_r16_pack(src + (size_t)g * gb, rb, w->ne[0], dst + (size_t)g * gb);
+    size_t dropped = 0;   /* the file's bytes already let go: a big matrix (a 200 MB token
+                           * embedding) would otherwise hold both copies at its end */
+    for (int64_t g = 0; g < w->ne[1] / TENSOR_R16_ROWS; g++) {
+        (w->type == GGUF_T_Q4_K ? tensor_q4_K_r16_pack : tensor_q6_K_r16_pack)(src + (size_t)g * gb, rb, w->ne[0],
+                                                                               dst + (size_t)g * gb);
+        if ((size_t)(g + 1) * gb - dropped >= PACK_DROP_STEP) {
+            gguf_drop_range(m->g, src + dropped, (size_t)(g + 1) * gb - dropped);
+            dropped = (size_t)(g + 1) * gb;
+        }
+    }
     gguf_drop_range(m->g, src, bytes);
     w->data = dst;
     w->r16 = true;

@@ -82,6 +82,7 @@ void tensor_fill_scalar(tensor_kernels *k) {
 #undef RT_TYPE
     k->dot_q4_K_rp = rt_dot_q4_K_rp;
     rt_fill_q4k_r16(k);
+    rt_fill_q6k_r16(k);
     k->dot_f16_f32 = rt_dot_f16_f32;
     k->axpy_f16 = rt_axpy_f16;
     k->dot4_f16_f32 = rt_dot4_f16_f32;

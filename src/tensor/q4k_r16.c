@@ -56,14 +56,19 @@ float rt_dot_q4_K_r16(int64_t n, const void *group, int r, const void *x) {
     return acc - accm;
 }
 
+void rt_gemv_r16_rows(rt_dot_r16_fn dot, int64_t n, const void *w, size_t ws, int64_t g0, int64_t g1, const void *x,
+                      float *y) {
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t *grp = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
+        for (int r = 0; r < TENSOR_R16_ROWS; r++) y[TENSOR_R16_ROWS * g + r] = dot(n, grp, r, x);
+    }
+}
+
 /* The scalar table's gemv_q4_K_r16: row by row. */
 static void gemv_q4_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
                           float *y) {
     (void)n_rows;
-    for (int64_t g = g0; g < g1; g++) {
-        const uint8_t *grp = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
-        for (int r = 0; r < TENSOR_R16_ROWS; r++) y[TENSOR_R16_ROWS * g + r] = rt_dot_q4_K_r16(n, grp, r, x);
-    }
+    rt_gemv_r16_rows(rt_dot_q4_K_r16, n, w, ws, g0, g1, x, y);
 }
 
 bool tensor_q4_K_r16_preferred(const tensor_kernels *k) { return k && k->q4_K_r16_native; }

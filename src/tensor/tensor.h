@@ -200,6 +200,10 @@ typedef struct tensor_kernels {
      * Q4_K row bytes (a group is 16 rows' bytes). */
     tensor_gemv          gemv_q4_K_r16;
     bool                 q4_K_r16_native;   /* gemv_q4_K_r16 is a SIMD kernel */
+    /* Q6_K rows packed 16 to a group (tensor_q6_K_r16_pack): row r gets vec_dot[Q6_K]'s bits
+     * for the row it was; as gemv_q4_K_r16 otherwise. */
+    tensor_gemv          gemv_q6_K_r16;
+    bool                 q6_K_r16_native;   /* gemv_q6_K_r16 is a SIMD kernel */
 
     /* Q8_0 x Q8_0 in the block order (tensor_kernels_q8blk's twins): its activation tails
      * (tensor_act_quantize) are laid out for those kernels. */
@@ -226,6 +230,28 @@ bool tensor_q4_K_r16_preferred(const tensor_kernels *k);
 void tensor_q4_K_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst);
 /* The inverse: the 16 rows of the group at src, to dst_stride bytes apart. */
 void tensor_q4_K_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride);
+
+/* ---- Q6_K packed 16 rows to a group -------------------------------------------------------
+ *
+ * As Q4_K above, for the single-token Q6_K kernel (x86/gemv_q6k16_avx512.c): in the file's
+ * layout every row's block needs its 6-bit values assembled from three places, its scales
+ * spread and its sums reduced across lanes; packed, block i of 16 rows is one run of
+ * TENSOR_Q6R16_BLOCK bytes (16 blocks' bytes) with one lane per row and each value whole:
+ *   [0, 32)       d of rows 0..15 (fp16)
+ *   [32, 288)     scale of sub-block k (0..15) of row r at 32 + 16k + r
+ *   [288, 3360)   for half h (0, 1) and u (0..7), three 64-byte vectors P0, P1, P2 at
+ *                 288 + 192(8h + u) + 64c: byte 4r + j of Pc holds, in bits 0-5, the 6-bit
+ *                 value (ql nibble | qh bits << 4) of row r's element 128h + 32c + 4u + j, and
+ *                 in bits 6-7 bits 2c, 2c+1 of the value of its element 128h + 96 + 4u + j
+ * and group g is blocks 0..n/256-1 of those runs in order (16 rows' bytes). */
+#define TENSOR_Q6R16_BLOCK 3360
+bool tensor_q6_K_r16_preferred(const tensor_kernels *k);
+/* Packs 16 Q6_K rows of n elements (n a multiple of 256), src_stride bytes apart, into dst. */
+void tensor_q6_K_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst);
+/* The inverse: the 16 rows of the group at src, to dst_stride bytes apart. */
+void tensor_q6_K_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride);
+/* Row r (0..15) of the group at group, as the Q6_K row it was, into dst. */
+void tensor_q6_K_r16_unpack_row(const void *group, int64_t n, int r, void *dst);
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */
 void tensor_init(void);
@@ -287,6 +313,8 @@ size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
  * of 16) for tensor_matmul and tensor_matmul_n: each Y element gets the bits the unpacked
  * Q4_K matrix gives. Nothing else takes it. */
 #define TENSOR_T_Q4_K_R16 (0x100u | GGUF_T_Q4_K)
+/* The same for a Q6_K W packed by tensor_q6_K_r16_pack (tensor_get_row takes it too). */
+#define TENSOR_T_Q6_K_R16 (0x100u | GGUF_T_Q6_K)
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                      float *Y, int64_t ldy, void *scratch);
@@ -329,7 +357,7 @@ void tensor_matmul_grouped(tp_pool *pool, const tensor_kernels *k, uint32_t wtyp
 tensor_vec_dot_fn tensor_matmul_dot(const tensor_kernels *k, uint32_t wtype, int64_t n_out);
 
 /* Row `row` of a 2-D weight (n_in elements per row) as floats: embedding lookup. type must
- * have a to_float (the supported types and Q8_K). */
+ * have a to_float (the supported types and Q8_K), or be TENSOR_T_Q6_K_R16. */
 void tensor_get_row(const tensor_kernels *k, uint32_t type, const void *W, int64_t n_in,
                     int64_t row, float *dst);
 

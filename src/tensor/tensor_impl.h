@@ -40,6 +40,8 @@ enum {
     Q8_K_BYTES = 292, Q8_K_QS = 4, Q8_K_BSUMS = 260,
     /* offsets in a packed Q4_K run of 16 rows (tensor.h) */
     R16_D = 0, R16_DMIN = 32, R16_SCALES = 64, R16_QS = 256,
+    /* offsets in a packed Q6_K run of 16 rows (tensor.h); Q6R16_RUN bytes for each (h, u) */
+    Q6R16_D = 0, Q6R16_SCALES = 32, Q6R16_Q = 288, Q6R16_RUN = 192,
 };
 
 /* The 16 non-uniform levels of IQ4_NL / IQ4_XS. */
@@ -245,6 +247,14 @@ void  rt_conv_run(float *state, const float *w, int K, int64_t C, int64_t lo, in
 void tensor_fill_scalar(tensor_kernels *k);
 /* The scalar gemv_q4_K_r16 (q4k_r16.c). */
 void rt_fill_q4k_r16(tensor_kernels *k);
+/* A packed group's row dot (rt_dot_q4_K_r16, rt_dot_q6_K_r16), and groups [g0, g1) of a packed
+ * matrix with it, row by row: the scalar tables' packed gemv. */
+typedef float (*rt_dot_r16_fn)(int64_t n, const void *group, int r, const void *x);
+void rt_gemv_r16_rows(rt_dot_r16_fn dot, int64_t n, const void *w, size_t ws, int64_t g0, int64_t g1, const void *x,
+                      float *y);
+/* Row r of a packed Q6_K group (tensor.h) against x: rt_dot_q6_K's bits for the row it was. */
+float rt_dot_q6_K_r16(int64_t n, const void *group, int r, const void *x);
+void rt_fill_q6k_r16(tensor_kernels *k);
 /* Overwrite the entries each ISA file has faster versions of (x86/ *_avx2.c, *_avx512.c). */
 void tensor_fill_avx2(tensor_kernels *k);
 void tensor_fill_avx512(tensor_kernels *k);

@@ -1,15 +1,19 @@
-/* test_tensor_r16.c — tensor/: Q4_K rows packed 16 to a group (tensor.h tensor_q4_K_r16_pack)
- * and the single-token kernels over them (gemv_q4_K_r16 of every table).
+/* test_tensor_r16.c — tensor/: Q4_K and Q6_K rows packed 16 to a group (tensor.h
+ * tensor_q4_K_r16_pack, tensor_q6_K_r16_pack) and the single-token kernels over them
+ * (gemv_q4_K_r16 and gemv_q6_K_r16 of every table), for each of the two types:
  *
- *  - packing then unpacking gives the rows back byte for byte, and a packed group holds the
- *    same bytes as its 16 rows (a permutation: the matrix keeps its size);
- *  - row r of every packed group gets, from every table's gemv_q4_K_r16, the bits of the
- *    scalar dot_q4_K_rp of the row it was (memcmp), for quantized and raw weights (every
- *    byte value, random fp16 scales), short and long rows, whole calls and group pieces;
+ *  - packing then unpacking gives the rows back byte for byte (Q6_K: one row at a time too),
+ *    and a packed Q4_K group holds the same bytes as its 16 rows (a permutation);
+ *  - row r of every packed group gets, from every table's packed gemv and its lean twin, the
+ *    bits of the scalar dot of the row it was (dot_q4_K_rp, vec_dot[Q6_K]; memcmp), for
+ *    quantized and raw weights (every byte value, random fp16 scales), short and long rows,
+ *    whole calls and group pieces;
  *  - the rows differ: a kernel reading the wrong row of a group would fail above;
- *  - tensor_matmul and tensor_matmul_n over a packed matrix (TENSOR_T_Q4_K_R16) give the bits
- *    of the unpacked one, for one token (the packed kernel) and for batches (slabs unpacked
- *    for the gemm), on 1-3 threads, alone and next to a Q6_K matrix in one job. */
+ *  - tensor_matmul and tensor_matmul_n over a packed matrix (TENSOR_T_Q4_K_R16,
+ *    TENSOR_T_Q6_K_R16) give the bits of the unpacked one, for one token (the packed kernel)
+ *    and for batches (slabs unpacked for the gemm), on 1-3 threads, alone and next to a Q6_K
+ *    (Q4_K) matrix in one job;
+ *  - tensor_get_row of a packed Q6_K row gives the floats of the unpacked row. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,55 +30,86 @@
 
 #define GROUPS 4   /* packed groups per matrix: 64 rows */
 
-/* rows of Q4_K weights: quantized rough values, or random bytes with finite fp16 d and dmin */
-static void fill_rows(rng *r, bool raw, uint8_t *w, int64_t n, int64_t rows) {
-    const size_t wb = tensor_row_bytes(GGUF_T_Q4_K, n);
+static const uint32_t types[2] = { GGUF_T_Q4_K, GGUF_T_Q6_K };
+
+static uint32_t packed_type(uint32_t t) { return t == GGUF_T_Q4_K ? TENSOR_T_Q4_K_R16 : TENSOR_T_Q6_K_R16; }
+
+static void pack16(uint32_t t, const void *src, size_t stride, int64_t n, void *dst) {
+    (t == GGUF_T_Q4_K ? tensor_q4_K_r16_pack : tensor_q6_K_r16_pack)(src, stride, n, dst);
+}
+
+static void unpack16(uint32_t t, const void *src, int64_t n, void *dst, size_t stride) {
+    (t == GGUF_T_Q4_K ? tensor_q4_K_r16_unpack : tensor_q6_K_r16_unpack)(src, n, dst, stride);
+}
+
+static tensor_gemv gemv16(const tensor_kernels *k, uint32_t t) {
+    return t == GGUF_T_Q4_K ? k->gemv_q4_K_r16 : k->gemv_q6_K_r16;
+}
+
+/* The dot a packed row's gemv gives the bits of. */
+static float want_dot(uint32_t t, int64_t n, const void *w, const void *x) {
+    const tensor_kernels *s = tensor_kernels_scalar();
+    return t == GGUF_T_Q4_K ? s->dot_q4_K_rp(n, w, x) : s->vec_dot[GGUF_T_Q6_K](n, w, x);
+}
+
+/* rows of type t: quantized rough values, or random bytes with finite fp16 scales (Q4_K d
+ * and dmin, Q6_K d) */
+static void fill_rows(rng *r, uint32_t t, bool raw, uint8_t *w, int64_t n, int64_t rows) {
+    const size_t wb = tensor_row_bytes(t, n);
     if (!raw) {
         float *f = xalloc((size_t)(n * rows) * 4);
         fill_rough_spread(r, f, n * rows, 2.0f);
-        tensor_kernels_scalar()->from_float[GGUF_T_Q4_K](f, w, n * rows);
+        tensor_kernels_scalar()->from_float[t](f, w, n * rows);
         free(f);
         return;
     }
+    const size_t bb = t == GGUF_T_Q4_K ? 144 : 210, d0 = t == GGUF_T_Q4_K ? 0 : 208;
     for (size_t i = 0; i < wb * (size_t)rows; i++) w[i] = (uint8_t)rng_u64(r);
-    for (size_t b = 0; b < wb * (size_t)rows / 144; b++)
-        for (int f = 0; f < 2; f++) {
+    for (size_t b = 0; b < wb * (size_t)rows / bb; b++)
+        for (int f = 0; f < (t == GGUF_T_Q4_K ? 2 : 1); f++) {
             const uint16_t h = rand_scale(r);
-            memcpy(w + b * 144 + 2 * f, &h, 2);
+            memcpy(w + b * bb + d0 + 2 * f, &h, 2);
         }
 }
 
-static void pack_matrix(const uint8_t *w, size_t ws, int64_t n, int64_t rows, uint8_t *p) {
-    const size_t wb = tensor_row_bytes(GGUF_T_Q4_K, n);
+static void pack_matrix(uint32_t t, const uint8_t *w, size_t ws, int64_t n, int64_t rows, uint8_t *p) {
+    const size_t wb = tensor_row_bytes(t, n);
     for (int64_t g = 0; g < rows / TENSOR_R16_ROWS; g++)
-        tensor_q4_K_r16_pack(w + (size_t)g * TENSOR_R16_ROWS * ws, ws, n, p + (size_t)g * TENSOR_R16_ROWS * wb);
+        pack16(t, w + (size_t)g * TENSOR_R16_ROWS * ws, ws, n, p + (size_t)g * TENSOR_R16_ROWS * wb);
 }
 
 static void test_pack_round_trip(void **state) {
     (void)state;
     rng r = { 31 };
     static const int64_t ns[] = { 256, 768, 2816 };
-    for (size_t l = 0; l < sizeof ns / sizeof ns[0]; l++) {
-        const int64_t n = ns[l];
-        const size_t wb = tensor_row_bytes(GGUF_T_Q4_K, n), ws = wb + 7;
+    for (size_t l = 0; l < 2 * sizeof ns / sizeof ns[0]; l++) {
+        const uint32_t t = types[l % 2];
+        const int64_t n = ns[l / 2];
+        const size_t wb = tensor_row_bytes(t, n), ws = wb + 7;
         uint8_t *w = xalloc(ws * TENSOR_R16_ROWS), *p = xalloc(wb * TENSOR_R16_ROWS), *u = xalloc(ws * TENSOR_R16_ROWS);
         for (size_t i = 0; i < ws * TENSOR_R16_ROWS; i++) w[i] = (uint8_t)rng_u64(&r);
         memset(u, 0xA5, ws * TENSOR_R16_ROWS);
-        tensor_q4_K_r16_pack(w, ws, n, p);
-        tensor_q4_K_r16_unpack(p, n, u, ws);
+        pack16(t, w, ws, n, p);
+        unpack16(t, p, n, u, ws);
         for (int row = 0; row < TENSOR_R16_ROWS; row++)
             assert_memory_equal(w + (size_t)row * ws, u + (size_t)row * ws, wb);
-        /* a permutation of the bytes: the same count of every value */
+        for (int row = 0; t == GGUF_T_Q6_K && row < TENSOR_R16_ROWS; row++) {
+            memset(u, 0xA5, wb);
+            tensor_q6_K_r16_unpack_row(p, n, row, u);
+            assert_memory_equal(w + (size_t)row * ws, u, wb);
+        }
+        /* Q4_K: a permutation of the bytes, the same count of every value (Q6_K's values are
+         * regrouped bit by bit: the round trips above) */
         size_t cw[256] = { 0 }, cp[256] = { 0 };
         for (int row = 0; row < TENSOR_R16_ROWS; row++)
             for (size_t i = 0; i < wb; i++) cw[w[(size_t)row * ws + i]]++;
         for (size_t i = 0; i < wb * TENSOR_R16_ROWS; i++) cp[p[i]]++;
-        assert_memory_equal(cw, cp, sizeof cw);
+        if (t == GGUF_T_Q4_K) assert_memory_equal(cw, cp, sizeof cw);
         free(w); free(p); free(u);
     }
 }
 
-/* Every table's gemv_q4_K_r16 against the scalar dot_q4_K_rp of the unpacked rows. */
+/* Every table's packed gemv against the scalar dot of the unpacked rows. */
 static void test_gemv_r16_bits(void **state) {
     (void)state;
     rng r = { 2026 };
@@ -82,45 +117,46 @@ static void test_gemv_r16_bits(void **state) {
     const int nt = get_tables(tab);
     static const int64_t ns[] = { 256, 768, 2816, 4096 };
     const int64_t rows = GROUPS * TENSOR_R16_ROWS;
-    for (size_t l = 0; l < sizeof ns / sizeof ns[0]; l++) {
-        const int64_t n = ns[l];
-        const size_t wb = tensor_row_bytes(GGUF_T_Q4_K, n), ws = wb + 3;
+    for (size_t l = 0; l < 2 * sizeof ns / sizeof ns[0]; l++) {
+        const uint32_t t = types[l % 2];
+        const char *tn = t == GGUF_T_Q4_K ? "gemv_q4_K_r16" : "gemv_q6_K_r16";
+        const int64_t n = ns[l / 2];
+        const size_t wb = tensor_row_bytes(t, n), ws = wb + 3;
         const size_t xb = tensor_act_row_bytes(GGUF_T_Q8_K, n);
         uint8_t *w = xalloc(ws * (size_t)rows), *p = xalloc(wb * (size_t)rows), *x = xalloc(xb);
         float *f = xalloc((size_t)n * 4), *want = xalloc((size_t)rows * 4), *y = xalloc((size_t)(rows + 4) * 4);
         for (int raw = 0; raw < 2; raw++) {
-            fill_rows(&r, raw, w, n, rows);
+            fill_rows(&r, t, raw, w, n, rows);
             for (int64_t o = rows - 1; o >= 0; o--) memmove(w + (size_t)o * ws, w + (size_t)o * wb, wb);
-            pack_matrix(w, ws, n, rows, p);
+            pack_matrix(t, w, ws, n, rows, p);
             fill_rough_spread(&r, f, n, raw ? 6.0f : 2.0f);
             tensor_act_quantize(tensor_kernels_scalar(), GGUF_T_Q8_K, f, x, n);
             int distinct = 0;
             for (int64_t o = 0; o < rows; o++) {
-                want[o] = tensor_kernels_scalar()->dot_q4_K_rp(n, w + (size_t)o * ws, x);
+                want[o] = want_dot(t, n, w + (size_t)o * ws, x);
                 distinct += o > 0 && memcmp(&want[o], &want[o - 1], 4) != 0;
             }
             assert_true(distinct >= rows / 2);
             for (int k = 0; k < 2 * nt; k++) {   /* then each without its software prefetch */
-                tensor_gemv gv = tab[k % nt]->gemv_q4_K_r16;
+                tensor_gemv gv = gemv16(tab[k % nt], t);
                 if (k >= nt) {
                     if (!gv.lean) continue;
                     gv.fn = gv.lean;
                     if (gv.lean_group) gv.group = gv.lean_group;
                 }
                 assert_non_null(gv.fn);
-                assert_int_equal(gv.group, TENSOR_R16_ROWS);
+                assert_int_equal(gv.group % TENSOR_R16_ROWS, 0);   /* whole packed groups */
                 for (int i = 0; i < rows + 4; i++) y[i] = -7.0f;
-                gv.fn(n, p, wb, rows, 0, GROUPS, x, y);
+                gv.fn(n, p, wb, rows, 0, tensor_gemv_groups(rows, gv.group), x, y);
                 for (int64_t o = 0; o < rows + 4; o++) {
                     const float e = o < rows ? want[o] : -7.0f;
                     if (memcmp(&e, &y[o], 4) != 0)
-                        fail_msg("%s gemv_q4_K_r16%s n %lld raw %d: y[%lld] %a, want %a", tab[k % nt]->isa,
-                                 k >= nt ? " lean" : "", (long long)n, raw,
-                                 (long long)o, y[o], e);
+                        fail_msg("%s %s%s n %lld raw %d: y[%lld] %a, want %a", tab[k % nt]->isa, tn,
+                                 k >= nt ? " lean" : "", (long long)n, raw, (long long)o, y[o], e);
                 }
                 char what[64];
-                snprintf(what, sizeof what, "%s gemv_q4_K_r16%s n %lld raw %d", tab[k % nt]->isa,
-                         k >= nt ? " lean" : "", (long long)n, raw);
+                snprintf(what, sizeof what, "%s %s%s n %lld raw %d", tab[k % nt]->isa, tn, k >= nt ? " lean" : "",
+                         (long long)n, raw);
                 check_gemv_pieces(gv, n, p, wb, x, rows, want, &r, what);
             }
         }
@@ -128,16 +164,17 @@ static void test_gemv_r16_bits(void **state) {
     }
 }
 
-/* Y of tensor_matmul (or of tensor_matmul_n next to a Q6_K matrix) over W, packed or not. */
-static void run_mm(tp_pool *pool, const tensor_kernels *k, uint32_t wt, const void *W, const void *W6, int64_t n,
-                   int64_t n_out, const float *X, int64_t n_tok, float *Y, float *Y6) {
+/* Y of tensor_matmul (or of tensor_matmul_n next to a 32-row matrix W6 of type t6) over W,
+ * packed or not. */
+static void run_mm(tp_pool *pool, const tensor_kernels *k, uint32_t wt, const void *W, uint32_t t6, const void *W6,
+                   int64_t n, int64_t n_out, const float *X, int64_t n_tok, float *Y, float *Y6) {
     const size_t sb = tensor_matmul_scratch_bytes(wt, n, n_tok);
     void *scr = aligned_alloc(64, (sb + 63) / 64 * 64);
     assert_non_null(scr);
     if (!W6) {
         tensor_matmul(pool, k, wt, W, n, n_out, X, n_tok, Y, n_out, scr);
     } else {
-        const tensor_mm mm[2] = { { GGUF_T_Q6_K, W6, 32, Y6, 32 }, { wt, W, n_out, Y, n_out } };
+        const tensor_mm mm[2] = { { t6, W6, 32, Y6, 32 }, { wt, W, n_out, Y, n_out } };
         tensor_matmul_n(pool, k, mm, 2, n, X, n_tok, scr);
     }
     free(scr);
@@ -150,35 +187,60 @@ static void test_matmul_r16(void **state) {
     const int nt = get_tables(tab);
     static const int64_t n_outs[] = { 16, 80, 1024 }, n_toks[] = { 1, 2, 5, 33 };
     const int64_t n = 768, max_out = 1024, max_tok = 33;   /* 1024 x 768: past matmul's one-thread size */
-    const size_t wb = tensor_row_bytes(GGUF_T_Q4_K, n);
-    uint8_t *w = xalloc(wb * max_out), *p = xalloc(wb * max_out), *w6 = xalloc(tensor_row_bytes(GGUF_T_Q6_K, n) * 32);
-    float *x = xalloc((size_t)(n * max_tok) * 4), *f6 = xalloc((size_t)(n * 32) * 4);
-    float *y0 = xalloc((size_t)(max_out * max_tok) * 4), *y1 = xalloc((size_t)(max_out * max_tok) * 4);
-    float *z0 = xalloc((size_t)(32 * max_tok) * 4), *z1 = xalloc((size_t)(32 * max_tok) * 4);
-    fill_rows(&r, false, w, n, max_out);
-    pack_matrix(w, wb, n, max_out, p);
-    fill_rough_spread(&r, f6, n * 32, 2.0f);
-    tensor_kernels_scalar()->from_float[GGUF_T_Q6_K](f6, w6, n * 32);
-    fill_rough_spread(&r, x, n * max_tok, 2.0f);
-    for (int nth = 1; nth <= 3; nth++) {
-        tp_pool *pool = tp_new(nth);
-        assert_non_null(pool);
-        for (int k = 0; k < nt; k++)
-            for (size_t a = 0; a < sizeof n_outs / sizeof n_outs[0]; a++)
-                for (size_t b = 0; b < sizeof n_toks / sizeof n_toks[0]; b++)
-                    for (int pair = 0; pair < 2; pair++) {
-                        const int64_t no = n_outs[a], nk = n_toks[b];
-                        run_mm(pool, tab[k], GGUF_T_Q4_K, w, pair ? w6 : NULL, n, no, x, nk, y0, z0);
-                        memset(y1, 0xFF, (size_t)(no * nk) * 4);
-                        run_mm(pool, tab[k], TENSOR_T_Q4_K_R16, p, pair ? w6 : NULL, n, no, x, nk, y1, z1);
-                        if (memcmp(y0, y1, (size_t)(no * nk) * 4) != 0)
-                            fail_msg("%s threads %d n_out %lld n_tok %lld pair %d: packed differs", tab[k]->isa, nth,
-                                     (long long)no, (long long)nk, pair);
-                        if (pair) assert_memory_equal(z0, z1, (size_t)(32 * nk) * 4);
-                    }
-        tp_free(pool);
+    for (int ti = 0; ti < 2; ti++) {
+        const uint32_t t = types[ti], t6 = types[1 - ti];   /* t6: the other type, next to it in one job */
+        const size_t wb = tensor_row_bytes(t, n);
+        uint8_t *w = xalloc(wb * max_out), *p = xalloc(wb * max_out), *w6 = xalloc(tensor_row_bytes(t6, n) * 32);
+        float *x = xalloc((size_t)(n * max_tok) * 4), *f6 = xalloc((size_t)(n * 32) * 4);
+        float *y0 = xalloc((size_t)(max_out * max_tok) * 4), *y1 = xalloc((size_t)(max_out * max_tok) * 4);
+        float *z0 = xalloc((size_t)(32 * max_tok) * 4), *z1 = xalloc((size_t)(32 * max_tok) * 4);
+        fill_rows(&r, t, false, w, n, max_out);
+        pack_matrix(t, w, wb, n, max_out, p);
+        fill_rough_spread(&r, f6, n * 32, 2.0f);
+        tensor_kernels_scalar()->from_float[t6](f6, w6, n * 32);
+        fill_rough_spread(&r, x, n * max_tok, 2.0f);
+        for (int nth = 1; nth <= 3; nth++) {
+            tp_pool *pool = tp_new(nth);
+            assert_non_null(pool);
+            for (int k = 0; k < nt; k++)
+                for (size_t a = 0; a < sizeof n_outs / sizeof n_outs[0]; a++)
+                    for (size_t b = 0; b < sizeof n_toks / sizeof n_toks[0]; b++)
+                        for (int pair = 0; pair < 2; pair++) {
+                            const int64_t no = n_outs[a], nk = n_toks[b];
+                            run_mm(pool, tab[k], t, w, t6, pair ? w6 : NULL, n, no, x, nk, y0, z0);
+                            memset(y1, 0xFF, (size_t)(no * nk) * 4);
+                            run_mm(pool, tab[k], packed_type(t), p, t6, pair ? w6 : NULL, n, no, x, nk, y1, z1);
+                            if (memcmp(y0, y1, (size_t)(no * nk) * 4) != 0)
+                                fail_msg("%s type %u threads %d n_out %lld n_tok %lld pair %d: packed differs",
+                                         tab[k]->isa, t, nth, (long long)no, (long long)nk, pair);
+                            if (pair) assert_memory_equal(z0, z1, (size_t)(32 * nk) * 4);
+                        }
+            tp_free(pool);
+        }
+        free(w); free(p); free(w6); free(x); free(f6); free(y0); free(y1); free(z0); free(z1);
     }
-    free(w); free(p); free(w6); free(x); free(f6); free(y0); free(y1); free(z0); free(z1);
+}
+
+/* tensor_get_row of a packed Q6_K matrix: every row's floats as from the unpacked one. */
+static void test_get_row_q6_K_r16(void **state) {
+    (void)state;
+    rng r = { 77 };
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const int64_t n = 768, rows = GROUPS * TENSOR_R16_ROWS;
+    const size_t wb = tensor_row_bytes(GGUF_T_Q6_K, n);
+    uint8_t *w = xalloc(wb * rows), *p = xalloc(wb * rows);
+    float *a = xalloc((size_t)n * 4), *b = xalloc((size_t)n * 4);
+    fill_rows(&r, GGUF_T_Q6_K, true, w, n, rows);
+    pack_matrix(GGUF_T_Q6_K, w, wb, n, rows, p);
+    for (int k = 0; k < nt; k++)
+        for (int64_t row = 0; row < rows; row++) {
+            tensor_get_row(tab[k], GGUF_T_Q6_K, w, n, row, a);
+            memset(b, 0xFF, (size_t)n * 4);
+            tensor_get_row(tab[k], TENSOR_T_Q6_K_R16, p, n, row, b);
+            if (memcmp(a, b, (size_t)n * 4) != 0) fail_msg("%s row %lld differs", tab[k]->isa, (long long)row);
+        }
+    free(w); free(p); free(a); free(b);
 }
 
 int main(void) {
@@ -187,6 +249,7 @@ int main(void) {
         cmocka_unit_test(test_pack_round_trip),
         cmocka_unit_test(test_gemv_r16_bits),
         cmocka_unit_test(test_matmul_r16),
+        cmocka_unit_test(test_get_row_q6_K_r16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

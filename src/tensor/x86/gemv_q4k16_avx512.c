@@ -87,15 +87,7 @@ static inline __attribute__((always_inline)) void r16_group(int64_t nb, const ui
     _mm512_storeu_ps(y, _mm512_sub_ps(acc, accm));
 }
 
-static inline __attribute__((always_inline)) void gemv_q4_K_r16_pf(int64_t n, const void *w, size_t ws,
-                                                                   int64_t n_rows, int64_t g0, int64_t g1,
-                                                                   const void *x, float *y, bool pf) {
-    (void)n_rows;
-    for (int64_t g = g0; g < g1; g++)
-        r16_group(n / QK_K, (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws, x, y + TENSOR_R16_ROWS * g, pf);
-}
-
-X86_GEMV_PF_TWINS(gemv_q4_K_r16)
+X86_GEMV_R16_TWINS(gemv_q4_K_r16, r16_group)
 
 void rt_fill_gemv_q4k16_avx512(tensor_kernels *k) {
     k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0 };

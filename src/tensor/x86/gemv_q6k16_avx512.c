@@ -1,0 +1,95 @@
+/* gemv_q6k16_avx512.c — Q6_K rows packed 16 to a group (tensor.h tensor_q6_K_r16_pack) × one
+ * Q8_K activation row: the single-token matmul over a packed matrix, one int32 / float lane per
+ * row.
+ *
+ * Every y[r] performs rt_dot_q6_K's operations in its order: per block, the exact integer sum
+ * sumi = Σ over the 16 sub-blocks of sc · Σ (q − 32)·y, then s = fma((float)sumi, d·yd, s).
+ * The packing puts 4 bytes of each of the 16 rows side by side, so one dpbusd of 6-bit values
+ * against the 4 activations of those bytes (broadcast) adds a row's products into its own
+ * lane: no sums across lanes. Three of every four values sit whole in their own byte (one
+ * and); the fourth is gathered from the three bytes' top bits. A sub-block's sum starts at
+ * −32·bsum (the activations' 16-element sum: the −32 costs nothing), takes four dpbusd, and
+ * is multiplied by the 16 rows' scales (one load). Every step is exact in int32.
+ *
+ * Measured on the 2-core Zen 4 machine (its memory shared with busy neighbours: 32-52 GB/s),
+ * programs outside the repo:
+ *  - one thread, matrices in cache, this kernel (lean) against the file-layout kernel
+ *    (gemv_avx512.c q6k_quad: four rows side by side, values and scales assembled per row,
+ *    a shared reduction), medians of alternating passes: 1024 x 1024 (L2) 32-34 -> 48-52
+ *    GB/s, 1.39-1.55x; 6144 x 1024 (L3) 1.38-1.46x; 1024 x 3072 1.31-1.52x. Values kept as
+ *    ql / qh bytes side by side instead (a layout tried first): 1.09-1.15x slower;
+ *  - in a model, per-token ABBA in one process, a model loaded packed against the same file
+ *    loaded with RECUR_NO_REPACK=q6, 2 threads, 150 quads: qwen3-0.6b Q4_K_M 0.946-0.973 the
+ *    time a token, qwen35-0.8b Q4_K_M 0.957-0.987 (memory, not this kernel, is the bound there
+ *    while the neighbours are busy);
+ *  - the prefetch, Q6R16_PF bytes ahead, goes to L2 (T1): to L1 (T0), as the Q4_K packed
+ *    kernel does, one thread ran 1.13-1.23x the unpacked time a token, to L2 1.01-1.04x. Two
+ *    or four packed groups read side by side (more streams) were not steadily faster (one
+ *    thread: 0.90-1.11x). The lean twin runs without it (tensor/prefetch.c). */
+#include "tensor/x86/simd_x86.h"
+
+#define Q6R16_PF (3 * TENSOR_Q6R16_BLOCK)
+
+static inline __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* (a & c) | (b & ~c): ternary-logic immediate, c the mask of the bits taken from a */
+#define TL_MUX 0xE4
+
+/* Rows 0..15 of the packed group at w (nb blocks) against x: y[0..16). */
+static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
+                                                              bool pf) {
+    const __m512i m3f = _mm512_set1_epi8(0x3F), m03 = _mm512_set1_epi8(0x03), m0f = _mm512_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *h = w + (size_t)i * TENSOR_Q6R16_BLOCK, *b = x + (size_t)i * Q8_K_BYTES;
+        for (int o = 0; pf && o < TENSOR_Q6R16_BLOCK; o += 64)
+            _mm_prefetch((const char *)(h + Q6R16_PF + o), _MM_HINT_T1);
+        const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
+        const uint8_t *bs = b + Q8_K_BSUMS;
+        __m512i sumi = _mm512_setzero_si512();
+        _Pragma("GCC unroll 2")
+        for (int hf = 0; hf < 2; hf++) {
+            /* a[2c + u/4]: sub-block 8hf + 2c + u/4 (part c of the half, its first or second 16) */
+            __m512i a[8];
+            for (int k = 0; k < 8; k++) a[k] = _mm512_set1_epi32(-32 * rd_i16(bs + 2 * (8 * hf + k)));
+            _Pragma("GCC unroll 8")
+            for (int u = 0; u < 8; u++) {
+                const uint8_t *q = h + Q6R16_Q + Q6R16_RUN * (8 * hf + u);
+                const __m512i P0 = _mm512_loadu_si512(q), P1 = _mm512_loadu_si512(q + 64);
+                const __m512i P2 = _mm512_loadu_si512(q + 128);
+                /* parts 0-2: bits 0-5 of P0-P2; part 3: bits 6-7 of P0, P1, P2 as its bits 0-1,
+                 * 2-3, 4-5 (16-bit shifts: what crosses from a neighbouring byte is masked off) */
+                const __m512i v0 = _mm512_and_si512(P0, m3f), v1 = _mm512_and_si512(P1, m3f);
+                const __m512i v2 = _mm512_and_si512(P2, m3f);
+                const __m512i t = _mm512_ternarylogic_epi32(_mm512_srli_epi16(P0, 6), _mm512_srli_epi16(P1, 4), m03, TL_MUX);
+                const __m512i v3 = _mm512_and_si512(_mm512_ternarylogic_epi32(t, _mm512_srli_epi16(P2, 2), m0f, TL_MUX), m3f);
+                const int8_t *yy = yq + 128 * hf + 4 * u;
+                const int k = u >> 2;
+                a[k] = _mm512_dpbusd_epi32(a[k], v0, bcast4(yy));
+                a[k + 2] = _mm512_dpbusd_epi32(a[k + 2], v1, bcast4(yy + 32));
+                a[k + 4] = _mm512_dpbusd_epi32(a[k + 4], v2, bcast4(yy + 64));
+                a[k + 6] = _mm512_dpbusd_epi32(a[k + 6], v3, bcast4(yy + 96));
+            }
+            for (int k = 0; k < 8; k++) {
+                const __m128i s8 = _mm_loadu_si128((const __m128i *)(h + Q6R16_SCALES + 16 * (8 * hf + k)));
+                const __m512i sc = _mm512_cvtepi8_epi32(s8);
+                sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(a[k], sc));
+            }
+        }
+        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + Q6R16_D))),
+                                       _mm512_set1_ps(rd_f32(b)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), d, acc);
+    }
+    _mm512_storeu_ps(y, acc);
+}
+
+X86_GEMV_R16_TWINS(gemv_q6_K_r16, q6r16_group)
+
+void rt_fill_gemv_q6k16_avx512(tensor_kernels *k) {
+    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0 };
+    k->q6_K_r16_native = true;
+}
