@@ -69,13 +69,14 @@ typedef struct recur_model recur_model;
 typedef int32_t recur_token;
 
 /* Weights are used in place from a read-only mapping of the file: no second copy. Where the
- * CPU has a kernel for it, Q4_K matrices are rearranged at load instead (16 rows to a group,
- * the same size; the file's pages of them are then unmapped), which the single-token matmul
- * reads faster; the results are the same bits. */
+ * CPU has a kernel for it (AVX-512), Q4_K, Q6_K and Q8_0 matrices are rearranged at load
+ * instead (16 rows to a group, the same size; the file's pages of them are then unmapped),
+ * which the single-token matmul reads faster; the results are the same bits. */
 
 typedef struct recur_model_params {
     bool vocab_only;   /* load the tokenizer only (no weights are bound) */
-    bool no_repack;    /* keep every weight in the file's layout (also: RECUR_NO_REPACK=1; =q6: the Q6_K ones) */
+    bool no_repack;    /* keep every weight in the file's layout (also: RECUR_NO_REPACK=1; =q6, =q8, =q6,q8:
+                          the Q6_K ones, the Q8_0 ones, both) */
 } recur_model_params;
 
 recur_model_params recur_model_default_params(void);

@@ -83,6 +83,7 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->dot_q4_K_rp = rt_dot_q4_K_rp;
     rt_fill_q4k_r16(k);
     rt_fill_q6k_r16(k);
+    rt_fill_q8_0_r16(k);
     k->dot_f16_f32 = rt_dot_f16_f32;
     k->axpy_f16 = rt_axpy_f16;
     k->dot4_f16_f32 = rt_dot4_f16_f32;
@@ -129,10 +130,12 @@ static void init_once(void) {
     g_blk_scalar.vec_dot4[GGUF_T_Q8_0] = NULL;
     g_blk_scalar.gemv[GGUF_T_Q8_0] = (tensor_gemv){ 0 };
     g_blk_scalar.gemm[GGUF_T_Q8_0] = NULL;
+    rt_fill_q8_0_r16(&g_blk_scalar);
     if (g_has_avx2) {
         g_blk_avx2 = g_avx2;
         g_blk_avx2.isa = "avx2+q8blk";
         g_blk_avx2.q8_block = true;
+        rt_fill_q8_0_r16(&g_blk_avx2);
         rt_fill_q8blk_avx2(&g_blk_avx2);
     }
     if (g_has_avx512) {

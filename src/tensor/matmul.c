@@ -87,8 +87,10 @@ static size_t act_stride(uint32_t wtype, int64_t n_in) {
 }
 
 /* The file type of a wtype tensor_matmul takes (TENSOR_T_Q4_K_R16 is Q4_K rearranged,
- * TENSOR_T_Q6_K_R16 Q6_K). */
-static bool mm_packed(uint32_t wtype) { return wtype == TENSOR_T_Q4_K_R16 || wtype == TENSOR_T_Q6_K_R16; }
+ * TENSOR_T_Q6_K_R16 Q6_K, TENSOR_T_Q8_0_R16 Q8_0). */
+static bool mm_packed(uint32_t wtype) {
+    return wtype == TENSOR_T_Q4_K_R16 || wtype == TENSOR_T_Q6_K_R16 || wtype == TENSOR_T_Q8_0_R16;
+}
 static uint32_t mm_file_type(uint32_t wtype) { return mm_packed(wtype) ? wtype & 0xFFu : wtype; }
 
 size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok) {
@@ -186,12 +188,16 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
 #define MM_R16_SLAB 64
 static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     uint8_t *buf = malloc((size_t)MM_R16_SLAB * j->w_stride);
+    const bool q4 = j->wtype == GGUF_T_Q4_K, q6 = j->wtype == GGUF_T_Q6_K;
+    void (*unpack)(const void *, int64_t, void *, size_t) =
+        q4 ? tensor_q4_K_r16_unpack : q6 ? tensor_q6_K_r16_unpack : tensor_q8_0_r16_unpack;
+    const rt_dot_r16_fn dot = q4 ? rt_dot_q4_K_r16 : q6 ? rt_dot_q6_K_r16
+                            : j->k->q8_block ? rt_dot_q8_0_blk_r16 : rt_dot_q8_0_r16;
     for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
         const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
         if (buf) {
             for (long g = r0; g < r1; g += TENSOR_R16_ROWS)
-                (j->wtype == GGUF_T_Q4_K ? tensor_q4_K_r16_unpack : tensor_q6_K_r16_unpack)(
-                    j->W + (size_t)g * j->w_stride, j->n_in, buf + (size_t)(g - r0) * j->w_stride, j->w_stride);
+                unpack(j->W + (size_t)g * j->w_stride, j->n_in, buf + (size_t)(g - r0) * j->w_stride, j->w_stride);
             mm_dot_rows(j, buf, r0, r1);
             continue;
         }
@@ -199,8 +205,7 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
             for (int64_t t = 0; t < j->n_tok; t++)
                 for (int r = 0; r < TENSOR_R16_ROWS; r++)
                     j->Y[t * j->ldy + g + r] =
-                        (j->wtype == GGUF_T_Q4_K ? rt_dot_q4_K_r16 : rt_dot_q6_K_r16)(
-                            j->n_in, j->W + (size_t)g * j->w_stride, r, j->Xq + (size_t)t * j->x_stride);
+                        dot(j->n_in, j->W + (size_t)g * j->w_stride, r, j->Xq + (size_t)t * j->x_stride);
     }
     free(buf);
 }
@@ -229,7 +234,7 @@ static mm_job mm_job_of(const tensor_kernels *k, const tensor_mm *m, int64_t n_i
         .w_stride = tensor_row_bytes(wt, n_in), .x_stride = act_stride(wt, n_in),
         .n_in = n_in, .n_out = m->n_out, .n_tok = n_tok, .ldy = m->ldy, .X = X, .Y = m->Y, .Xq = scratch,
         .dot = dot, .gemm = plain ? k->gemm[wt] : rp ? k->gemm_q4_K_rp : NULL,
-        .gemv = r16 ? (wt == GGUF_T_Q4_K ? k->gemv_q4_K_r16 : k->gemv_q6_K_r16)
+        .gemv = r16 ? (wt == GGUF_T_Q4_K ? k->gemv_q4_K_r16 : wt == GGUF_T_Q6_K ? k->gemv_q6_K_r16 : k->gemv_q8_0_r16)
               : plain ? k->gemv[wt] : rp ? k->gemv_q4_K_rp : (tensor_gemv){ 0 },
     };
 }
@@ -528,13 +533,19 @@ void tensor_matmul_grouped(tp_pool *pool, const tensor_kernels *k, uint32_t wtyp
 void tensor_get_row(const tensor_kernels *k, uint32_t type, const void *W, int64_t n_in,
                     int64_t row, float *dst) {
     const uint8_t *w = W;
-    if (type == TENSOR_T_Q6_K_R16) {   /* the row's blocks out of its group, one at a time */
-        const size_t gb = TENSOR_R16_ROWS * tensor_row_bytes(GGUF_T_Q6_K, n_in);
+    /* a packed row: its blocks out of its group, one at a time */
+    if (type == TENSOR_T_Q6_K_R16 || type == TENSOR_T_Q8_0_R16) {
+        const bool q6 = type == TENSOR_T_Q6_K_R16;
+        const uint32_t ft = type & 0xFFu;
+        const int64_t qk = q6 ? QK_K : QK8_0;
+        const size_t gb = TENSOR_R16_ROWS * tensor_row_bytes(ft, n_in);
+        const size_t run = q6 ? TENSOR_Q6R16_BLOCK : TENSOR_Q8R16_BLOCK;
         const uint8_t *grp = w + (size_t)(row / TENSOR_R16_ROWS) * gb;
         uint8_t blk[Q6_K_BYTES];
-        for (int64_t i = 0; i < n_in / QK_K; i++) {
-            tensor_q6_K_r16_unpack_row(grp + (size_t)i * TENSOR_Q6R16_BLOCK, QK_K, (int)(row % TENSOR_R16_ROWS), blk);
-            k->to_float[GGUF_T_Q6_K](blk, dst + i * QK_K, QK_K);
+        for (int64_t i = 0; i < n_in / qk; i++) {
+            (q6 ? tensor_q6_K_r16_unpack_row : tensor_q8_0_r16_unpack_row)(grp + (size_t)i * run, qk,
+                                                                            (int)(row % TENSOR_R16_ROWS), blk);
+            k->to_float[ft](blk, dst + i * qk, qk);
         }
         return;
     }

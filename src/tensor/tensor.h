@@ -204,6 +204,10 @@ typedef struct tensor_kernels {
      * for the row it was; as gemv_q4_K_r16 otherwise. */
     tensor_gemv          gemv_q6_K_r16;
     bool                 q6_K_r16_native;   /* gemv_q6_K_r16 is a SIMD kernel */
+    /* Q8_0 rows packed 16 to a group (tensor_q8_0_r16_pack): row r gets vec_dot[Q8_0]'s bits
+     * for the row it was (the table's order: ggml's, or the block order of a q8blk table). */
+    tensor_gemv          gemv_q8_0_r16;
+    bool                 q8_0_r16_native;   /* gemv_q8_0_r16 is a SIMD kernel */
 
     /* Q8_0 x Q8_0 in the block order (tensor_kernels_q8blk's twins): its activation tails
      * (tensor_act_quantize) are laid out for those kernels. */
@@ -252,6 +256,24 @@ void tensor_q6_K_r16_pack(const void *src, size_t src_stride, int64_t n, void *d
 void tensor_q6_K_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride);
 /* Row r (0..15) of the group at group, as the Q6_K row it was, into dst. */
 void tensor_q6_K_r16_unpack_row(const void *group, int64_t n, int r, void *dst);
+
+/* ---- Q8_0 packed 16 rows to a group -------------------------------------------------------
+ *
+ * As Q4_K above, for the single-token Q8_0 kernel (x86/gemv_q8016_avx512.c): in the file's
+ * layout 16 rows are 16 streams of 34-byte blocks, each block's sums reduced across lanes;
+ * packed, block i of 16 rows is one run of TENSOR_Q8R16_BLOCK bytes (16 blocks' bytes,
+ * rearranged) with one lane per row:
+ *   [0, 32)       d of rows 0..15 (fp16)
+ *   [32, 544)     quants 4l..4l+3 (l = 0..7) of row r at 32 + 64l + 4r
+ * and group g is blocks 0..n/32-1 of those runs in order (16 rows' bytes). */
+#define TENSOR_Q8R16_BLOCK 544
+bool tensor_q8_0_r16_preferred(const tensor_kernels *k);
+/* Packs 16 Q8_0 rows of n elements (n a multiple of 32), src_stride bytes apart, into dst. */
+void tensor_q8_0_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst);
+/* The inverse: the 16 rows of the group at src, to dst_stride bytes apart. */
+void tensor_q8_0_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride);
+/* Row r (0..15) of the group at group, as the Q8_0 row it was, into dst. */
+void tensor_q8_0_r16_unpack_row(const void *group, int64_t n, int r, void *dst);
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */
 void tensor_init(void);
@@ -315,6 +337,8 @@ size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
 #define TENSOR_T_Q4_K_R16 (0x100u | GGUF_T_Q4_K)
 /* The same for a Q6_K W packed by tensor_q6_K_r16_pack (tensor_get_row takes it too). */
 #define TENSOR_T_Q6_K_R16 (0x100u | GGUF_T_Q6_K)
+/* And for a Q8_0 W packed by tensor_q8_0_r16_pack (tensor_get_row takes it too). */
+#define TENSOR_T_Q8_0_R16 (0x100u | GGUF_T_Q8_0)
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                      float *Y, int64_t ldy, void *scratch);
@@ -357,7 +381,8 @@ void tensor_matmul_grouped(tp_pool *pool, const tensor_kernels *k, uint32_t wtyp
 tensor_vec_dot_fn tensor_matmul_dot(const tensor_kernels *k, uint32_t wtype, int64_t n_out);
 
 /* Row `row` of a 2-D weight (n_in elements per row) as floats: embedding lookup. type must
- * have a to_float (the supported types and Q8_K), or be TENSOR_T_Q6_K_R16. */
+ * have a to_float (the supported types and Q8_K), or be TENSOR_T_Q6_K_R16 or
+ * TENSOR_T_Q8_0_R16. */
 void tensor_get_row(const tensor_kernels *k, uint32_t type, const void *W, int64_t n_in,
                     int64_t row, float *dst);
 

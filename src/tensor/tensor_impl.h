@@ -42,6 +42,8 @@ enum {
     R16_D = 0, R16_DMIN = 32, R16_SCALES = 64, R16_QS = 256,
     /* offsets in a packed Q6_K run of 16 rows (tensor.h); Q6R16_RUN bytes for each (h, u) */
     Q6R16_D = 0, Q6R16_SCALES = 32, Q6R16_Q = 288, Q6R16_RUN = 192,
+    /* offsets in a packed Q8_0 run of 16 rows (tensor.h) */
+    Q8R16_D = 0, Q8R16_QS = 32,
 };
 
 /* The 16 non-uniform levels of IQ4_NL / IQ4_XS. */
@@ -255,6 +257,12 @@ void rt_gemv_r16_rows(rt_dot_r16_fn dot, int64_t n, const void *w, size_t ws, in
 /* Row r of a packed Q6_K group (tensor.h) against x: rt_dot_q6_K's bits for the row it was. */
 float rt_dot_q6_K_r16(int64_t n, const void *group, int r, const void *x);
 void rt_fill_q6k_r16(tensor_kernels *k);
+/* Row r of a packed Q8_0 group (tensor.h) against x: rt_dot_q8_0's bits for the row it was,
+ * and rt_dot_q8_0_blk's. */
+float rt_dot_q8_0_r16(int64_t n, const void *group, int r, const void *x);
+float rt_dot_q8_0_blk_r16(int64_t n, const void *group, int r, const void *x);
+/* The scalar gemv_q8_0_r16 of the table's Q8_0 order (k->q8_block: the block order). */
+void rt_fill_q8_0_r16(tensor_kernels *k);
 /* Overwrite the entries each ISA file has faster versions of (x86/ *_avx2.c, *_avx512.c). */
 void tensor_fill_avx2(tensor_kernels *k);
 void tensor_fill_avx512(tensor_kernels *k);

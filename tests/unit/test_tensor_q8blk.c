@@ -65,6 +65,9 @@ static void test_twins(void **state) {
         same.vec_dot4[GGUF_T_Q8_0] = tab[k]->vec_dot4[GGUF_T_Q8_0];
         same.gemv[GGUF_T_Q8_0] = tab[k]->gemv[GGUF_T_Q8_0];
         same.gemm[GGUF_T_Q8_0] = tab[k]->gemm[GGUF_T_Q8_0];
+        same.gemv_q8_0_r16 = tab[k]->gemv_q8_0_r16;   /* packed Q8_0 rows: in the block order too */
+        assert_ptr_not_equal(tw->gemv_q8_0_r16.fn, tab[k]->gemv_q8_0_r16.fn);
+        assert_int_equal(tw->q8_0_r16_native, tab[k]->q8_0_r16_native);
         assert_true(same.q8_block && !tab[k]->q8_block);
         same.q8_block = false;
         assert_memory_equal(&same, tab[k], sizeof same);

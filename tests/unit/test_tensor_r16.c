@@ -1,19 +1,20 @@
-/* test_tensor_r16.c — tensor/: Q4_K and Q6_K rows packed 16 to a group (tensor.h
- * tensor_q4_K_r16_pack, tensor_q6_K_r16_pack) and the single-token kernels over them
- * (gemv_q4_K_r16 and gemv_q6_K_r16 of every table), for each of the two types:
+/* test_tensor_r16.c — tensor/: Q4_K, Q6_K and Q8_0 rows packed 16 to a group (tensor.h
+ * tensor_q4_K_r16_pack, tensor_q6_K_r16_pack, tensor_q8_0_r16_pack) and the single-token
+ * kernels over them (gemv_q4_K_r16, gemv_q6_K_r16, gemv_q8_0_r16 of every table; Q8_0: of the
+ * q8blk tables too, in the block order), for each of the three types:
  *
- *  - packing then unpacking gives the rows back byte for byte (Q6_K: one row at a time too),
- *    and a packed Q4_K group holds the same bytes as its 16 rows (a permutation);
+ *  - packing then unpacking gives the rows back byte for byte (Q6_K, Q8_0: one row at a time
+ *    too), and a packed Q4_K or Q8_0 group holds the same bytes as its 16 rows (a permutation);
  *  - row r of every packed group gets, from every table's packed gemv and its lean twin, the
- *    bits of the scalar dot of the row it was (dot_q4_K_rp, vec_dot[Q6_K]; memcmp), for
- *    quantized and raw weights (every byte value, random fp16 scales), short and long rows,
- *    whole calls and group pieces;
+ *    bits of the scalar dot of the row it was (dot_q4_K_rp, vec_dot[Q6_K], vec_dot[Q8_0] of
+ *    the table's order; memcmp), for quantized and raw weights (every byte value, random fp16
+ *    scales), short and long rows, whole calls and group pieces;
  *  - the rows differ: a kernel reading the wrong row of a group would fail above;
  *  - tensor_matmul and tensor_matmul_n over a packed matrix (TENSOR_T_Q4_K_R16,
- *    TENSOR_T_Q6_K_R16) give the bits of the unpacked one, for one token (the packed kernel)
- *    and for batches (slabs unpacked for the gemm), on 1-3 threads, alone and next to a Q6_K
- *    (Q4_K) matrix in one job;
- *  - tensor_get_row of a packed Q6_K row gives the floats of the unpacked row. */
+ *    TENSOR_T_Q6_K_R16, TENSOR_T_Q8_0_R16) give the bits of the unpacked one, for one token
+ *    (the packed kernel) and for batches (slabs unpacked for the gemm), on 1-3 threads, alone
+ *    and next to a matrix of another type in one job;
+ *  - tensor_get_row of a packed Q6_K or Q8_0 row gives the floats of the unpacked row. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,27 +31,49 @@
 
 #define GROUPS 4   /* packed groups per matrix: 64 rows */
 
-static const uint32_t types[2] = { GGUF_T_Q4_K, GGUF_T_Q6_K };
+#define N_TYPES 3
+static const uint32_t types[N_TYPES] = { GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_Q8_0 };
 
-static uint32_t packed_type(uint32_t t) { return t == GGUF_T_Q4_K ? TENSOR_T_Q4_K_R16 : TENSOR_T_Q6_K_R16; }
+static uint32_t packed_type(uint32_t t) { return 0x100u | t; }
 
 static void pack16(uint32_t t, const void *src, size_t stride, int64_t n, void *dst) {
-    (t == GGUF_T_Q4_K ? tensor_q4_K_r16_pack : tensor_q6_K_r16_pack)(src, stride, n, dst);
+    (t == GGUF_T_Q4_K   ? tensor_q4_K_r16_pack
+     : t == GGUF_T_Q6_K ? tensor_q6_K_r16_pack
+                        : tensor_q8_0_r16_pack)(src, stride, n, dst);
 }
 
 static void unpack16(uint32_t t, const void *src, int64_t n, void *dst, size_t stride) {
-    (t == GGUF_T_Q4_K ? tensor_q4_K_r16_unpack : tensor_q6_K_r16_unpack)(src, n, dst, stride);
+    (t == GGUF_T_Q4_K   ? tensor_q4_K_r16_unpack
+     : t == GGUF_T_Q6_K ? tensor_q6_K_r16_unpack
+                        : tensor_q8_0_r16_unpack)(src, n, dst, stride);
+}
+
+static void unpack_row16(uint32_t t, const void *group, int64_t n, int r, void *dst) {
+    (t == GGUF_T_Q6_K ? tensor_q6_K_r16_unpack_row : tensor_q8_0_r16_unpack_row)(group, n, r, dst);
 }
 
 static tensor_gemv gemv16(const tensor_kernels *k, uint32_t t) {
-    return t == GGUF_T_Q4_K ? k->gemv_q4_K_r16 : k->gemv_q6_K_r16;
+    return t == GGUF_T_Q4_K ? k->gemv_q4_K_r16 : t == GGUF_T_Q6_K ? k->gemv_q6_K_r16 : k->gemv_q8_0_r16;
 }
 
-/* The dot a packed row's gemv gives the bits of. */
-static float want_dot(uint32_t t, int64_t n, const void *w, const void *x) {
-    const tensor_kernels *s = tensor_kernels_scalar();
-    return t == GGUF_T_Q4_K ? s->dot_q4_K_rp(n, w, x) : s->vec_dot[GGUF_T_Q6_K](n, w, x);
+/* The tables to test with type t: every ISA's, and for Q8_0 their block-order twins. */
+static int tables_for(uint32_t t, const tensor_kernels *tab[6]) {
+    const int n = get_tables(tab);
+    if (t != GGUF_T_Q8_0) return n;
+    for (int i = 0; i < n; i++) tab[n + i] = tensor_kernels_q8blk(tab[i]);
+    return 2 * n;
 }
+
+/* The dot a packed row's gemv in table k gives the bits of: the scalar one of k's order. */
+static float want_dot(const tensor_kernels *k, uint32_t t, int64_t n, const void *w, const void *x) {
+    const tensor_kernels *s = tensor_kernels_scalar();
+    if (t == GGUF_T_Q8_0 && k->q8_block) s = tensor_kernels_q8blk(s);
+    return t == GGUF_T_Q4_K ? s->dot_q4_K_rp(n, w, x) : s->vec_dot[t](n, w, x);
+}
+
+/* bytes of a block of type t, and where its (first) fp16 scale sits */
+static size_t block_bytes(uint32_t t) { return t == GGUF_T_Q4_K ? 144 : t == GGUF_T_Q6_K ? 210 : 34; }
+static size_t scale_at(uint32_t t) { return t == GGUF_T_Q6_K ? 208 : 0; }
 
 /* rows of type t: quantized rough values, or random bytes with finite fp16 scales (Q4_K d
  * and dmin, Q6_K d) */
@@ -63,7 +86,7 @@ static void fill_rows(rng *r, uint32_t t, bool raw, uint8_t *w, int64_t n, int64
         free(f);
         return;
     }
-    const size_t bb = t == GGUF_T_Q4_K ? 144 : 210, d0 = t == GGUF_T_Q4_K ? 0 : 208;
+    const size_t bb = block_bytes(t), d0 = scale_at(t);
     for (size_t i = 0; i < wb * (size_t)rows; i++) w[i] = (uint8_t)rng_u64(r);
     for (size_t b = 0; b < wb * (size_t)rows / bb; b++)
         for (int f = 0; f < (t == GGUF_T_Q4_K ? 2 : 1); f++) {
@@ -82,9 +105,9 @@ static void test_pack_round_trip(void **state) {
     (void)state;
     rng r = { 31 };
     static const int64_t ns[] = { 256, 768, 2816 };
-    for (size_t l = 0; l < 2 * sizeof ns / sizeof ns[0]; l++) {
-        const uint32_t t = types[l % 2];
-        const int64_t n = ns[l / 2];
+    for (size_t l = 0; l < N_TYPES * sizeof ns / sizeof ns[0]; l++) {
+        const uint32_t t = types[l % N_TYPES];
+        const int64_t n = ns[l / N_TYPES];
         const size_t wb = tensor_row_bytes(t, n), ws = wb + 7;
         uint8_t *w = xalloc(ws * TENSOR_R16_ROWS), *p = xalloc(wb * TENSOR_R16_ROWS), *u = xalloc(ws * TENSOR_R16_ROWS);
         for (size_t i = 0; i < ws * TENSOR_R16_ROWS; i++) w[i] = (uint8_t)rng_u64(&r);
@@ -93,18 +116,18 @@ static void test_pack_round_trip(void **state) {
         unpack16(t, p, n, u, ws);
         for (int row = 0; row < TENSOR_R16_ROWS; row++)
             assert_memory_equal(w + (size_t)row * ws, u + (size_t)row * ws, wb);
-        for (int row = 0; t == GGUF_T_Q6_K && row < TENSOR_R16_ROWS; row++) {
+        for (int row = 0; t != GGUF_T_Q4_K && row < TENSOR_R16_ROWS; row++) {
             memset(u, 0xA5, wb);
-            tensor_q6_K_r16_unpack_row(p, n, row, u);
+            unpack_row16(t, p, n, row, u);
             assert_memory_equal(w + (size_t)row * ws, u, wb);
         }
-        /* Q4_K: a permutation of the bytes, the same count of every value (Q6_K's values are
-         * regrouped bit by bit: the round trips above) */
+        /* Q4_K, Q8_0: a permutation of the bytes, the same count of every value (Q6_K's values
+         * are regrouped bit by bit: the round trips above) */
         size_t cw[256] = { 0 }, cp[256] = { 0 };
         for (int row = 0; row < TENSOR_R16_ROWS; row++)
             for (size_t i = 0; i < wb; i++) cw[w[(size_t)row * ws + i]]++;
         for (size_t i = 0; i < wb * TENSOR_R16_ROWS; i++) cp[p[i]]++;
-        if (t == GGUF_T_Q4_K) assert_memory_equal(cw, cp, sizeof cw);
+        if (t != GGUF_T_Q6_K) assert_memory_equal(cw, cp, sizeof cw);
         free(w); free(p); free(u);
     }
 }
@@ -113,16 +136,16 @@ static void test_pack_round_trip(void **state) {
 static void test_gemv_r16_bits(void **state) {
     (void)state;
     rng r = { 2026 };
-    const tensor_kernels *tab[3];
-    const int nt = get_tables(tab);
     static const int64_t ns[] = { 256, 768, 2816, 4096 };
     const int64_t rows = GROUPS * TENSOR_R16_ROWS;
-    for (size_t l = 0; l < 2 * sizeof ns / sizeof ns[0]; l++) {
-        const uint32_t t = types[l % 2];
-        const char *tn = t == GGUF_T_Q4_K ? "gemv_q4_K_r16" : "gemv_q6_K_r16";
-        const int64_t n = ns[l / 2];
+    for (size_t l = 0; l < N_TYPES * sizeof ns / sizeof ns[0]; l++) {
+        const uint32_t t = types[l % N_TYPES], vt = tensor_vec_dot_type(t);
+        const tensor_kernels *tab[6];
+        const int nt = tables_for(t, tab);
+        const char *tn = t == GGUF_T_Q4_K ? "gemv_q4_K_r16" : t == GGUF_T_Q6_K ? "gemv_q6_K_r16" : "gemv_q8_0_r16";
+        const int64_t n = ns[l / N_TYPES];
         const size_t wb = tensor_row_bytes(t, n), ws = wb + 3;
-        const size_t xb = tensor_act_row_bytes(GGUF_T_Q8_K, n);
+        const size_t xb = tensor_act_row_bytes(vt, n);
         uint8_t *w = xalloc(ws * (size_t)rows), *p = xalloc(wb * (size_t)rows), *x = xalloc(xb);
         float *f = xalloc((size_t)n * 4), *want = xalloc((size_t)rows * 4), *y = xalloc((size_t)(rows + 4) * 4);
         for (int raw = 0; raw < 2; raw++) {
@@ -130,14 +153,15 @@ static void test_gemv_r16_bits(void **state) {
             for (int64_t o = rows - 1; o >= 0; o--) memmove(w + (size_t)o * ws, w + (size_t)o * wb, wb);
             pack_matrix(t, w, ws, n, rows, p);
             fill_rough_spread(&r, f, n, raw ? 6.0f : 2.0f);
-            tensor_act_quantize(tensor_kernels_scalar(), GGUF_T_Q8_K, f, x, n);
-            int distinct = 0;
-            for (int64_t o = 0; o < rows; o++) {
-                want[o] = want_dot(t, n, w + (size_t)o * ws, x);
-                distinct += o > 0 && memcmp(&want[o], &want[o - 1], 4) != 0;
-            }
-            assert_true(distinct >= rows / 2);
             for (int k = 0; k < 2 * nt; k++) {   /* then each without its software prefetch */
+                /* the activations as the table lays them out (a Q8_0 tail is per order) */
+                tensor_act_quantize(tab[k % nt], vt, f, x, n);
+                int distinct = 0;
+                for (int64_t o = 0; o < rows; o++) {
+                    want[o] = want_dot(tab[k % nt], t, n, w + (size_t)o * ws, x);
+                    distinct += o > 0 && memcmp(&want[o], &want[o - 1], 4) != 0;
+                }
+                assert_true(distinct >= rows / 2);
                 tensor_gemv gv = gemv16(tab[k % nt], t);
                 if (k >= nt) {
                     if (!gv.lean) continue;
@@ -183,12 +207,13 @@ static void run_mm(tp_pool *pool, const tensor_kernels *k, uint32_t wt, const vo
 static void test_matmul_r16(void **state) {
     (void)state;
     rng r = { 4242 };
-    const tensor_kernels *tab[3];
-    const int nt = get_tables(tab);
     static const int64_t n_outs[] = { 16, 80, 1024 }, n_toks[] = { 1, 2, 5, 33 };
     const int64_t n = 768, max_out = 1024, max_tok = 33;   /* 1024 x 768: past matmul's one-thread size */
-    for (int ti = 0; ti < 2; ti++) {
-        const uint32_t t = types[ti], t6 = types[1 - ti];   /* t6: the other type, next to it in one job */
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        /* t6: another type, next to it in one job */
+        const uint32_t t = types[ti], t6 = t == GGUF_T_Q6_K ? GGUF_T_Q4_K : GGUF_T_Q6_K;
+        const tensor_kernels *tab[6];
+        const int nt = tables_for(t, tab);
         const size_t wb = tensor_row_bytes(t, n);
         uint8_t *w = xalloc(wb * max_out), *p = xalloc(wb * max_out), *w6 = xalloc(tensor_row_bytes(t6, n) * 32);
         float *x = xalloc((size_t)(n * max_tok) * 4), *f6 = xalloc((size_t)(n * 32) * 4);
@@ -221,26 +246,30 @@ static void test_matmul_r16(void **state) {
     }
 }
 
-/* tensor_get_row of a packed Q6_K matrix: every row's floats as from the unpacked one. */
-static void test_get_row_q6_K_r16(void **state) {
+/* tensor_get_row of a packed Q6_K or Q8_0 matrix: every row's floats as from the unpacked one. */
+static void test_get_row_r16(void **state) {
     (void)state;
     rng r = { 77 };
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
     const int64_t n = 768, rows = GROUPS * TENSOR_R16_ROWS;
-    const size_t wb = tensor_row_bytes(GGUF_T_Q6_K, n);
-    uint8_t *w = xalloc(wb * rows), *p = xalloc(wb * rows);
-    float *a = xalloc((size_t)n * 4), *b = xalloc((size_t)n * 4);
-    fill_rows(&r, GGUF_T_Q6_K, true, w, n, rows);
-    pack_matrix(GGUF_T_Q6_K, w, wb, n, rows, p);
-    for (int k = 0; k < nt; k++)
-        for (int64_t row = 0; row < rows; row++) {
-            tensor_get_row(tab[k], GGUF_T_Q6_K, w, n, row, a);
-            memset(b, 0xFF, (size_t)n * 4);
-            tensor_get_row(tab[k], TENSOR_T_Q6_K_R16, p, n, row, b);
-            if (memcmp(a, b, (size_t)n * 4) != 0) fail_msg("%s row %lld differs", tab[k]->isa, (long long)row);
-        }
-    free(w); free(p); free(a); free(b);
+    for (int ti = 1; ti < N_TYPES; ti++) {
+        const uint32_t t = types[ti];
+        const size_t wb = tensor_row_bytes(t, n);
+        uint8_t *w = xalloc(wb * rows), *p = xalloc(wb * rows);
+        float *a = xalloc((size_t)n * 4), *b = xalloc((size_t)n * 4);
+        fill_rows(&r, t, true, w, n, rows);
+        pack_matrix(t, w, wb, n, rows, p);
+        for (int k = 0; k < nt; k++)
+            for (int64_t row = 0; row < rows; row++) {
+                tensor_get_row(tab[k], t, w, n, row, a);
+                memset(b, 0xFF, (size_t)n * 4);
+                tensor_get_row(tab[k], packed_type(t), p, n, row, b);
+                if (memcmp(a, b, (size_t)n * 4) != 0)
+                    fail_msg("%s type %u row %lld differs", tab[k]->isa, t, (long long)row);
+            }
+        free(w); free(p); free(a); free(b);
+    }
 }
 
 int main(void) {
@@ -249,7 +278,7 @@ int main(void) {
         cmocka_unit_test(test_pack_round_trip),
         cmocka_unit_test(test_gemv_r16_bits),
         cmocka_unit_test(test_matmul_r16),
-        cmocka_unit_test(test_get_row_q6_K_r16),
+        cmocka_unit_test(test_get_row_r16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

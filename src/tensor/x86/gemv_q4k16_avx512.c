@@ -87,7 +87,7 @@ static inline __attribute__((always_inline)) void r16_group(int64_t nb, const ui
     _mm512_storeu_ps(y, _mm512_sub_ps(acc, accm));
 }
 
-X86_GEMV_R16_TWINS(gemv_q4_K_r16, r16_group)
+X86_GEMV_R16_TWINS(gemv_q4_K_r16, r16_group, QK_K)
 
 void rt_fill_gemv_q4k16_avx512(tensor_kernels *k) {
     k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0 };

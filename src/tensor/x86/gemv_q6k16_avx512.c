@@ -87,7 +87,7 @@ static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const 
     _mm512_storeu_ps(y, acc);
 }
 
-X86_GEMV_R16_TWINS(gemv_q6_K_r16, q6r16_group)
+X86_GEMV_R16_TWINS(gemv_q6_K_r16, q6r16_group, QK_K)
 
 void rt_fill_gemv_q6k16_avx512(tensor_kernels *k) {
     k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0 };

@@ -174,14 +174,15 @@ static inline __attribute__((always_inline)) void x86_kq_rows(int G, int P, x86_
     }
 
 /* The gemv `name` and its lean twin over a matrix packed 16 rows to a group (tensor.h), from
- * group_fn(nb, group, x, y, pf), the kernel of one packed group (y: its 16 results). */
-#define X86_GEMV_R16_TWINS(name, group_fn)                                                                           \
+ * group_fn(nb, group, x, y, pf), the kernel of one packed group (y: its 16 results) of nb
+ * blocks of qk elements. */
+#define X86_GEMV_R16_TWINS(name, group_fn, qk)                                                                       \
     static inline __attribute__((always_inline)) void name##_pf(int64_t n, const void *w, size_t ws, int64_t n_rows, \
                                                                 int64_t g0, int64_t g1, const void *x, float *y,     \
                                                                 bool pf) {                                           \
         (void)n_rows;                                                                                                \
         for (int64_t g = g0; g < g1; g++)                                                                            \
-            group_fn(n / QK_K, (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws, x, y + TENSOR_R16_ROWS * g,   \
+            group_fn(n / (qk), (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws, x, y + TENSOR_R16_ROWS * g,   \
                      pf);                                                                                            \
     }                                                                                                                \
     X86_GEMV_PF_TWINS(name)
@@ -228,6 +229,8 @@ void rt_fill_gemv_q40_avx512(tensor_kernels *k);
 void rt_fill_gemv_q5k_avx512(tensor_kernels *k);
 void rt_fill_gemv_q4k16_avx512(tensor_kernels *k);
 void rt_fill_gemv_q6k16_avx512(tensor_kernels *k);
+/* gemv_q8_0_r16 in the table's Q8_0 order (k->q8_block). */
+void rt_fill_gemv_q8016_avx512(tensor_kernels *k);
 /* gemm[F16] (gemm_f16_avx512.c), and gemm[BF16] for the table whose BF16 dot is vdpbf16ps
  * (bf16_avx512.c registers it). */
 void rt_fill_gemm_f16_avx512(tensor_kernels *k);
