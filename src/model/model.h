@@ -32,8 +32,7 @@ typedef struct model_w {
 /* The wtype tensor_matmul and tensor_get_row take for w (packed: TENSOR_T_Q4_K_R16,
  * TENSOR_T_Q6_K_R16 or TENSOR_T_Q8_0_R16). */
 static inline uint32_t model_w_wtype(const model_w *w) {
-    if (!w->r16) return w->type;
-    return w->type == GGUF_T_Q4_K ? TENSOR_T_Q4_K_R16 : w->type == GGUF_T_Q6_K ? TENSOR_T_Q6_K_R16 : TENSOR_T_Q8_0_R16;
+    return w->r16 ? TENSOR_T_R16(w->type) : w->type;
 }
 
 typedef struct model_hparams {
@@ -183,9 +182,8 @@ recur_status model_layout(struct recur_model *m, char *err, size_t err_len);
 /* Packs w (just bound) 16 rows to a group when it is a matrix of a multiple of 16 rows and
  * Q4_K (m->repack; not where `lookup`: rows looked up one by one, the token embedding) or
  * Q6_K or Q8_0 (m->repack_q6, m->repack_q8; tensor_get_row reads their packed rows)
- * (model/repack.c); a weight that
- * cannot be packed (or no memory) stays as bound, or, when its 2 MiB pages of the file are
- * mostly packed ones', is copied next to them. */
+ * (model/repack.c); a weight that cannot be packed (or no memory) stays as bound, or, when
+ * its 2 MiB pages of the file are mostly packed ones', is copied next to them. */
 void model_repack(struct recur_model *m, model_w *w, bool lookup);
 /* Frees the packed buffers. */
 void model_repack_free(struct recur_model *m);

@@ -334,11 +334,12 @@ size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
 /* The wtype of a Q4_K W packed 16 rows to a group (tensor_q4_K_r16_pack, n_out a multiple
  * of 16) for tensor_matmul and tensor_matmul_n: each Y element gets the bits the unpacked
  * Q4_K matrix gives. Nothing else takes it. */
-#define TENSOR_T_Q4_K_R16 (0x100u | GGUF_T_Q4_K)
+#define TENSOR_T_R16(type) (0x100u | (type))   /* the packed wtype of a file type */
+#define TENSOR_T_Q4_K_R16 TENSOR_T_R16(GGUF_T_Q4_K)
 /* The same for a Q6_K W packed by tensor_q6_K_r16_pack (tensor_get_row takes it too). */
-#define TENSOR_T_Q6_K_R16 (0x100u | GGUF_T_Q6_K)
+#define TENSOR_T_Q6_K_R16 TENSOR_T_R16(GGUF_T_Q6_K)
 /* And for a Q8_0 W packed by tensor_q8_0_r16_pack (tensor_get_row takes it too). */
-#define TENSOR_T_Q8_0_R16 (0x100u | GGUF_T_Q8_0)
+#define TENSOR_T_Q8_0_R16 TENSOR_T_R16(GGUF_T_Q8_0)
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                      float *Y, int64_t ldy, void *scratch);

@@ -34,7 +34,7 @@
 #define N_TYPES 3
 static const uint32_t types[N_TYPES] = { GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_Q8_0 };
 
-static uint32_t packed_type(uint32_t t) { return 0x100u | t; }
+static uint32_t packed_type(uint32_t t) { return TENSOR_T_R16(t); }
 
 static void pack16(uint32_t t, const void *src, size_t stride, int64_t n, void *dst) {
     (t == GGUF_T_Q4_K   ? tensor_q4_K_r16_pack
