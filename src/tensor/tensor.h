@@ -208,6 +208,10 @@ typedef struct tensor_kernels {
      * for the row it was (the table's order: ggml's, or the block order of a q8blk table). */
     tensor_gemv          gemv_q8_0_r16;
     bool                 q8_0_r16_native;   /* gemv_q8_0_r16 is a SIMD kernel */
+    /* optional (NULL: matmul unpacks the rows for gemm[Q8_0]): gemm[Q8_0] over rows packed so,
+     * each element with gemm[Q8_0]'s bits; w a group's start, n_rows a multiple of 16,
+     * w_stride the Q8_0 row bytes. */
+    tensor_gemm_fn       gemm_q8_0_r16;
 
     /* Q8_0 x Q8_0 in the block order (tensor_kernels_q8blk's twins): its activation tails
      * (tensor_act_quantize) are laid out for those kernels. */

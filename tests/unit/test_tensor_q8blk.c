@@ -67,6 +67,8 @@ static void test_twins(void **state) {
         same.gemm[GGUF_T_Q8_0] = tab[k]->gemm[GGUF_T_Q8_0];
         same.gemv_q8_0_r16 = tab[k]->gemv_q8_0_r16;   /* packed Q8_0 rows: in the block order too */
         assert_ptr_not_equal(tw->gemv_q8_0_r16.fn, tab[k]->gemv_q8_0_r16.fn);
+        same.gemm_q8_0_r16 = tab[k]->gemm_q8_0_r16;   /* ggml's order only: none in a twin */
+        assert_null(tw->gemm_q8_0_r16);
         assert_int_equal(tw->q8_0_r16_native, tab[k]->q8_0_r16_native);
         assert_true(same.q8_block && !tab[k]->q8_block);
         same.q8_block = false;

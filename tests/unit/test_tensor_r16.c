@@ -12,8 +12,9 @@
  *  - the rows differ: a kernel reading the wrong row of a group would fail above;
  *  - tensor_matmul and tensor_matmul_n over a packed matrix (TENSOR_T_Q4_K_R16,
  *    TENSOR_T_Q6_K_R16, TENSOR_T_Q8_0_R16) give the bits of the unpacked one, for one token
- *    (the packed kernel) and for batches (slabs unpacked for the gemm), on 1-3 threads, alone
- *    and next to a matrix of another type in one job;
+ *    (the packed kernel) and for batches (the packed Q8_0 gemm of the tables that have one,
+ *    slabs unpacked for the gemm otherwise; rows within and past its panel), on 1-3 threads,
+ *    alone and next to a matrix of another type in one job;
  *  - tensor_get_row of a packed Q6_K or Q8_0 row gives the floats of the unpacked row. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -204,43 +205,60 @@ static void run_mm(tp_pool *pool, const tensor_kernels *k, uint32_t wt, const vo
     free(scr);
 }
 
+/* One shape of test_matmul_r16: n, and the row and token counts tried with it. */
+typedef struct mm_case {
+    int64_t n, n_outs[3], n_toks[4];
+} mm_case;
+
 static void test_matmul_r16(void **state) {
     (void)state;
     rng r = { 4242 };
-    static const int64_t n_outs[] = { 16, 80, 1024 }, n_toks[] = { 1, 2, 5, 33 };
-    const int64_t n = 768, max_out = 1024, max_tok = 33;   /* 1024 x 768: past matmul's one-thread size */
+    /* 1024 x 768: past matmul's one-thread size; 8448-long rows: past a packed gemm's panel
+     * (Q8_0: 256 blocks), so it takes its other way */
+    static const mm_case cases[] = { { 768, { 16, 80, 1024 }, { 1, 2, 5, 33 } }, { 8448, { 32, 0, 0 }, { 9, 0, 0, 0 } } };
+    const int64_t max_out = 1024, max_tok = 33, max_n = 8448;
     for (int ti = 0; ti < N_TYPES; ti++) {
         /* t6: another type, next to it in one job */
         const uint32_t t = types[ti], t6 = t == GGUF_T_Q6_K ? GGUF_T_Q4_K : GGUF_T_Q6_K;
         const tensor_kernels *tab[6];
         const int nt = tables_for(t, tab);
-        const size_t wb = tensor_row_bytes(t, n);
-        uint8_t *w = xalloc(wb * max_out), *p = xalloc(wb * max_out), *w6 = xalloc(tensor_row_bytes(t6, n) * 32);
-        float *x = xalloc((size_t)(n * max_tok) * 4), *f6 = xalloc((size_t)(n * 32) * 4);
+        size_t wmax = 0;   /* the largest case's matrix bytes */
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const size_t b = tensor_row_bytes(t, cases[c].n) * (size_t)(cases[c].n_outs[2] ? cases[c].n_outs[2] : cases[c].n_outs[0]);
+            if (b > wmax) wmax = b;
+        }
+        uint8_t *w = xalloc(wmax), *p = xalloc(wmax);
+        uint8_t *w6 = xalloc(tensor_row_bytes(t6, max_n) * 32);
+        float *x = xalloc((size_t)(max_n * max_tok) * 4), *f6 = xalloc((size_t)(max_n * 32) * 4);
         float *y0 = xalloc((size_t)(max_out * max_tok) * 4), *y1 = xalloc((size_t)(max_out * max_tok) * 4);
         float *z0 = xalloc((size_t)(32 * max_tok) * 4), *z1 = xalloc((size_t)(32 * max_tok) * 4);
-        fill_rows(&r, t, false, w, n, max_out);
-        pack_matrix(t, w, wb, n, max_out, p);
-        fill_rough_spread(&r, f6, n * 32, 2.0f);
-        tensor_kernels_scalar()->from_float[t6](f6, w6, n * 32);
-        fill_rough_spread(&r, x, n * max_tok, 2.0f);
-        for (int nth = 1; nth <= 3; nth++) {
-            tp_pool *pool = tp_new(nth);
-            assert_non_null(pool);
-            for (int k = 0; k < nt; k++)
-                for (size_t a = 0; a < sizeof n_outs / sizeof n_outs[0]; a++)
-                    for (size_t b = 0; b < sizeof n_toks / sizeof n_toks[0]; b++)
-                        for (int pair = 0; pair < 2; pair++) {
-                            const int64_t no = n_outs[a], nk = n_toks[b];
-                            run_mm(pool, tab[k], t, w, t6, pair ? w6 : NULL, n, no, x, nk, y0, z0);
-                            memset(y1, 0xFF, (size_t)(no * nk) * 4);
-                            run_mm(pool, tab[k], packed_type(t), p, t6, pair ? w6 : NULL, n, no, x, nk, y1, z1);
-                            if (memcmp(y0, y1, (size_t)(no * nk) * 4) != 0)
-                                fail_msg("%s type %u threads %d n_out %lld n_tok %lld pair %d: packed differs",
-                                         tab[k]->isa, t, nth, (long long)no, (long long)nk, pair);
-                            if (pair) assert_memory_equal(z0, z1, (size_t)(32 * nk) * 4);
-                        }
-            tp_free(pool);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const mm_case *mc = &cases[c];
+            const int64_t n = mc->n, rows = mc->n_outs[2] ? mc->n_outs[2] : mc->n_outs[0];
+            const size_t wb = tensor_row_bytes(t, n);
+            fill_rows(&r, t, false, w, n, rows);
+            pack_matrix(t, w, wb, n, rows, p);
+            fill_rough_spread(&r, f6, n * 32, 2.0f);
+            tensor_kernels_scalar()->from_float[t6](f6, w6, n * 32);
+            fill_rough_spread(&r, x, n * max_tok, 2.0f);
+            for (int nth = 1; nth <= 3; nth++) {
+                tp_pool *pool = tp_new(nth);
+                assert_non_null(pool);
+                for (int k = 0; k < nt; k++)
+                    for (size_t a = 0; a < 3 && mc->n_outs[a]; a++)
+                        for (size_t b = 0; b < 4 && mc->n_toks[b]; b++)
+                            for (int pair = 0; pair < 2; pair++) {
+                                const int64_t no = mc->n_outs[a], nk = mc->n_toks[b];
+                                run_mm(pool, tab[k], t, w, t6, pair ? w6 : NULL, n, no, x, nk, y0, z0);
+                                memset(y1, 0xFF, (size_t)(no * nk) * 4);
+                                run_mm(pool, tab[k], packed_type(t), p, t6, pair ? w6 : NULL, n, no, x, nk, y1, z1);
+                                if (memcmp(y0, y1, (size_t)(no * nk) * 4) != 0)
+                                    fail_msg("%s type %u threads %d n %lld n_out %lld n_tok %lld pair %d: packed differs",
+                                             tab[k]->isa, t, nth, (long long)n, (long long)no, (long long)nk, pair);
+                                if (pair) assert_memory_equal(z0, z1, (size_t)(32 * nk) * 4);
+                            }
+                tp_free(pool);
+            }
         }
         free(w); free(p); free(w6); free(x); free(f6); free(y0); free(y1); free(z0); free(z1);
     }

@@ -17,6 +17,8 @@
  *  - otherwise groups of 16 rows, a lane per row (below), the weights transposed once per
  *    call into a panel on the stack.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
+#include <stdlib.h>
+
 #include "tensor/x86/transpose16_avx512.h"
 
 #define GP 4   /* row pairs per tile */
@@ -192,11 +194,26 @@ static inline __attribute__((always_inline)) void gtile(int T, int64_t k0, int64
     }
 }
 
-/* Rows r..r+15 over every token from a group panel packed once: TB tokens at a time, each
- * token block through the panel KC blocks at a time. */
-static void group_rows(int64_t nb, const uint8_t *W, size_t ws, const uint8_t *x, size_t xs, int64_t n_tok, float *y,
-                       int64_t ldy, q8_grp *pk) {
-    pack_group(pk, nb, W, ws);
+/* The panel of a group already packed at load (tensor.h TENSOR_Q8R16_BLOCK): its chunks are
+ * the panel's w as they lie, so only the dpbusd starts and the float scales are derived. */
+static void pack_group_r16(q8_grp *pk, int64_t nb, const uint8_t *G) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    const __m512i magic = _mm512_set1_epi32(Q8_MAGIC_BITS);
+    for (int64_t b = 0; b < nb; b++, G += TENSOR_Q8R16_BLOCK) {
+        q8_grp *q = &pk[b];
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < 8; j++) {
+            q->w[j] = _mm512_loadu_si512((const void *)(G + Q8R16_QS + 64 * j));
+            q->nc[j] = _mm512_sub_epi32(magic, _mm512_dpbusd_epi32(zero, bias, q->w[j]));
+        }
+        q->dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G + Q8R16_D)));
+    }
+}
+
+/* Rows r..r+15 over every token from their group panel pk: TB tokens at a time, each token
+ * block through the panel KC blocks at a time. */
+static void group_rows(int64_t nb, const uint8_t *x, size_t xs, int64_t n_tok, float *y, int64_t ldy,
+                       const q8_grp *pk) {
     const uint8_t *u = x + q8_0_tail(nb * QK8_0);
     _Alignas(64) __m512 park[TB][8];
     for (int64_t t0 = 0; t0 < n_tok; t0 += TB) {
@@ -224,7 +241,10 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     int64_t r = 0;
     if (nb <= PMAXB && n_tok >= PMIN_TOK) {
         _Alignas(64) q8_grp pk[PMAXB];   /* 272 KB, only touched here */
-        for (; r + GR <= n_rows; r += GR) group_rows(nb, W + (size_t)r * ws, ws, X, xs, n_tok, y + r, ldy, pk);
+        for (; r + GR <= n_rows; r += GR) {
+            pack_group(pk, nb, W + (size_t)r * ws, ws);
+            group_rows(nb, X, xs, n_tok, y + r, ldy, pk);
+        }
     }
     for (; r + 2 * GP <= n_rows; r += 2 * GP) {
         for (int i = 0; i < 2 * GP; i++) wr[i] = W + (size_t)(r + i) * ws;
@@ -238,6 +258,35 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     }
 }
 
+/* Rows packed 16 to a group at load (tensor.h gemm_q8_0_r16): the group panels from the
+ * packed bytes; rows too long for a panel are unpacked, a group at a time, for gemm_q8_0. */
+static void gemm_q8_0_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                          int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *W = w;
+    const int64_t nb = n / QK8_0;
+    if (nb <= PMAXB) {
+        _Alignas(64) q8_grp pk[PMAXB];
+        for (int64_t r = 0; r < n_rows; r += GR) {
+            pack_group_r16(pk, nb, W + (size_t)r * ws);
+            group_rows(nb, x, xs, n_tok, y + r, ldy, pk);
+        }
+        return;
+    }
+    uint8_t *rows = malloc((size_t)GR * ws);
+    for (int64_t r = 0; r < n_rows; r += GR) {
+        if (rows) {
+            tensor_q8_0_r16_unpack(W + (size_t)r * ws, n, rows, ws);
+            gemm_q8_0(n, rows, ws, GR, x, xs, n_tok, y + r, ldy);
+            continue;
+        }
+        for (int64_t t = 0; t < n_tok; t++)   /* no memory: the scalar dot, the same bits */
+            for (int i = 0; i < GR; i++)
+                y[t * ldy + r + i] = rt_dot_q8_0_r16(n, W + (size_t)r * ws, i, (const uint8_t *)x + t * xs);
+    }
+    free(rows);
+}
+
 void rt_fill_gemm_avx512(tensor_kernels *k) {
     k->gemm[GGUF_T_Q8_0] = gemm_q8_0;
+    k->gemm_q8_0_r16 = gemm_q8_0_r16;
 }
