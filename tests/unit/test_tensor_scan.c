@@ -1,4 +1,5 @@
-/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, conv_step, conv_run):
+/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, ssm2_tokens, conv_step,
+ * conv_run):
  * every SIMD table gives the scalar reference's bits (state, outputs), for sizes with and
  * without tails and unaligned rows; the reference itself against a direct double-precision
  * computation of the same recurrence (named tolerance SCAN_REL, relative to the sum of absolute
@@ -109,6 +110,49 @@ static void test_ssm2_rows(void **state) {
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) check_ssm2(tab, nt, &r, dss[di], ns[ni]);
 }
 
+/* ssm2_tokens (the tables that have it) against the scalar table's ssm2_rows token by token:
+ * nt tokens of interleaved rows (B, C, x of token t at t * is, a stride with room for other
+ * columns), state and every y bit for bit; nt covers groups of 8 tokens and the tokens after. */
+static void check_ssm2_tokens(const tensor_kernels *tab[], int nt_tab, rng *r, int64_t ds, int64_t n, int64_t nt) {
+    const int64_t is = 2 * ds + n + 5, ys = n + 3;
+    float *s0 = randv(r, n * ds, 2.0f), *in = randv(r, nt * is, 1.0f), *dA = malloc((size_t)nt * 4), *dt = malloc((size_t)nt * 4);
+    float *ref = malloc((size_t)(n * ds) * 4), *got = malloc((size_t)(n * ds) * 4);
+    float *yref = calloc((size_t)(nt * ys), 4), *ygot = calloc((size_t)(nt * ys), 4);
+    for (int64_t t = 0; t < nt; t++) {
+        dA[t] = 0.5f + 0.5f * (float)(t % 7) / 7.0f;
+        dt[t] = 0.1f + 0.05f * (float)(t % 5);
+    }
+    const float *B = in, *C = in + ds, *x = in + 2 * ds;
+    memcpy(ref, s0, (size_t)(n * ds) * 4);
+    for (int64_t t = 0; t < nt; t++)
+        tensor_kernels_scalar()->ssm2_rows(ds, n, ref, B + t * is, C + t * is, dA[t], dt[t], x + t * is, yref + t * ys);
+    for (int k = 0; k < nt_tab; k++) {
+        if (!tab[k]->ssm2_tokens) continue;
+        memcpy(got, s0, (size_t)(n * ds) * 4);
+        memset(ygot, 0, (size_t)(nt * ys) * 4);
+        tab[k]->ssm2_tokens(ds, n, nt, got, B, C, x, is, dA, dt, ygot, ys);
+        if (memcmp(got, ref, (size_t)(n * ds) * 4) != 0)
+            fail_msg("%s: ssm2_tokens state ds %lld n %lld nt %lld", tab[k]->isa, (long long)ds, (long long)n, (long long)nt);
+        if (memcmp(ygot, yref, (size_t)(nt * ys) * 4) != 0)
+            fail_msg("%s: ssm2_tokens y ds %lld n %lld nt %lld", tab[k]->isa, (long long)ds, (long long)n, (long long)nt);
+    }
+    free(s0); free(in); free(dA); free(dt); free(ref); free(got); free(yref); free(ygot);
+}
+
+static void test_ssm2_tokens(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const int64_t dss[] = { 64, 100, 128 }, ns[] = { 1, 9, 64 }, nts[] = { 1, 3, 8, 16, 21 };
+    rng r = { 5 };
+    int with = 0;
+    for (int k = 0; k < nt; k++) with += tab[k]->ssm2_tokens != NULL;
+    for (size_t di = 0; di < sizeof dss / sizeof dss[0]; di++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (size_t ti = 0; ti < sizeof nts / sizeof nts[0]; ti++) check_ssm2_tokens(tab, nt, &r, dss[di], ns[ni], nts[ti]);
+    if (!with) skip();   /* no table here has it: nothing was compared */
+}
+
 /* conv_step: every table gives the reference's bits (state and output, in == out too), for
  * channel ranges with vector tails; the reference against a double sum. */
 static void test_conv_step(void **state) {
@@ -193,6 +237,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gdn_step),
         cmocka_unit_test(test_ssm2_rows),
+        cmocka_unit_test(test_ssm2_tokens),
         cmocka_unit_test(test_conv_step),
         cmocka_unit_test(test_conv_run),
     };

@@ -116,7 +116,9 @@ void block_mamba(const struct recur_model *m, model_fwd *f, const model_layer *L
  * the heads pass, and a head's state while the run's tokens pass (heads are independent: the
  * order of (head, token) pairs across heads changes no bit). Heads outermost instead read the
  * ubatch's x, B and C rows once per head, from memory: mamba2-370m pp512 scan 1.76-2.00 s ->
- * 1.51-1.61 per 5 runs (pool timer, 3 alternating pairs). */
+ * 1.51-1.61 per 5 runs (pool timer, 3 alternating pairs). A run goes to the kernel in one
+ * call where the table has ssm2_tokens, which keeps a row's state in registers through the
+ * run's tokens: pp512 1.11-1.15x (6 alternating pairs, recur-bench -r 3). */
 #define SCAN_RUN 16
 
 static void mamba2_scan_job(void *arg, int ith, int nth) {
@@ -137,12 +139,21 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
         float *s = rs_ssm(f->rs, j->rs_layer, f->seq[t0]);
         for (long h = lo; h < hi; h++) {
             const int64_t g = h / (nh / ng);
+            float dsp[SCAN_RUN], dA[SCAN_RUN];
             for (int32_t t = t0; t < t1; t++) {
-                const float *x = f->r_conv + t * nc, *z = f->r_in + t * nin, *dt = z + 2 * di + 2 * ng * ds;
-                const float dsp = softplus(dt[h] + dt_b[h]), dA = expf(dsp * A[h]);
+                const float *dt = f->r_in + t * nin + 2 * di + 2 * ng * ds;
+                dsp[t - t0] = softplus(dt[h] + dt_b[h]);
+                dA[t - t0] = expf(dsp[t - t0] * A[h]);
+            }
+            const float *x0 = f->r_conv + t0 * nc;
+            if (f->kern->ssm2_tokens)   /* the run's tokens in one call: the state stays in registers */
+                f->kern->ssm2_tokens(ds, hd, t1 - t0, s + h * hd * ds, x0 + di + g * ds, x0 + di + ng * ds + g * ds,
+                                     x0 + h * hd, nc, dA, dsp, f->r_y + t0 * di + h * hd, di);
+            for (int32_t t = t0; t < t1; t++) {
+                const float *x = f->r_conv + t * nc, *z = f->r_in + t * nin;
                 const float *B = x + di + g * ds, *C = x + di + ng * ds + g * ds, *xh = x + h * hd;
                 float *yh = f->r_y + t * di + h * hd;
-                f->kern->ssm2_rows(ds, hd, s + h * hd * ds, B, C, dA, dsp, xh, yh);
+                if (!f->kern->ssm2_tokens) f->kern->ssm2_rows(ds, hd, s + h * hd * ds, B, C, dA[t - t0], dsp[t - t0], xh, yh);
                 for (int64_t p = 0; p < hd; p++) yh[p] = yh[p] + xh[p] * D[h];
                 if (!whole) op_swiglu(f->kern, yh, z + h * hd, yh, hd);   /* ggml's swiglu rows: head_dim */
             }

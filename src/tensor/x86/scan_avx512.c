@@ -309,6 +309,53 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
     }
 }
 
+/* ds = 128 over nt tokens (tensor.h ssm2_tokens): row by row, the row's state in registers
+ * while the tokens pass, so it is loaded and stored once per call instead of once per token;
+ * each token's B and C are read from L1. A row's y of eight tokens are reduced side by side
+ * (red8: per lane the one-row tree). Per (row, token) the operations of ssm2_rows128. */
+static inline __attribute__((always_inline)) __m512 ssm2_tok(__m512 st[8], const float *B, const float *C, float dA,
+                                                             float x_dt) {
+    const __m512 va = _mm512_set1_ps(dA), vx = _mm512_set1_ps(x_dt);
+    __m512 a[4];
+    _Pragma("GCC unroll 8")
+    for (int k = 0; k < 8; k++) {
+        st[k] = _mm512_fmadd_ps(st[k], va, _mm512_mul_ps(_mm512_loadu_ps(B + 16 * k), vx));
+        const __m512 c = _mm512_loadu_ps(C + 16 * k);
+        a[k & 3] = _mm512_fmadd_ps(st[k], c, k < 4 ? _mm512_setzero_ps() : a[k & 3]);   /* from +0, as ssm2_rows128 */
+    }
+    return red64_v(a[0], a[1], a[2], a[3]);
+}
+
+static void ssm2_tokens(int64_t ds, int64_t n, int64_t nt, float *s, const float *B, const float *C, const float *x,
+                        int64_t is, const float *dA, const float *dt, float *y, int64_t ys) {
+    if (ds != 128) {
+        for (int64_t t = 0; t < nt; t++) ssm2_rows(ds, n, s, B + t * is, C + t * is, dA[t], dt[t], x + t * is, y + t * ys);
+        return;
+    }
+    for (int64_t p = 0; p < n; p++) {
+        float *sp = s + p * 128;
+        __m512 st[8];
+        _Pragma("GCC unroll 8")
+        for (int k = 0; k < 8; k++) st[k] = _mm512_loadu_ps(sp + 16 * k);
+        int64_t t = 0;
+        for (; t + 8 <= nt; t += 8) {
+            __m512 r[8];
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < 8; i++) {
+                const int64_t u = t + i;
+                r[i] = ssm2_tok(st, B + u * is, C + u * is, dA[u], x[u * is + p] * dt[u]);
+            }
+            _Alignas(32) float o[8];
+            _mm256_store_ps(o, red8v(r));
+            for (int i = 0; i < 8; i++) y[(t + i) * ys + p] = o[i];
+        }
+        for (; t < nt; t++) y[t * ys + p] = red1(ssm2_tok(st, B + t * is, C + t * is, dA[t], x[t * is + p] * dt[t]));
+        _Pragma("GCC unroll 8")
+        for (int k = 0; k < 8; k++) _mm512_storeu_ps(sp + 16 * k, st[k]);
+    }
+}
+
+
 /* rt_conv_step, 16 channels per vector. The weights of a channel are K apart: for K <= 4 the
  * 16 K weights of 16 channels are K whole vectors, and weight k of each channel is picked
  * out of them by two permutes (a gather costs far more); other K gather. The channels past
@@ -406,6 +453,7 @@ static void conv_run(float *state, const float *w, int K, int64_t C, int64_t lo,
 void rt_fill_scan_avx512(tensor_kernels *k) {
     k->gdn_step = gdn_step;
     k->ssm2_rows = ssm2_rows;
+    k->ssm2_tokens = ssm2_tokens;
     k->conv_step = conv_step;
     k->conv_run = conv_run;
 }
