@@ -18,6 +18,13 @@
  * (a 1 MB matrix spends more of its time starting up than the 200 MB output head), so each
  * power of two of call bytes has its own chooser: with one for all, a rare explored call of a
  * fast size made the other mode look faster, and a quarter of the calls ran the slower way.
+ * And each weight type (packed or not) has its own: the kernels need the prefetch to different
+ * degrees (memory idle: a 208 MB matrix at 2 threads, prefetch on / off, packed Q6_K 74 / 47
+ * GB/s, packed Q4_K 96 / 50, packed Q8_0 90 / 80), so with one chooser per size for all types
+ * qwen35-0.8b Q4_K_M ran 76-91 t/s where prefetch always on gave 105-111. A mode's second
+ * sample replaces its first (a cold call can take many times as long) and the mean follows
+ * the next ones as their plain mean (weight 1/n up to 1/PF_WEIGHT), so one slow call does not
+ * hold a mode back for hundreds of calls.
  * The means are relaxed atomics: several contexts may feed them at once, and a lost update
  * only costs a sample. */
 #include <stdatomic.h>
@@ -29,9 +36,10 @@
 #define PF_WEIGHT    32                     /* a sample moves its mean by 1/PF_WEIGHT of the gap */
 #define PF_MIN_BYTES ((uint64_t)256 << 10)  /* smaller calls are mostly start-up: not measured */
 #define PF_SIZES     12                     /* choosers: 256 KiB, 512 KiB, ... and the rest */
+#define PF_KINDS     (2 * GGUF_T_COUNT)     /* weight types, file layout or packed (rt_pf_kind) */
 
 static atomic_int g_mode = TENSOR_PF_AUTO;
-static rt_pf_chooser g_choosers[PF_SIZES];
+static rt_pf_chooser g_choosers[PF_KINDS][PF_SIZES];
 
 void tensor_gemv_prefetch_set(int mode) {
     if (mode == TENSOR_PF_AUTO || mode == TENSOR_PF_ON || mode == TENSOR_PF_OFF)
@@ -53,14 +61,19 @@ int tensor_gemv_prefetch_get(void) { return atomic_load_explicit(&g_mode, memory
 
 void tensor_gemv_prefetch_stats(uint64_t calls[2]) {
     calls[0] = calls[1] = 0;
-    for (int s = 0; s < PF_SIZES; s++)
-        for (int m = 0; m < 2; m++) calls[m] += atomic_load_explicit(&g_choosers[s].calls[m], memory_order_relaxed);
+    for (int k = 0; k < PF_KINDS; k++)
+        for (int s = 0; s < PF_SIZES; s++)
+            for (int m = 0; m < 2; m++) calls[m] += atomic_load_explicit(&g_choosers[k][s].calls[m], memory_order_relaxed);
 }
 
-rt_pf_chooser *rt_pf_for(uint64_t bytes) {
+int rt_pf_kind(uint32_t wtype, bool packed) {
+    return wtype < GGUF_T_COUNT ? (int)wtype + (packed ? GGUF_T_COUNT : 0) : 0;
+}
+
+rt_pf_chooser *rt_pf_for(int kind, uint64_t bytes) {
     int s = 0;
     while (s + 1 < PF_SIZES && bytes >= PF_MIN_BYTES << (s + 1)) s++;
-    return &g_choosers[s];
+    return &g_choosers[kind >= 0 && kind < PF_KINDS ? kind : 0][s];
 }
 
 /* xorshift32: the exploring calls' dice (any state but 0) */
@@ -87,7 +100,10 @@ void rt_pf_record(rt_pf_chooser *c, bool lean, uint64_t ns, uint64_t bytes) {
     const uint64_t v = (uint64_t)((double)ns * (double)(1u << 20) / (double)bytes) + 1;   /* never 0 */
     _Atomic uint64_t *mean = &c->ns_per_mib[lean];
     const uint64_t m = atomic_load_explicit(mean, memory_order_relaxed);
-    const int64_t step = ((int64_t)v - (int64_t)m) / PF_WEIGHT;
+    /* the second sample replaces the first (which may be a cold call), then the plain mean of
+     * those after it, up to 1/PF_WEIGHT */
+    const uint64_t n = atomic_load_explicit(&c->calls[lean], memory_order_relaxed);   /* samples before */
+    const int64_t step = ((int64_t)v - (int64_t)m) / (int64_t)(n < 1 ? 1 : n < PF_WEIGHT ? n : PF_WEIGHT);
     atomic_store_explicit(mean, m ? (uint64_t)((int64_t)m + step) : v, memory_order_relaxed);
     atomic_fetch_add_explicit(&c->calls[lean], 1, memory_order_relaxed);
 }

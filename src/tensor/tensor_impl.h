@@ -279,14 +279,16 @@ void rt_fill_q8blk_avx512(tensor_kernels *k);
 /* ---- prefetch or not (prefetch.c) -------------------------------------------------------
  * A chooser between a single-token call with its kernels' software prefetch and without:
  * rt_pf_pick_lean says which way the next call runs (true: lean), rt_pf_record takes how long
- * a call of `bytes` weight bytes took that way. rt_pf_for(bytes) is tensor_matmul's for calls
- * of that size (one per power of two). */
+ * a call of `bytes` weight bytes took that way. rt_pf_for(kind, bytes) is tensor_matmul's for
+ * calls of that size (one per power of two) whose weights are mostly of that kind (rt_pf_kind:
+ * a file type, packed or not). */
 typedef struct rt_pf_chooser {
     _Atomic uint64_t ns_per_mib[2];   /* weighted mean of each way, 0 until measured */
     _Atomic uint64_t calls[2];        /* samples taken */
     _Atomic uint32_t rng;
 } rt_pf_chooser;
-rt_pf_chooser *rt_pf_for(uint64_t bytes);
+int rt_pf_kind(uint32_t wtype, bool packed);
+rt_pf_chooser *rt_pf_for(int kind, uint64_t bytes);
 bool rt_pf_pick_lean(rt_pf_chooser *c);
 void rt_pf_record(rt_pf_chooser *c, bool lean, uint64_t ns, uint64_t bytes);
 

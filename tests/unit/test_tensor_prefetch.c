@@ -57,13 +57,32 @@ static void test_chooser(void **state) {
     assert_true(rt_pf_pick_lean(&c) || rt_pf_pick_lean(&c) || rt_pf_pick_lean(&c));
 }
 
+/* A slow first sample (a cold call) does not hold its mode back: the mode's second sample
+ * replaces it, so the faster mode wins from its next explored call on. */
+static void test_first_samples(void **state) {
+    (void)state;
+    rt_pf_chooser c = { 0 };
+    rt_pf_record(&c, false, 100000, MIB);   /* prefetch's first call: cold, 100x its usual */
+    rt_pf_record(&c, true, 2000, MIB);
+    rt_pf_record(&c, false, 1000, MIB);   /* one explored call */
+    assert_true(c.ns_per_mib[0] < c.ns_per_mib[1]);
+    assert_int_equal(run_calls(&c, 160, 1000, 2000) < 160 / 4, 1);
+}
+
 static void test_sizes(void **state) {
     (void)state;
-    assert_ptr_equal(rt_pf_for(0), rt_pf_for(256 << 10));   /* untimed small calls: the first */
-    assert_ptr_equal(rt_pf_for(300 << 10), rt_pf_for((512 << 10) - 1));
-    assert_ptr_not_equal(rt_pf_for(300 << 10), rt_pf_for(512 << 10));
-    assert_ptr_not_equal(rt_pf_for(MIB), rt_pf_for(2 * MIB + 1));
-    assert_ptr_equal(rt_pf_for((uint64_t)1 << 40), rt_pf_for((uint64_t)1 << 50));   /* the rest: the last */
+    const int k = rt_pf_kind(GGUF_T_Q8_0, false);
+    assert_ptr_equal(rt_pf_for(k, 0), rt_pf_for(k, 256 << 10));   /* untimed small calls: the first */
+    assert_ptr_equal(rt_pf_for(k, 300 << 10), rt_pf_for(k, (512 << 10) - 1));
+    assert_ptr_not_equal(rt_pf_for(k, 300 << 10), rt_pf_for(k, 512 << 10));
+    assert_ptr_not_equal(rt_pf_for(k, MIB), rt_pf_for(k, 2 * MIB + 1));
+    assert_ptr_equal(rt_pf_for(k, (uint64_t)1 << 40), rt_pf_for(k, (uint64_t)1 << 50));   /* the rest: the last */
+    /* each weight type, packed or not, its own */
+    const int kinds[] = { k, rt_pf_kind(GGUF_T_Q8_0, true), rt_pf_kind(GGUF_T_Q4_K, true), rt_pf_kind(GGUF_T_Q6_K, true),
+                          rt_pf_kind(GGUF_T_Q6_K, false), rt_pf_kind(GGUF_T_F16, false) };
+    for (size_t a = 0; a < sizeof kinds / sizeof kinds[0]; a++)
+        for (size_t b = 0; b < a; b++) assert_ptr_not_equal(rt_pf_for(kinds[a], MIB), rt_pf_for(kinds[b], MIB));
+    assert_ptr_equal(rt_pf_for(rt_pf_kind(GGUF_T_COUNT + 5, false), MIB), rt_pf_for(-1, MIB));   /* unknown: one place */
 }
 
 static void test_mode(void **state) {
@@ -137,6 +156,7 @@ static void test_matmul_modes(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chooser),
+        cmocka_unit_test(test_first_samples),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_mode),
         cmocka_unit_test(test_matmul_modes),
