@@ -33,7 +33,7 @@
 #include "tensor/tensor_impl.h"
 
 #define PF_EXPLORE   16                     /* one call in this many measures the other mode */
-#define PF_WEIGHT    32                     /* a sample moves its mean by 1/PF_WEIGHT of the gap */
+#define PF_WEIGHT    32                     /* from the 33rd sample on, each moves its mean by 1/32 of the gap */
 #define PF_MIN_BYTES ((uint64_t)256 << 10)  /* smaller calls are mostly start-up: not measured */
 #define PF_SIZES     12                     /* choosers: 256 KiB, 512 KiB, ... and the rest */
 #define PF_KINDS     (2 * GGUF_T_COUNT)     /* weight types, file layout or packed (rt_pf_kind) */

@@ -150,10 +150,11 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
                 f->kern->ssm2_tokens(ds, hd, t1 - t0, s + h * hd * ds, x0 + di + g * ds, x0 + di + ng * ds + g * ds,
                                      x0 + h * hd, nc, dA, dsp, f->r_y + t0 * di + h * hd, di);
             for (int32_t t = t0; t < t1; t++) {
-                const float *x = f->r_conv + t * nc, *z = f->r_in + t * nin;
-                const float *B = x + di + g * ds, *C = x + di + ng * ds + g * ds, *xh = x + h * hd;
+                const float *x = f->r_conv + t * nc, *z = f->r_in + t * nin, *xh = x + h * hd;
                 float *yh = f->r_y + t * di + h * hd;
-                if (!f->kern->ssm2_tokens) f->kern->ssm2_rows(ds, hd, s + h * hd * ds, B, C, dA[t - t0], dsp[t - t0], xh, yh);
+                if (!f->kern->ssm2_tokens)
+                    f->kern->ssm2_rows(ds, hd, s + h * hd * ds, x + di + g * ds, x + di + ng * ds + g * ds, dA[t - t0],
+                                       dsp[t - t0], xh, yh);
                 for (int64_t p = 0; p < hd; p++) yh[p] = yh[p] + xh[p] * D[h];
                 if (!whole) op_swiglu(f->kern, yh, z + h * hd, yh, hd);   /* ggml's swiglu rows: head_dim */
             }

@@ -355,7 +355,6 @@ static void ssm2_tokens(int64_t ds, int64_t n, int64_t nt, float *s, const float
     }
 }
 
-
 /* rt_conv_step, 16 channels per vector. The weights of a channel are K apart: for K <= 4 the
  * 16 K weights of 16 channels are K whole vectors, and weight k of each channel is picked
  * out of them by two permutes (a gather costs far more); other K gather. The channels past
