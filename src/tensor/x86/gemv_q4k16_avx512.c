@@ -64,7 +64,7 @@ static inline __attribute__((always_inline)) void r16_group(int64_t nb, const ui
             const uint8_t *q = h + R16_QS + 8 * 64 * j;
             _Pragma("GCC unroll 8")
             for (int u = 0; u < 8; u++) {
-                const __m512i v = _mm512_loadu_si512(q + 64 * u);
+                const __m512i v = x86_load512_once(q + 64 * u);
                 s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(v, m4), bcast4(yq + 64 * j + 4 * u));
                 s2 = _mm512_dpbusd_epi32(s2, _mm512_andnot_si512(m4, v), bcast4(yq + 64 * j + 32 + 4 * u));
             }

@@ -22,9 +22,12 @@
  *    loaded with RECUR_NO_REPACK=q6, 2 threads, 150 quads: qwen3-0.6b Q4_K_M 0.946-0.973 the
  *    time a token, qwen35-0.8b Q4_K_M 0.957-0.987 (memory, not this kernel, is the bound there
  *    while the neighbours are busy);
- *  - the prefetch, Q6R16_PF bytes ahead, goes to L2 (T1): to L1 (T0), as the Q4_K packed
- *    kernel does, one thread ran 1.13-1.23x the unpacked time a token, to L2 1.01-1.04x. Two
- *    or four packed groups read side by side (more streams) were not steadily faster (one
+ *  - the prefetch, Q6R16_PF bytes ahead, goes to L1 (T0). It went to L2 (T1) while each
+ *    64 bytes were loaded twice (GCC folded the load into the and and the shift: the load
+ *    ports were the bound, 73 GB/s in L1); with one load (x86_load512_once, 91 GB/s in L1),
+ *    a 208 MB matrix at 2 threads, memory idle, reads 99-101 GB/s to L1 against 81-85 to L2
+ *    (/tmp/mb, alternating), and qwen35-0.8b Q4_K_M tg128 ran at 1.05-1.11x the t/s before (recur-bench, 3 alternating pairs).
+ *    Two or four packed groups read side by side (more streams) were not steadily faster (one
  *    thread: 0.90-1.11x). The lean twin runs without it (tensor/prefetch.c). */
 #include "tensor/x86/simd_x86.h"
 
@@ -47,7 +50,7 @@ static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const 
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *h = w + (size_t)i * TENSOR_Q6R16_BLOCK, *b = x + (size_t)i * Q8_K_BYTES;
         for (int o = 0; pf && o < TENSOR_Q6R16_BLOCK; o += 64)
-            _mm_prefetch((const char *)(h + Q6R16_PF + o), _MM_HINT_T1);
+            _mm_prefetch((const char *)(h + Q6R16_PF + o), _MM_HINT_T0);
         const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
         const uint8_t *bs = b + Q8_K_BSUMS;
         __m512i sumi = _mm512_setzero_si512();
@@ -59,8 +62,8 @@ static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const 
             _Pragma("GCC unroll 8")
             for (int u = 0; u < 8; u++) {
                 const uint8_t *q = h + Q6R16_Q + Q6R16_RUN * (8 * hf + u);
-                const __m512i P0 = _mm512_loadu_si512(q), P1 = _mm512_loadu_si512(q + 64);
-                const __m512i P2 = _mm512_loadu_si512(q + 128);
+                const __m512i P0 = x86_load512_once(q), P1 = x86_load512_once(q + 64);
+                const __m512i P2 = x86_load512_once(q + 128);
                 /* parts 0-2: bits 0-5 of P0-P2; part 3: bits 6-7 of P0, P1, P2 as its bits 0-1,
                  * 2-3, 4-5 (16-bit shifts: what crosses from a neighbouring byte is masked off) */
                 const __m512i v0 = _mm512_and_si512(P0, m3f), v1 = _mm512_and_si512(P1, m3f);
