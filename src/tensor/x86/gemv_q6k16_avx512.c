@@ -26,7 +26,8 @@
  *    64 bytes were loaded twice (GCC folded the load into the and and the shift: the load
  *    ports were the bound, 73 GB/s in L1); with one load (x86_load512_once, 91 GB/s in L1),
  *    a 208 MB matrix at 2 threads, memory idle, reads 99-101 GB/s to L1 against 81-85 to L2
- *    (/tmp/mb, alternating), and qwen35-0.8b Q4_K_M tg128 ran at 1.05-1.11x the t/s before (recur-bench, 3 alternating pairs).
+ *    (/tmp/mb, alternating), and qwen35-0.8b Q4_K_M tg128 ran at 1.05-1.11x the t/s before
+ *    (recur-bench, 3 alternating pairs).
  *    Two or four packed groups read side by side (more streams) were not steadily faster (one
  *    thread: 0.90-1.11x). The lean twin runs without it (tensor/prefetch.c). */
 #include "tensor/x86/simd_x86.h"
