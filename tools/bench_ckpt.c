@@ -40,6 +40,23 @@ static double sd_ns(const uint64_t *v, int n) {
     return sqrt(s / (n - 1));
 }
 
+/* The median over rounds of on / off - 1, in percent: each round's pair ran back to back, so a
+ * burst of the machine's neighbours that slows a few rounds moves it less than the means. */
+static int cmp_d(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double paired_pct(const uint64_t *off, const uint64_t *on, int n) {
+    double *r = n > 0 ? malloc((size_t)n * sizeof *r) : NULL;
+    if (!r) return NAN;
+    for (int i = 0; i < n; i++) r[i] = 100.0 * ((double)on[i] / (double)off[i] - 1.0);
+    qsort(r, (size_t)n, sizeof *r, cmp_d);
+    const double med = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+    free(r);
+    return med;
+}
+
 /* One cold prefill, captures on or off; *ns its time. */
 static int prefill_timed(recur_ctx *ctx, const recur_model *m, int n_prompt, int n_batch, const ckpt_run *c, bool on,
                          uint64_t *ns, char *err, size_t err_len) {
@@ -92,10 +109,10 @@ static int ckpt_measure(recur_ctx *ctx, const recur_model *m, const bench_opts *
 
 static void md_header(void) {
     /* "µ" takes two bytes: its columns get one more */
-    printf("| %-30s | %7s | %8s | %6s | %18s | %18s | %9s | %10s | %10s | %11s |\n", "model", "threads", "test", "ckpts",
-           "capture off t/s", "capture on t/s", "overhead", "ckpt size", "take µs", "restore µs");
+    printf("| %-30s | %7s | %8s | %6s | %18s | %18s | %9s | %9s | %10s | %10s | %11s |\n", "model", "threads", "test",
+           "ckpts", "capture off t/s", "capture on t/s", "overhead", "paired", "ckpt size", "take µs", "restore µs");
     printf("| ------------------------------ | ------: | -------: | -----: | -----------------: | -----------------: |"
-           " --------: | ---------: | --------: | ---------: |\n");
+           " --------: | --------: | ---------: | --------: | ---------: |\n");
 }
 
 static void print_row(const bench_model *bm, const bench_opts *o, int n_threads, int n_prompt, int n_batch,
@@ -103,13 +120,13 @@ static void print_row(const bench_model *bm, const bench_opts *o, int n_threads,
     const bool skip = c == NULL;
     const int reps = o->reps;
     const double off = skip ? NAN : mean_ns(c->off_ns, reps), on = skip ? NAN : mean_ns(c->on_ns, reps);
-    const double overhead = 100.0 * (on - off) / off;
+    const double overhead = 100.0 * (on - off) / off, paired = skip ? NAN : paired_pct(c->off_ns, c->on_ns, reps);
     char test[32];
     snprintf(test, sizeof test, "pp%d", n_prompt);
     if (o->fmt == BENCH_MD) {
         if (first) md_header();
         if (skip) {
-            printf("| %-30s | %7d | %8s | %6s | %-89s |\n", bm->type, n_threads, test, "-",
+            printf("| %-30s | %7d | %8s | %6s | %-101s |\n", bm->type, n_threads, test, "-",
                    "no recurrent layers: nothing to checkpoint");
         } else {
             char ts_off[48], ts_on[48], size[32];
@@ -117,8 +134,8 @@ static void print_row(const bench_model *bm, const bench_opts *o, int n_threads,
             else snprintf(size, sizeof size, "%.2f MiB", (double)c->bytes / 1048576.0);
             snprintf(ts_off, sizeof ts_off, "%.2f ± %.2f", 1e9 * n_prompt / off, 1e9 * n_prompt * sd_ns(c->off_ns, reps) / off / off);
             snprintf(ts_on, sizeof ts_on, "%.2f ± %.2f", 1e9 * n_prompt / on, 1e9 * n_prompt * sd_ns(c->on_ns, reps) / on / on);
-            printf("| %-30s | %7d | %8s | %6d | %19s | %19s | %7.2f %% | %10s | %9.1f | %10.1f |\n", bm->type,
-                   n_threads, test, c->n_ckpt, ts_off, ts_on, overhead, size, c->take_us,
+            printf("| %-30s | %7d | %8s | %6d | %19s | %19s | %7.2f %% | %7.2f %% | %10s | %9.1f | %10.1f |\n",
+                   bm->type, n_threads, test, c->n_ckpt, ts_off, ts_on, overhead, paired, size, c->take_us,
                    c->restore_us);
         }
         fflush(stdout);
@@ -150,6 +167,7 @@ static void print_row(const bench_model *bm, const bench_opts *o, int n_threads,
     D("off_avg_ts", 1e9 * n_prompt / off);
     D("on_avg_ts", 1e9 * n_prompt / on);
     D("overhead_pct", overhead);
+    D("overhead_paired_pct", paired);
     I("ckpt_ops", o->ckpt_ops);
     D("take_avg_us", skip ? NAN : c->take_us);
     D("restore_avg_us", skip ? NAN : c->restore_us);
@@ -165,7 +183,8 @@ void bench_ckpt_end(const bench_opts *o, bool any) {
     if (o->fmt == BENCH_JSON) printf(any ? "\n]\n" : "[]\n");
     if (o->fmt == BENCH_MD && any)
         printf("\ncapture on: a checkpoint (recurrent state) after every %d-th prompt token, kept by recur_decode_capture;"
-               " overhead = on / off - 1 of the mean prefill time.\ntake / restore: recur_snapshot_take /"
+               " overhead = on / off - 1 of the mean prefill time; paired = the median over rounds of on / off - 1"
+               " (each round runs off and on back to back).\ntake / restore: recur_snapshot_take /"
                " recur_snapshot_restore of one checkpoint, mean of %d calls each.\n", o->ckpt_every, o->ckpt_ops);
     fflush(stdout);
 }

@@ -22,3 +22,21 @@ void fwd_capture_ssm(model_fwd *f, int rs_layer, int32_t t, int64_t lo, int64_t 
     float *dst = f->cap[t] + (src - rs_seq_state(f->rs, seq));
     memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
 }
+
+float *fwd_capture_ssm_at(const model_fwd *f, int rs_layer, int32_t t) {
+    if (!f->cap || !f->cap[t]) return NULL;
+    const recur_seq_id seq = f->seq[t];
+    return f->cap[t] + (rs_ssm(f->rs, rs_layer, seq) - rs_seq_state(f->rs, seq));
+}
+
+bool fwd_seq_goes_on(const model_fwd *f, int32_t t) {
+    for (int32_t u = t + 1; u < f->n_tok; u++)
+        if (f->seq[u] == f->seq[t]) return true;
+    return false;
+}
+
+int32_t fwd_seq_prev(const model_fwd *f, int32_t t) {
+    for (int32_t u = t - 1; u >= 0; u--)
+        if (f->seq[u] == f->seq[t]) return u;
+    return -1;
+}

@@ -138,6 +138,15 @@ void fwd_conv_tokens(model_fwd *f, int rs_layer, const float *w, int K, int64_t 
  * range of the channels or heads they own after each token. */
 void fwd_capture_conv(model_fwd *f, int rs_layer, int32_t t, int64_t C, int64_t lo, int64_t hi);
 void fwd_capture_ssm(model_fwd *f, int rs_layer, int32_t t, int64_t lo, int64_t hi);
+/* Instead of stepping in place and copying, a scan may write token t's SSM state straight into
+ * its capture and start the sequence's next run from there, when the sequence goes on after t
+ * in this ubatch (then the run after t writes the state back where rs keeps it). These say
+ * where: fwd_capture_ssm_at, that layer's SSM state in token t's capture (NULL when t is not
+ * captured); fwd_seq_goes_on, whether a later token of the ubatch is of t's sequence;
+ * fwd_seq_prev, the last token before t of t's sequence (-1: none). */
+float  *fwd_capture_ssm_at(const model_fwd *f, int rs_layer, int32_t t);
+bool    fwd_seq_goes_on(const model_fwd *f, int32_t t);
+int32_t fwd_seq_prev(const model_fwd *f, int32_t t);
 
 /* The llama-family layer loop (model/arch/llama.c), shared by llama and qwen3. */
 void llama_like_forward(const struct recur_model *m, model_fwd *f);

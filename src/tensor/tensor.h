@@ -180,10 +180,12 @@ typedef struct tensor_kernels {
     /* optional (NULL: ssm2_rows token by token): ssm2_rows for nt tokens in order, token t's B,
      * C and x at t * in_stride floats past B, C and x, its dA and dt in dA[t], dt[t], its y at
      * y + t * y_stride; the same bits as those nt calls (a row's state can stay in registers
-     * while the tokens pass). */
-    void  (*ssm2_tokens)(int64_t ds, int64_t n, int64_t nt, float *s, const float *B, const float *C,
-                         const float *x, int64_t in_stride, const float *dA, const float *dt, float *y,
-                         int64_t y_stride);
+     * while the tokens pass). The state is read from s_in and the state after the last token
+     * written to s: s_in == s steps it in place; else s_in is left as it was (n * ds floats
+     * each, not overlapping), so a run can start from a checkpoint's copy or end in one. */
+    void  (*ssm2_tokens)(int64_t ds, int64_t n, int64_t nt, const float *s_in, float *s, const float *B,
+                         const float *C, const float *x, int64_t in_stride, const float *dA, const float *dt,
+                         float *y, int64_t y_stride);
     /* One causal depthwise conv step of channels [lo, hi) of C (ggml_ssm_conv's order): for
      * each channel, out = fmaf chain over k < K-1 of state[k*C + ch] * w[ch*K + k] from 0, then
      * fmaf(in[ch], w[ch*K + K-1], ·); the K-1 state rows shift up and in becomes the last.

@@ -132,7 +132,7 @@ PY
 # ---- --checkpoints ----
 "$bin" -m "$mamba2,$qwen3" --checkpoints -p 32 --ckpt-every 8 --ckpt-ops 5 -r 1 >"$tmp/ck.txt" 2>"$tmp/ck.err" ||
     fail "checkpoints md run: $(cat "$tmp/ck.err")"
-grep -qE '^\| mamba2 [^|]+\| +2 \| +pp32 \| +4 \| +[0-9.]+ ± 0\.00 \| +[0-9.]+ ± 0\.00 \| +-?[0-9.]+ % \| +[0-9.]+ [KM]iB \| +[0-9.]+ \| +[0-9.]+ \|$' \
+grep -qE '^\| mamba2 [^|]+\| +2 \| +pp32 \| +4 \| +[0-9.]+ ± 0\.00 \| +[0-9.]+ ± 0\.00 \| +-?[0-9.]+ % \| +-?[0-9.]+ % \| +[0-9.]+ [KM]iB \| +[0-9.]+ \| +[0-9.]+ \|$' \
     "$tmp/ck.txt" || fail "checkpoints: mamba2 row"
 grep -qE '^\| qwen3 .*no recurrent layers' "$tmp/ck.txt" || fail "checkpoints: qwen3 must be reported as not recurrent"
 "$bin" -m "$mamba2,$qwen3" --checkpoints -p 32 --ckpt-every 8 --ckpt-ops 5 -r 2 -o json >"$tmp/ck.json" || fail "checkpoints json run"
@@ -146,7 +146,10 @@ assert len(m["off_samples_ns"]) == 2 and len(m["on_samples_ns"]) == 2
 assert m["take_avg_us"] > 0 and m["restore_avg_us"] > 0 and m["off_avg_ts"] > 0 and m["on_avg_ts"] > 0
 # the averages are printed as whole ns: allow their rounding (1e-3 percentage points)
 assert abs(m["overhead_pct"] - 100 * (m["on_avg_ns"] / m["off_avg_ns"] - 1)) < 1e-3, (m["overhead_pct"], m["on_avg_ns"], m["off_avg_ns"])
+pairs = sorted(100 * (b / a - 1) for a, b in zip(m["off_samples_ns"], m["on_samples_ns"]))
+assert abs(m["overhead_paired_pct"] - (pairs[0] + pairs[1]) / 2) < 1e-6, (m["overhead_paired_pct"], pairs)
 assert q["recurrent_layers"] == 0 and "no recurrent" in q["skipped"] and q["overhead_pct"] is None
+assert q["overhead_paired_pct"] is None
 PY
 
 # ---- --q8-order: named in the output; another value fails ----

@@ -112,7 +112,8 @@ static void test_ssm2_rows(void **state) {
 
 /* ssm2_tokens (the tables that have it) against the scalar table's ssm2_rows token by token:
  * nt tokens of interleaved rows (B, C, x of token t at t * is, a stride with room for other
- * columns), state and every y bit for bit; nt covers groups of 8 tokens and the tokens after. */
+ * columns), state and every y bit for bit; nt covers groups of 8 tokens and the tokens after.
+ * Both in place and from one state into another (the source left as it was). */
 static void check_ssm2_tokens(const tensor_kernels *tab[], int nt_tab, rng *r, int64_t ds, int64_t n, int64_t nt) {
     const int64_t is = 2 * ds + n + 5, ys = n + 3;
     float *s0 = randv(r, n * ds, 2.0f), *in = randv(r, nt * is, 1.0f), *dA = malloc((size_t)nt * 4), *dt = malloc((size_t)nt * 4);
@@ -126,17 +127,26 @@ static void check_ssm2_tokens(const tensor_kernels *tab[], int nt_tab, rng *r, i
     memcpy(ref, s0, (size_t)(n * ds) * 4);
     for (int64_t t = 0; t < nt; t++)
         tensor_kernels_scalar()->ssm2_rows(ds, n, ref, B + t * is, C + t * is, dA[t], dt[t], x + t * is, yref + t * ys);
+    float *src = malloc((size_t)(n * ds) * 4);
     for (int k = 0; k < nt_tab; k++) {
         if (!tab[k]->ssm2_tokens) continue;
-        memcpy(got, s0, (size_t)(n * ds) * 4);
-        memset(ygot, 0, (size_t)(nt * ys) * 4);
-        tab[k]->ssm2_tokens(ds, n, nt, got, B, C, x, is, dA, dt, ygot, ys);
-        if (memcmp(got, ref, (size_t)(n * ds) * 4) != 0)
-            fail_msg("%s: ssm2_tokens state ds %lld n %lld nt %lld", tab[k]->isa, (long long)ds, (long long)n, (long long)nt);
-        if (memcmp(ygot, yref, (size_t)(nt * ys) * 4) != 0)
-            fail_msg("%s: ssm2_tokens y ds %lld n %lld nt %lld", tab[k]->isa, (long long)ds, (long long)n, (long long)nt);
+        for (int apart = 0; apart < 2; apart++) {   /* in place, then from src into got (src kept) */
+            memcpy(apart ? src : got, s0, (size_t)(n * ds) * 4);
+            if (apart) memset(got, 0x7f, (size_t)(n * ds) * 4);
+            memset(ygot, 0, (size_t)(nt * ys) * 4);
+            tab[k]->ssm2_tokens(ds, n, nt, apart ? src : got, got, B, C, x, is, dA, dt, ygot, ys);
+            if (memcmp(got, ref, (size_t)(n * ds) * 4) != 0)
+                fail_msg("%s: ssm2_tokens state ds %lld n %lld nt %lld apart %d", tab[k]->isa, (long long)ds, (long long)n,
+                         (long long)nt, apart);
+            if (memcmp(ygot, yref, (size_t)(nt * ys) * 4) != 0)
+                fail_msg("%s: ssm2_tokens y ds %lld n %lld nt %lld apart %d", tab[k]->isa, (long long)ds, (long long)n,
+                         (long long)nt, apart);
+            if (apart && memcmp(src, s0, (size_t)(n * ds) * 4) != 0)
+                fail_msg("%s: ssm2_tokens changed s_in ds %lld n %lld nt %lld", tab[k]->isa, (long long)ds, (long long)n,
+                         (long long)nt);
+        }
     }
-    free(s0); free(in); free(dA); free(dt); free(ref); free(got); free(yref); free(ygot);
+    free(s0); free(in); free(dA); free(dt); free(ref); free(got); free(yref); free(ygot); free(src);
 }
 
 static void test_ssm2_tokens(void **state) {

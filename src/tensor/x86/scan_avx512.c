@@ -9,8 +9,10 @@
  * still meets exactly the reference's additions, in its order, only 8 rows share each
  * shuffle and add. */
 #include <math.h>
+#include <string.h>
 
 #include "tensor/x86/reduce_avx512.h"
+
 #include "tensor/x86/simd_x86.h"
 
 /* The first level of rt_scan_reduce64: v[l] = (acc[l] + acc[32+l]) + (acc[16+l] + acc[48+l]). */
@@ -326,17 +328,20 @@ static inline __attribute__((always_inline)) __m512 ssm2_tok(__m512 st[8], const
     return red64_v(a[0], a[1], a[2], a[3]);
 }
 
-static void ssm2_tokens(int64_t ds, int64_t n, int64_t nt, float *s, const float *B, const float *C, const float *x,
-                        int64_t is, const float *dA, const float *dt, float *y, int64_t ys) {
+static void ssm2_tokens(int64_t ds, int64_t n, int64_t nt, const float *s_in, float *s, const float *B,
+                        const float *C, const float *x, int64_t is, const float *dA, const float *dt, float *y,
+                        int64_t ys) {
     if (ds != 128) {
+        if (s_in != s) memcpy(s, s_in, (size_t)(n * ds) * sizeof(float));
         for (int64_t t = 0; t < nt; t++) ssm2_rows(ds, n, s, B + t * is, C + t * is, dA[t], dt[t], x + t * is, y + t * ys);
         return;
     }
     for (int64_t p = 0; p < n; p++) {
         float *sp = s + p * 128;
+        const float *sp_in = s_in + p * 128;
         __m512 st[8];
         _Pragma("GCC unroll 8")
-        for (int k = 0; k < 8; k++) st[k] = _mm512_loadu_ps(sp + 16 * k);
+        for (int k = 0; k < 8; k++) st[k] = _mm512_loadu_ps(sp_in + 16 * k);
         int64_t t = 0;
         for (; t + 8 <= nt; t += 8) {
             __m512 r[8];
