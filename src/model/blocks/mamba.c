@@ -141,9 +141,9 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
          * into the capture itself, and the next run reads it there: no copy (forward.h).
          * Copying 8 checkpoints of 49 MiB cost mamba2-370m pp512 1.3-2.9 % of its time. */
         float *live = rs_ssm(f->rs, j->rs_layer, f->seq[t0]);
-        const int32_t prev = fwd_seq_prev(f, t0);
+        const int32_t prev = f->cap ? fwd_seq_prev(f, t0) : -1;   /* the scans only where there are captures */
         const float *from = prev >= 0 ? fwd_capture_ssm_at(f, j->rs_layer, prev) : NULL;
-        float *to = fwd_seq_goes_on(f, t1 - 1) ? fwd_capture_ssm_at(f, j->rs_layer, t1 - 1) : NULL;
+        float *to = f->cap && fwd_seq_goes_on(f, t1 - 1) ? fwd_capture_ssm_at(f, j->rs_layer, t1 - 1) : NULL;
         const float *s_in = from ? from : live;
         float *s = to ? to : live;
         for (long h = lo; h < hi; h++) {
@@ -157,7 +157,8 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
             const float *x0 = f->r_conv + t0 * nc;
             if (f->kern->ssm2_tokens)   /* the run's tokens in one call: the state stays in registers */
                 f->kern->ssm2_tokens(ds, hd, t1 - t0, s_in + h * hd * ds, s + h * hd * ds, x0 + di + g * ds,
-                                     x0 + di + ng * ds + g * ds, x0 + h * hd, nc, dA, dsp, f->r_y + t0 * di + h * hd, di);
+                                     x0 + di + ng * ds + g * ds, x0 + h * hd, nc, dA, dsp, f->r_y + t0 * di + h * hd,
+                                     di);
             else if (s_in != s)   /* token by token in place: the state where the run ends first */
                 memcpy(s + h * hd * ds, s_in + h * hd * ds, (size_t)(hd * ds) * sizeof(float));
             for (int32_t t = t0; t < t1; t++) {
