@@ -94,6 +94,8 @@ recur_token bench_token(uint64_t *state, int32_t n_vocab);
 int bench_prefill(recur_ctx *ctx, const recur_model *m, int n, int n_batch, uint64_t *tok_state,
                   const recur_capture *caps, int n_caps, char *err, size_t err_len);
 uint64_t bench_now_ns(void);
+/* Sorts v[0..n) ascending (the medians and quartiles of paired runs). */
+void bench_sort_doubles(double *v, int n);
 
 /* ---- bench_hw.c ---- */
 /* Measures bandwidth (a bw_bytes buffer) and FMA peak on n_threads threads, in a child process

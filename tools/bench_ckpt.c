@@ -42,16 +42,11 @@ static double sd_ns(const uint64_t *v, int n) {
 
 /* The median over rounds of on / off - 1, in percent: each round's pair ran back to back, so a
  * burst of the machine's neighbours that slows a few rounds moves it less than the means. */
-static int cmp_d(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double paired_pct(const uint64_t *off, const uint64_t *on, int n) {
     double *r = n > 0 ? malloc((size_t)n * sizeof *r) : NULL;
     if (!r) return NAN;
     for (int i = 0; i < n; i++) r[i] = 100.0 * ((double)on[i] / (double)off[i] - 1.0);
-    qsort(r, (size_t)n, sizeof *r, cmp_d);
+    bench_sort_doubles(r, n);
     const double med = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
     free(r);
     return med;

@@ -16,11 +16,6 @@
 
 #define BENCH_PFAB_CTX 64
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* One token of seq 0 at the next position (from 0 again when the context is full): its time. */
 static int one_token(recur_ctx *ctx, const recur_model *m, uint64_t *tok_state, uint64_t *ns, char *err,
                      size_t err_len) {
@@ -52,7 +47,7 @@ static int compare(recur_ctx *ctx, const recur_model *m, const char *a, const ch
         sum_a += t[0] + t[3];
         sum_b += t[1] + t[2];
     }
-    qsort(ratios, (size_t)n, sizeof *ratios, cmp_double);
+    bench_sort_doubles(ratios, n);
     *ts_a = sum_a ? 2.0 * n * 1e9 / (double)sum_a : 0;
     *ts_b = sum_b ? 2.0 * n * 1e9 / (double)sum_b : 0;
     return 0;

@@ -16,11 +16,9 @@ void fwd_capture_conv(model_fwd *f, int rs_layer, int32_t t, int64_t C, int64_t 
 }
 
 void fwd_capture_ssm(model_fwd *f, int rs_layer, int32_t t, int64_t lo, int64_t hi) {
-    if (!f->cap || !f->cap[t] || hi <= lo) return;
-    const recur_seq_id seq = f->seq[t];
-    const float *src = rs_ssm(f->rs, rs_layer, seq);
-    float *dst = f->cap[t] + (src - rs_seq_state(f->rs, seq));
-    memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
+    float *dst = fwd_capture_ssm_at(f, rs_layer, t);
+    if (!dst || hi <= lo) return;
+    memcpy(dst + lo, rs_ssm(f->rs, rs_layer, f->seq[t]) + lo, (size_t)(hi - lo) * sizeof(float));
 }
 
 float *fwd_capture_ssm_at(const model_fwd *f, int rs_layer, int32_t t) {

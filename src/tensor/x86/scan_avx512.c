@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "tensor/x86/reduce_avx512.h"
-
 #include "tensor/x86/simd_x86.h"
 
 /* The first level of rt_scan_reduce64: v[l] = (acc[l] + acc[32+l]) + (acc[16+l] + acc[48+l]). */
