@@ -37,6 +37,9 @@ void op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) 
 void op_rmsnorm_rows(const tensor_kernels *k, float *y, const float *x, const float *w, int64_t n, int64_t rows,
                      int64_t stride, float eps) {
     double s[OP_SUM_ROWS];
+    /* A token's matmuls stream the weights through the caches between two norms, so w is
+     * cold: its lines are asked for here and arrive while the sums (serial chains) run. */
+    for (int64_t i = 0; w && i < n; i += 64 / (int64_t)sizeof *w) __builtin_prefetch(w + i);
     for (int64_t r0 = 0; r0 < rows; r0 += OP_SUM_ROWS) {
         const int64_t nr = rows - r0 < OP_SUM_ROWS ? rows - r0 : OP_SUM_ROWS;
         k->sumsq_rows(n, x + r0 * stride, stride, nr, s);
