@@ -81,6 +81,9 @@ typedef struct bench_result {
                                          * right after the runs, their mean (0: not measured) */
     uint64_t           pf_calls[2];     /* matmul calls timed for the prefetch choice during the
                                          * timed runs: with, without (recur.h recur_prefetch_calls) */
+    double             tok_ms[4];       /* tg tests: one generated token's time over all timed runs,
+                                         * ms: median, 90th and 99th percentile, longest (NaN:
+                                         * not a tg test) */
 } bench_result;
 
 /* ---- bench_run.c ---- */
@@ -129,6 +132,8 @@ double bench_fma_efficiency(const bench_result *r);
 double bench_pp_peak(const bench_result *r, bool *int8);
 /* pp t/s x FLOPs per token / bench_pp_peak. */
 double bench_pp_efficiency(const bench_result *r);
+/* tg: bench_bw_efficiency at the median token's speed (tok_ms[0]) instead of the runs' mean. */
+double bench_bw_efficiency_p50(const bench_result *r);
 double bench_avg_ts(const bench_result *r);
 double bench_stddev_ts(const bench_result *r);
 /* Writes s as a JSON string literal (quotes included). */

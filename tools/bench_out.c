@@ -101,6 +101,10 @@ double bench_fma_efficiency(const bench_result *r) {
     return bench_avg_ts(r) * bench_flops_per_token(r) / (r->hw->fma_gflops * 1e9);
 }
 
+double bench_bw_efficiency_p50(const bench_result *r) {
+    return 1e3 / r->tok_ms[0] * bench_bytes_per_token(r) / (tg_read_gbs(r) * 1e9);
+}
+
 double bench_pp_peak(const bench_result *r, bool *int8) {
     *int8 = false;
     if (!r->hw || !r->hw->ok) return NAN;
@@ -156,6 +160,11 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
     D("fma_efficiency", bench_fma_efficiency(r));
     D("int8_peak_gops", hw ? r->hw->int8_gops : NAN);
     D("pp_efficiency", bench_pp_efficiency(r));
+    D("token_ms_p50", r->tok_ms[0]);
+    D("token_ms_p90", r->tok_ms[1]);
+    D("token_ms_p99", r->tok_ms[2]);
+    D("token_ms_max", r->tok_ms[3]);
+    D("bw_efficiency_p50", bench_bw_efficiency_p50(r));
     S("prefetch", recur_prefetch_mode());
     I("prefetch_calls", r->pf_calls[0] + r->pf_calls[1]);
     I("prefetch_lean_calls", r->pf_calls[1]);
@@ -256,6 +265,31 @@ static void md_row(const bench_out *out, const bench_result *r) {
     if (out->show_b) printf(" %7d |", r->n_batch);
     if (out->show_ub) printf(" %8d |", r->n_ubatch);
     printf(" %15s | %21s |\n", test, ts);   /* 21: "±" is two bytes */
+}
+
+/* tg tests, token by token: the mean of the table above carries every burst of a shared
+ * machine's neighbours; the median token is the steady speed. */
+static void md_tokens(const bench_out *out) {
+    bool any = false;
+    for (int i = 0; i < out->n && !any; i++) any = !isnan(out->r[i].tok_ms[0]);
+    if (!any) return;
+    printf("\n| %-30s | %7s | %15s | %9s | %9s | %9s | %9s | %10s | %22s |\n", "model", "threads", "test", "token p50",
+           "p90", "p99", "longest", "t/s at p50", "efficiency at p50");
+    printf("| ------------------------------ | ------: | --------------: | --------: | --------: | --------: | --------: |"
+           " ---------: | ---------------------: |\n");
+    for (int i = 0; i < out->n; i++) {
+        const bench_result *r = &out->r[i];
+        if (isnan(r->tok_ms[0])) continue;
+        char test[48], eff[48] = "-";
+        const double e = bench_bw_efficiency_p50(r);
+        if (!isnan(e)) snprintf(eff, sizeof eff, "%.1f %% of read bw", 100 * e);
+        test_name(r, test, sizeof test);
+        printf("| %-30s | %7d | %15s | %6.3f ms | %6.3f ms | %6.3f ms | %6.3f ms | %10.2f | %22s |\n", r->bm->type,
+               r->n_threads, test, r->tok_ms[0], r->tok_ms[1], r->tok_ms[2], r->tok_ms[3], 1e3 / r->tok_ms[0], eff);
+    }
+    printf("\ntg tokens: each generated token of the timed runs timed alone (percentiles over all of them). The t/s"
+           " and efficiency above are the runs' means, llama-bench's figure; on a shared machine they carry the"
+           " neighbours' bursts (the long tail here), while the median token shows the steady speed.\n");
 }
 
 static void md_efficiency(const bench_out *out) {
@@ -380,6 +414,7 @@ void bench_out_end(bench_out *out) {
     if (out->o->fmt == BENCH_MD && out->n > 0) {
         printf("\n");
         md_efficiency(out);
+        md_tokens(out);
         md_memory(out);
         printf("\nbuild: recur (kernels: %s, q8 order: %s)\n", recur_cpu_isa(), recur_q8_order_name(out->o->q8_order));
     }

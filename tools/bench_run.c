@@ -3,6 +3,7 @@
  * sequence (holding n_depth tokens first when -d asks: filled before the clock starts, as
  * llama-bench does). pp evaluates an n_prompt-token prompt in calls of n_batch tokens (logits of the
  * last token of each call); tg generates n_gen tokens one call at a time. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,9 +73,10 @@ done:
     return rc;
 }
 
-/* n_gen tokens, one per call; the next token is a stand-in, not sampled (as llama-bench). */
-static int bench_generate(recur_ctx *ctx, const recur_model *m, int n_gen, uint64_t *tok_state, char *err,
-                          size_t err_len) {
+/* n_gen tokens, one per call; the next token is a stand-in, not sampled (as llama-bench).
+ * tok_ns, when not NULL, gets each token's time. */
+static int bench_generate(recur_ctx *ctx, const recur_model *m, int n_gen, uint64_t *tok_state, uint64_t *tok_ns,
+                          char *err, size_t err_len) {
     const int32_t n_vocab = recur_model_n_vocab(m);
     const recur_seq_id seq = 0;
     const bool bos = recur_seq_pos_max(ctx, 0) < 0 && recur_vocab_add_bos(m) && recur_token_bos(m) >= 0;
@@ -82,21 +84,35 @@ static int bench_generate(recur_ctx *ctx, const recur_model *m, int n_gen, uint6
     for (int i = 0; i < n_gen; i++) {
         const recur_pos pos = recur_seq_pos_max(ctx, 0) + 1;
         const recur_batch b = { .n_tokens = 1, .token = &tok, .pos = &pos, .seq_id = &seq, .logits = NULL };
+        const uint64_t t0 = tok_ns ? bench_now_ns() : 0;
         if (recur_decode(ctx, &b, err, err_len)) return 1;
         if (!recur_get_logits(ctx, 0)) {
             snprintf(err, err_len, "no logits after a generation step");
             return 1;
         }
+        if (tok_ns) tok_ns[i] = bench_now_ns() - t0;
         tok = bench_token(tok_state, n_vocab);
     }
     return 0;
 }
 
 static int run_once(recur_ctx *ctx, const recur_model *m, int n_prompt, int n_gen, int n_batch, uint64_t *tok_state,
-                    char *err, size_t err_len) {
+                    uint64_t *tok_ns, char *err, size_t err_len) {
     if (n_prompt > 0 && bench_prefill(ctx, m, n_prompt, n_batch, tok_state, NULL, 0, err, err_len)) return 1;
-    if (n_gen > 0 && bench_generate(ctx, m, n_gen, tok_state, err, err_len)) return 1;
+    if (n_gen > 0 && bench_generate(ctx, m, n_gen, tok_state, tok_ns, err, err_len)) return 1;
     return 0;
+}
+
+/* The generated tokens' times (ns) as r->tok_ms: median, 90th, 99th percentile, longest.
+ * Percentile q of n sorted values: the one at index floor(q (n - 1)). */
+static void token_times(bench_result *r, const uint64_t *tok_ns, int n) {
+    double *v = malloc((size_t)n * sizeof *v);
+    if (!v) return;
+    for (int i = 0; i < n; i++) v[i] = (double)tok_ns[i] * 1e-6;
+    bench_sort_doubles(v, n);
+    const double q[4] = { 0.5, 0.9, 0.99, 1.0 };
+    for (int k = 0; k < 4; k++) r->tok_ms[k] = v[(int)(q[k] * (n - 1))];
+    free(v);
 }
 
 /* Empties the sequence, then fills r->n_depth tokens of context (llama-bench's -d). */
@@ -126,10 +142,13 @@ int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *e
     if (recur_ctx_new(m, &cp, &ctx, err, err_len)) return 1;
     uint64_t tok_state = 1;
     int rc = 1;
+    for (int k = 0; k < 4; k++) r->tok_ms[k] = NAN;
+    /* a tg test's tokens one by one (a shared machine's bursts show as a long tail) */
+    uint64_t *tok_ns = r->n_prompt == 0 && r->n_gen > 0 ? malloc((size_t)r->n_samples * r->n_gen * sizeof *tok_ns) : NULL;
     if (!o->no_warmup) {
-        if (r->n_prompt > 0 && run_once(ctx, m, r->n_prompt, 0, n_batch, &tok_state, err, err_len)) goto done;
+        if (r->n_prompt > 0 && run_once(ctx, m, r->n_prompt, 0, n_batch, &tok_state, NULL, err, err_len)) goto done;
         recur_seq_rm(ctx, 0, -1, -1);
-        if (r->n_gen > 0 && run_once(ctx, m, 0, 1, n_batch, &tok_state, err, err_len)) goto done;
+        if (r->n_gen > 0 && run_once(ctx, m, 0, 1, n_batch, &tok_state, NULL, err, err_len)) goto done;
     }
     uint64_t pf0[2];
     recur_prefetch_calls(&pf0[0], &pf0[1]);
@@ -138,14 +157,18 @@ int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *e
             fprintf(stderr, "recur-bench: %s: run %d/%d\n", r->bm->filename, i + 1, r->n_samples);
         if (fill_depth(ctx, m, r, &tok_state, err, err_len)) goto done;
         const uint64_t t0 = bench_now_ns();
-        if (run_once(ctx, m, r->n_prompt, r->n_gen, n_batch, &tok_state, err, err_len)) goto done;
+        if (run_once(ctx, m, r->n_prompt, r->n_gen, n_batch, &tok_state, tok_ns ? tok_ns + (size_t)i * r->n_gen : NULL,
+                     err, err_len))
+            goto done;
         r->samples_ns[i] = bench_now_ns() - t0;
     }
+    if (tok_ns && r->n_samples > 0) token_times(r, tok_ns, r->n_samples * r->n_gen);
     recur_prefetch_calls(&r->pf_calls[0], &r->pf_calls[1]);
     r->pf_calls[0] -= pf0[0];
     r->pf_calls[1] -= pf0[1];
     rc = 0;
 done:
+    free(tok_ns);
     r->rss = bench_rss();
     r->rss_peak = bench_rss_peak();
     if (r->rss_peak < r->rss) r->rss_peak = r->rss;   /* the kernel updates VmHWM lazily */

@@ -7,8 +7,9 @@
 # parameter count match what llama-bench reports for the same file; MoE models count only the
 # used experts per generated token; a generated token also reads its sequence's recurrent state
 # and the KV rows it attends (what recur-gguf info reports per sequence and per position), at
-# any -d depth; --checkpoints measures a recurrent model and says that a
-# transformer has nothing to checkpoint; --prefetch-ab prints its comparisons.
+# any -d depth; tg tests also time each token (percentiles, efficiency at the median);
+# --checkpoints measures a recurrent model and says that a transformer has nothing to
+# checkpoint; --prefetch-ab prints its comparisons.
 set -u
 build=${1:?usage: bench.sh BUILD_DIR TESTDATA_DIR}
 data=${2:?usage: bench.sh BUILD_DIR TESTDATA_DIR}
@@ -39,6 +40,8 @@ grep -qE '\| +tg4 \|.* MB \| +[0-9.]+ GB/s \| +[0-9.]+ GB/s \| +[0-9.]+ \| +[0-9
     fail "md tg efficiency row"
 grep -qE '\| +pp16 \|.* GFLOP \|.* GFLOP/s \| +- \| +[0-9.]+ \| +[0-9.]+ % of (FMA|int8) peak \|$' "$tmp/md.txt" || fail "md pp efficiency row"
 grep -qE '^\| qwen3 .*\| +[0-9.]+ MiB \| +[0-9.]+ MiB \| +[0-9.]+ MiB \|$' "$tmp/md.txt" || fail "md memory row"
+grep -qE '\| +tg4 \|( +[0-9]+\.[0-9]{3} ms \|){4} +[0-9.]+ \| +[0-9.]+ % of read bw \|$' "$tmp/md.txt" || fail "md tg tokens row"
+[ "$(grep -cE '\| +pp16 \|.* ms \|' "$tmp/md.txt")" = 0 ] || fail "md tokens table has a pp row"
 
 # ---- json: llama-bench's fields, recur's, the values of the file ----
 "$bin" -m "$qwen3,$moe" "${small[@]}" -o json >"$tmp/out.json" 2>"$tmp/json.err" || fail "json run: $(cat "$tmp/json.err")"
@@ -55,7 +58,8 @@ llama_fields = ["model_filename", "model_type", "model_size", "model_n_params", 
                 "samples_ns", "samples_ts"]
 ours = ["read_bw_gbs", "read_bw_near_gbs", "fma_peak_gflops", "bytes_per_token", "weight_bytes_per_token",
         "state_bytes_per_token", "kv_bytes_per_token", "flops_per_token", "bw_efficiency",
-        "fma_efficiency", "int8_peak_gops", "pp_efficiency", "rss_load_bytes", "rss_bytes", "rss_peak_bytes"]
+        "fma_efficiency", "int8_peak_gops", "pp_efficiency", "rss_load_bytes", "rss_bytes", "rss_peak_bytes",
+        "token_ms_p50", "token_ms_p90", "token_ms_p99", "token_ms_max", "bw_efficiency_p50"]
 for r in rows:
     missing = [f for f in llama_fields + ours if f not in r]
     assert not missing, f"missing {missing}"
@@ -87,6 +91,12 @@ for m in (qwen3, moe):
     assert any(abs(pp["pp_efficiency"] - got / p) < 1e-3 * pp["pp_efficiency"] for p in peaks), pp["pp_efficiency"]
     # tg against the bandwidth measured right around it; pp has none
     assert tg["read_bw_near_gbs"] > 0 and pp["read_bw_near_gbs"] is None
+    # tg tokens one by one: ordered percentiles; the longest at least the run's mean token; pp none
+    q = [tg["token_ms_" + k] for k in ("p50", "p90", "p99", "max")]
+    assert 0 < q[0] <= q[1] <= q[2] <= q[3], q
+    assert q[3] * tg["n_gen"] >= 0.8 * tg["samples_ns"][0] / 1e6, (q, tg["samples_ns"])
+    assert abs(tg["bw_efficiency_p50"] - 1e3 / q[0] * tg["bytes_per_token"] / (tg["read_bw_near_gbs"] * 1e9)) < 1e-3 * tg["bw_efficiency_p50"]
+    assert all(pp["token_ms_" + k] is None for k in ("p50", "p90", "p99", "max")) and pp["bw_efficiency_p50"] is None
     assert abs(tg["bw_efficiency"] - tg["avg_ts"] * tg["bytes_per_token"] / (tg["read_bw_near_gbs"] * 1e9)) < 1e-3 * tg["bw_efficiency"]
 # dense with a tied lm head: one token reads every weight; MoE: only the used experts
 assert by[(qwen3, 0, 4)]["weight_bytes_per_token"] == by[(qwen3, 0, 4)]["model_size"]
