@@ -195,25 +195,8 @@ static inline __attribute__((always_inline)) void tile2(int T, int64_t nb, const
                 __m512i s0[QT], s1[QT];
                 _Pragma("GCC unroll 4")
                 for (int t = 0; t < T; t++) s0[t] = s1[t] = _mm512_setzero_si512();
-                _Pragma("GCC unroll 8")
-                for (int k = 0; k < 8; k++) {
-                    const __m512i w0 = _mm512_load_si512(p0->q[8 * s + k]), w1 = _mm512_load_si512(p1->q[8 * s + k]);
-                    _Pragma("GCC unroll 4")
-                    for (int t = 0; t < T; t++) {
-                        int32_t v;
-                        memcpy(&v, xb[t] + Q8_K_QS + 32 * s + 4 * k, 4);
-                        const __m512i a = _mm512_set1_epi32(v);
-                        s0[t] = _mm512_dpbusd_epi32(s0[t], w0, a);
-                        s1[t] = _mm512_dpbusd_epi32(s1[t], w1, a);
-                    }
-                }
-                const __m512i sc0 = _mm512_load_si512(p0->sc[s]), sc1 = _mm512_load_si512(p1->sc[s]);
-                _Pragma("GCC unroll 4")
-                for (int t = 0; t < T; t++) {
-                    const __m512i v0 = _mm512_mullo_epi32(s0[t], sc0), v1 = _mm512_mullo_epi32(s1[t], sc1);
-                    c0[t] = h ? _mm512_add_epi32(c0[t], v0) : v0;
-                    c1[t] = h ? _mm512_add_epi32(c1[t], v1) : v1;
-                }
+                x86_dpbusd_2panels(T, 8, p0->q + 8 * s, p1->q + 8 * s, xb, Q8_K_QS + 32 * s, s0, s1);
+                x86_scale_2panels(T, h == 0, s0, s1, _mm512_load_si512(p0->sc[s]), _mm512_load_si512(p1->sc[s]), c0, c1);
             }
             _Pragma("GCC unroll 4")
             for (int t = 0; t < T; t++) {

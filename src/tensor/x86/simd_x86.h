@@ -52,6 +52,41 @@ static inline __m512i x86_load512_once(const void *p) {
     __asm__("" : "+v"(v));
     return v;
 }
+
+/* The 32-row tiles of the K-quant panel gemms (gemm_q4k_avx512.c, gemm_q6k_avx512.c): two
+ * 16-row panels of one sub-block against T tokens. For k < K, s0[t] and s1[t] add
+ * q0[k] · and q1[k] · the 4 activation bytes at xb[t] + xoff + 4k (vpdpbusd: exact), each
+ * broadcast once for both panels. */
+static inline __attribute__((always_inline)) void x86_dpbusd_2panels(int T, int K, const uint8_t (*q0)[64],
+                                                                      const uint8_t (*q1)[64],
+                                                                      const uint8_t *const *xb, size_t xoff,
+                                                                      __m512i *s0, __m512i *s1) {
+    _Pragma("GCC unroll 8")
+    for (int k = 0; k < K; k++) {
+        const __m512i w0 = _mm512_load_si512(q0[k]), w1 = _mm512_load_si512(q1[k]);
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            int32_t v;
+            memcpy(&v, xb[t] + xoff + 4 * k, 4);
+            const __m512i a = _mm512_set1_epi32(v);
+            s0[t] = _mm512_dpbusd_epi32(s0[t], w0, a);
+            s1[t] = _mm512_dpbusd_epi32(s1[t], w1, a);
+        }
+    }
+}
+
+/* Then each panel's sub-block sums times its rows' scales (vpmulld: exact) into the block
+ * sums c0, c1: set by the first sub-block, added to by the others. */
+static inline __attribute__((always_inline)) void x86_scale_2panels(int T, bool first, const __m512i *s0,
+                                                                     const __m512i *s1, __m512i sc0, __m512i sc1,
+                                                                     __m512i *c0, __m512i *c1) {
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) {
+        const __m512i v0 = _mm512_mullo_epi32(s0[t], sc0), v1 = _mm512_mullo_epi32(s1[t], sc1);
+        c0[t] = first ? v0 : _mm512_add_epi32(c0[t], v0);
+        c1[t] = first ? v1 : _mm512_add_epi32(c1[t], v1);
+    }
+}
 #endif
 
 /* Signed x signed bytes -> 8 int32 lanes, each the sum of 4 adjacent products. Exact when
