@@ -26,6 +26,7 @@
 
 #define QR 16      /* weight rows per panel: one per int32 lane */
 #define QT 4       /* tokens per register tile */
+_Static_assert(QT == 4, "X86_TOKEN_TILES runs tiles of 4 tokens");
 #define QMAXB 48   /* blocks per panel buffer (12288 elements) */
 
 /* One Q4_K block of 16 rows, unpacked (4992 bytes, a multiple of 64). */
@@ -233,14 +234,9 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
             pack_block(&pk[nb + b], W + (size_t)(r0 + QR) * ws, vb, b);
         }
         float *yr = y + r0;
-        int64_t t = 0;
-        for (; t + QT <= n_tok; t += QT) tile2(QT, nb, pk, pk + nb, X + t * xs, xs, yr + t * ldy, ldy, rows_b);
-        switch (n_tok - t) {
-        case 3: tile2(3, nb, pk, pk + nb, X + t * xs, xs, yr + t * ldy, ldy, rows_b); break;
-        case 2: tile2(2, nb, pk, pk + nb, X + t * xs, xs, yr + t * ldy, ldy, rows_b); break;
-        case 1: tile2(1, nb, pk, pk + nb, X + t * xs, xs, yr + t * ldy, ldy, rows_b); break;
-        default: break;
-        }
+#define TILE2(T, t) tile2(T, nb, pk, pk + nb, X + (t) * xs, xs, yr + (t) * ldy, ldy, rows_b)
+        X86_TOKEN_TILES(n_tok, TILE2);
+#undef TILE2
     }
     for (; r0 < n_rows; r0 += QR) {
         const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
@@ -248,14 +244,9 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
         const __m512i vr = row_offsets(ws, nr);
         for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], W + (size_t)r0 * ws, vr, b);
         float *yr = y + r0;
-        int64_t t = 0;
-        for (; t + QT <= n_tok; t += QT) tile(QT, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, rows);
-        switch (n_tok - t) {
-        case 3: tile(3, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, rows); break;
-        case 2: tile(2, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, rows); break;
-        case 1: tile(1, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, rows); break;
-        default: break;
-        }
+#define TILE1(T, t) tile(T, nb, pk, X + (t) * xs, xs, yr + (t) * ldy, ldy, rows)
+        X86_TOKEN_TILES(n_tok, TILE1);
+#undef TILE1
     }
 }
 

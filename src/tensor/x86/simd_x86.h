@@ -75,6 +75,20 @@ static inline __attribute__((always_inline)) void x86_dpbusd_2panels(int T, int 
     }
 }
 
+/* TILE(T, t) for the tokens [0, n_tok) of a panel gemm: tiles of 4 from t = 0, then one of
+ * the 3, 2 or 1 left; T is a literal in every call (the tiles are inlined once per T). */
+#define X86_TOKEN_TILES(n_tok, TILE)                 \
+    do {                                             \
+        int64_t t_ = 0;                              \
+        for (; t_ + 4 <= (n_tok); t_ += 4) TILE(4, t_); \
+        switch ((n_tok) - t_) {                      \
+        case 3: TILE(3, t_); break;                  \
+        case 2: TILE(2, t_); break;                  \
+        case 1: TILE(1, t_); break;                  \
+        default: break;                              \
+        }                                            \
+    } while (0)
+
 /* Then each panel's sub-block sums times its rows' scales (vpmulld: exact) into the block
  * sums c0, c1: set by the first sub-block, added to by the others. */
 static inline __attribute__((always_inline)) void x86_scale_2panels(int T, bool first, const __m512i *s0,
