@@ -128,6 +128,7 @@ static int fill_depth(recur_ctx *ctx, const recur_model *m, const bench_result *
 }
 
 int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *err, size_t err_len) {
+    for (int k = 0; k < 4; k++) r->tok_ms[k] = NAN;
     recur_ctx_params cp = recur_ctx_default_params();
     cp.n_ctx = (uint32_t)(r->n_depth + r->n_prompt + r->n_gen);
     cp.n_seq_max = 1;
@@ -142,7 +143,6 @@ int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *e
     if (recur_ctx_new(m, &cp, &ctx, err, err_len)) return 1;
     uint64_t tok_state = 1;
     int rc = 1;
-    for (int k = 0; k < 4; k++) r->tok_ms[k] = NAN;
     /* a tg test's tokens one by one (a shared machine's bursts show as a long tail) */
     uint64_t *tok_ns = r->n_prompt == 0 && r->n_gen > 0 ? malloc((size_t)r->n_samples * r->n_gen * sizeof *tok_ns) : NULL;
     if (!o->no_warmup) {
