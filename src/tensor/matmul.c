@@ -182,7 +182,7 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
 }
 
 /* A packed matrix's rows [lo, hi) (multiples of 16) for n_tok > 1: the table's packed gemm
- * where it has one (Q8_0 in ggml's order), else MM_R16_SLAB rows at a time
+ * where it has one (Q8_0 in ggml's order, Q4_K in the repacked order), else MM_R16_SLAB rows at a time
  * unpacked into a buffer that mm_dot_rows reads as the file's rows (the same kernels, so the
  * same bits; unpacking a slab costs one copy of it, against its n_tok-fold use). Without a
  * buffer, the packed group's scalar dot (the same bits, slowly). */
@@ -191,6 +191,11 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     if (j->wtype == GGUF_T_Q8_0 && j->k->gemm_q8_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q8_0]) {
         j->k->gemm_q8_0_r16(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride,
                             j->n_tok, j->Y + lo, j->ldy);
+        return;
+    }
+    if (j->wtype == GGUF_T_Q4_K && j->k->gemm_q4_K_rp_r16 && j->gemm == j->k->gemm_q4_K_rp) {
+        j->k->gemm_q4_K_rp_r16(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride,
+                               j->n_tok, j->Y + lo, j->ldy);
         return;
     }
     uint8_t *buf = malloc((size_t)MM_R16_SLAB * j->w_stride);

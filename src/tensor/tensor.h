@@ -209,6 +209,10 @@ typedef struct tensor_kernels {
      * Q4_K row bytes (a group is 16 rows' bytes). */
     tensor_gemv          gemv_q4_K_r16;
     bool                 q4_K_r16_native;   /* gemv_q4_K_r16 is a SIMD kernel */
+    /* optional (NULL: matmul unpacks the rows for gemm_q4_K_rp): gemm_q4_K_rp over rows packed
+     * so, each element with its bits; w a group's start, n_rows a multiple of 16, w_stride the
+     * Q4_K row bytes. */
+    tensor_gemm_fn       gemm_q4_K_rp_r16;
     /* Q6_K rows packed 16 to a group (tensor_q6_K_r16_pack): row r gets vec_dot[Q6_K]'s bits
      * for the row it was; as gemv_q4_K_r16 otherwise. */
     tensor_gemv          gemv_q6_K_r16;

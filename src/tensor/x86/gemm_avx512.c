@@ -272,18 +272,7 @@ static void gemm_q8_0_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, c
         }
         return;
     }
-    uint8_t *rows = malloc((size_t)GR * ws);
-    for (int64_t r = 0; r < n_rows; r += GR) {
-        if (rows) {
-            tensor_q8_0_r16_unpack(W + (size_t)r * ws, n, rows, ws);
-            gemm_q8_0(n, rows, ws, GR, x, xs, n_tok, y + r, ldy);
-            continue;
-        }
-        for (int64_t t = 0; t < n_tok; t++)   /* no memory: the scalar dot, the same bits */
-            for (int i = 0; i < GR; i++)
-                y[t * ldy + r + i] = rt_dot_q8_0_r16(n, W + (size_t)r * ws, i, (const uint8_t *)x + t * xs);
-    }
-    free(rows);
+    x86_gemm_r16_unpacked(tensor_q8_0_r16_unpack, gemm_q8_0, rt_dot_q8_0_r16, n, W, ws, n_rows, x, xs, n_tok, y, ldy);
 }
 
 void rt_fill_gemm_avx512(tensor_kernels *k) {

@@ -18,7 +18,11 @@
  *    activation broadcast over both: 16 rows × 4 tokens gave 4 dpbusd chains (the unit has
  *    latency 4 and takes 2 a cycle) and a broadcast load per dpbusd; 32 rows give 8 chains and
  *    half the broadcasts. One thread, 512 tokens, /tmp bench outside the repo: 1024 x 2048
- *    495 -> 578 GOP/s, 3584 x 1024 463 -> 561, same bits.
+ *    495 -> 578 GOP/s, 3584 x 1024 463 -> 561, same bits;
+ *  - rows packed 16 to a group at load (the single-token layout, tensor.h) are taken as
+ *    panels straight from their blocks (gemm_q4_K_rp_r16: plain loads) instead of being
+ *    unpacked to the file's layout and gathered back: recur-bench pp512, qwen35-0.8b Q4_K_M,
+ *    4 alternating rounds: 669-677 -> 693-698 t/s.
  * Any n (a multiple of 256; rows longer than QMAXB blocks, or calls of fewer than QT tokens,
  * take the dot: gathering 16 rows straight from the blocks for one token was slower than the
  * dot on this machine), any row and token counts, unaligned rows and strides. Row offsets within a call must fit in int32 (16 rows). */
@@ -45,11 +49,8 @@ typedef struct q4k_fields {
     __m512  d, dmin;
 } q4k_fields;
 
-static inline __attribute__((always_inline)) void unpack_fields(const uint8_t *W, __m512i vi, q4k_fields *f) {
-    const __m512i g0 = _mm512_i32gather_epi32(vi, W, 1);
-    const __m512i w0 = _mm512_i32gather_epi32(vi, W + Q4_K_SCALES, 1);
-    const __m512i w1 = _mm512_i32gather_epi32(vi, W + Q4_K_SCALES + 4, 1);
-    const __m512i w2 = _mm512_i32gather_epi32(vi, W + Q4_K_SCALES + 8, 1);
+/* The scales and mins from the rows' 12 scale bytes as three dwords a lane (w0: bytes 0-3). */
+static inline __attribute__((always_inline)) void scale_fields(__m512i w0, __m512i w1, __m512i w2, q4k_fields *f) {
     const __m512i c3f = _mm512_set1_epi32(0x3f3f3f3f), c0f = _mm512_set1_epi32(0x0f0f0f0f),
                   c30 = _mm512_set1_epi32(0x30303030), ff = _mm512_set1_epi32(0xFF);
     const __m512i sc4[2] = { _mm512_and_si512(w0, c3f),
@@ -64,6 +65,12 @@ static inline __attribute__((always_inline)) void unpack_fields(const uint8_t *W
         const __m512i x = _mm512_srli_epi32(m4[j / 2], 16 * (j % 2));
         f->m[j] = _mm512_or_si512(_mm512_and_si512(x, ff), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(x, 8), ff), 16));
     }
+}
+
+static inline __attribute__((always_inline)) void unpack_fields(const uint8_t *W, __m512i vi, q4k_fields *f) {
+    const __m512i g0 = _mm512_i32gather_epi32(vi, W, 1);
+    scale_fields(_mm512_i32gather_epi32(vi, W + Q4_K_SCALES, 1), _mm512_i32gather_epi32(vi, W + Q4_K_SCALES + 4, 1),
+                 _mm512_i32gather_epi32(vi, W + Q4_K_SCALES + 8, 1), f);
     f->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
     f->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
 }
@@ -75,19 +82,50 @@ static inline __m512i row_offsets(size_t ws, int nr) {
     return _mm512_loadu_si512(offs);
 }
 
+static inline void store_fields(q4k_pblk *p, const q4k_fields *f) {
+    for (int s = 0; s < 8; s++) _mm512_store_si512(p->sc[s], f->sc[s]);
+    for (int j = 0; j < 4; j++) _mm512_store_si512(p->m[j], f->m[j]);
+    _mm512_store_ps(p->d, f->d);
+    _mm512_store_ps(p->dmin, f->dmin);
+}
+
 /* Unpacks block b of the 16 rows at W + vi into p. */
 static void pack_block(q4k_pblk *p, const uint8_t *W, __m512i vr, int64_t b) {
     const __m512i vi = _mm512_add_epi32(vr, _mm512_set1_epi32((int32_t)(b * Q4_K_BYTES)));
     q4k_fields f;
     unpack_fields(W, vi, &f);
-    for (int s = 0; s < 8; s++) _mm512_store_si512(p->sc[s], f.sc[s]);
-    for (int j = 0; j < 4; j++) _mm512_store_si512(p->m[j], f.m[j]);
-    _mm512_store_ps(p->d, f.d);
-    _mm512_store_ps(p->dmin, f.dmin);
+    store_fields(p, &f);
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     for (int j = 0; j < 4; j++)      /* chunk j: low nibbles = sub-block 2j, high = 2j+1 */
         for (int k = 0; k < 8; k++) {
             const __m512i g = _mm512_i32gather_epi32(vi, W + Q4_K_QS + 32 * j + 4 * k, 1);
+            _mm512_store_si512(p->q[16 * j + k], _mm512_and_si512(g, lo4));
+            _mm512_store_si512(p->q[16 * j + 8 + k], _mm512_and_si512(_mm512_srli_epi16(g, 4), lo4));
+        }
+}
+
+/* Four scale bytes of 16 rows (byte k of row r at v + 16k + r, tensor.h's packed layout) as
+ * one dword a row, byte k in bits 8k. */
+static inline __m512i r16_dwords(const uint8_t *v) {
+    const __m512i a = _mm512_loadu_si512(v);
+    __m512i w = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(a));
+    w = _mm512_or_si512(w, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(a, 1)), 8));
+    w = _mm512_or_si512(w, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(a, 2)), 16));
+    return _mm512_or_si512(w, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(a, 3)), 24));
+}
+
+/* pack_block from a block of 16 rows packed at load (h: its TENSOR_R16_BLOCK bytes): the same
+ * panel, with plain loads where the file's layout needs gathers. */
+static void pack_block_r16(q4k_pblk *p, const uint8_t *h) {
+    q4k_fields f;
+    scale_fields(r16_dwords(h + R16_SCALES), r16_dwords(h + R16_SCALES + 64), r16_dwords(h + R16_SCALES + 128), &f);
+    f.d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_D)));
+    f.dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_DMIN)));
+    store_fields(p, &f);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    for (int j = 0; j < 4; j++)
+        for (int k = 0; k < 8; k++) {
+            const __m512i g = _mm512_loadu_si512(h + R16_QS + 64 * (8 * j + k));
             _mm512_store_si512(p->q[16 * j + k], _mm512_and_si512(g, lo4));
             _mm512_store_si512(p->q[16 * j + 8 + k], _mm512_and_si512(_mm512_srli_epi16(g, 4), lo4));
         }
@@ -250,6 +288,42 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
     }
 }
 
+/* gemm_q4_K_rp over rows packed 16 to a group at load (tensor.h gemm_q4_K_rp_r16): the panels
+ * straight from the packed blocks; rows too long for the buffer, or calls of fewer than QT
+ * tokens, are unpacked a group at a time for gemm_q4_K_rp (its dot). */
+static void gemm_q4_K_rp_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                             int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK_K;
+    const size_t gb = (size_t)QR * ws;   /* a group's bytes: 16 rows' */
+    if (nb > QMAXB || n_tok < QT) {
+        x86_gemm_r16_unpacked(tensor_q4_K_r16_unpack, gemm_q4_K_rp, rt_dot_q4_K_r16, n, W, ws, n_rows, X, xs, n_tok, y,
+                              ldy);
+        return;
+    }
+    _Alignas(64) q4k_pblk pk[QMAXB];
+    int64_t r0 = 0;
+    const __mmask16 all = 0xFFFF;
+    for (; 2 * nb <= QMAXB && n_rows - r0 >= 2 * QR; r0 += 2 * QR) {
+        for (int64_t b = 0; b < nb; b++) {
+            pack_block_r16(&pk[b], W + (size_t)r0 * ws + (size_t)b * TENSOR_R16_BLOCK);
+            pack_block_r16(&pk[nb + b], W + (size_t)r0 * ws + gb + (size_t)b * TENSOR_R16_BLOCK);
+        }
+        float *yr = y + r0;
+#define TILE2(T, t) tile2(T, nb, pk, pk + nb, X + (t) * xs, xs, yr + (t) * ldy, ldy, all)
+        X86_TOKEN_TILES(n_tok, TILE2);
+#undef TILE2
+    }
+    for (; r0 < n_rows; r0 += QR) {
+        for (int64_t b = 0; b < nb; b++) pack_block_r16(&pk[b], W + (size_t)r0 * ws + (size_t)b * TENSOR_R16_BLOCK);
+        float *yr = y + r0;
+#define TILE1(T, t) tile(T, nb, pk, X + (t) * xs, xs, yr + (t) * ldy, ldy, all)
+        X86_TOKEN_TILES(n_tok, TILE1);
+#undef TILE1
+    }
+}
+
 void rt_fill_gemm_q4k_avx512(tensor_kernels *k) {
     k->gemm_q4_K_rp = gemm_q4_K_rp;
+    k->gemm_q4_K_rp_r16 = gemm_q4_K_rp_r16;
 }

@@ -4,6 +4,7 @@
 #define RECUR_TENSOR_SIMD_X86_H
 
 #include <immintrin.h>
+#include <stdlib.h>
 
 #include "tensor/tensor_impl.h"
 
@@ -73,6 +74,25 @@ static inline __attribute__((always_inline)) void x86_dpbusd_2panels(int T, int 
             s1[t] = _mm512_dpbusd_epi32(s1[t], w1, a);
         }
     }
+}
+
+/* A packed gemm's way for rows it cannot take as panels (tensor.h gemm_q8_0_r16,
+ * gemm_q4_K_rp_r16): each group of 16 rows unpacked to the file's layout for gemm, or, with
+ * no memory for that, the packed group's scalar dot; the same bits either way. */
+static inline void x86_gemm_r16_unpacked(void (*unpack)(const void *, int64_t, void *, size_t), tensor_gemm_fn gemm,
+                                         rt_dot_r16_fn dot, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows,
+                                         const uint8_t *X, size_t xs, int64_t n_tok, float *y, int64_t ldy) {
+    uint8_t *rows = malloc((size_t)TENSOR_R16_ROWS * ws);
+    for (int64_t r = 0; r < n_rows; r += TENSOR_R16_ROWS) {
+        if (rows) {
+            unpack(W + (size_t)r * ws, n, rows, ws);
+            gemm(n, rows, ws, TENSOR_R16_ROWS, X, xs, n_tok, y + r, ldy);
+            continue;
+        }
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int i = 0; i < TENSOR_R16_ROWS; i++) y[t * ldy + r + i] = dot(n, W + (size_t)r * ws, i, X + t * xs);
+    }
+    free(rows);
 }
 
 /* TILE(T, t) for the tokens [0, n_tok) of a panel gemm: tiles of 4 from t = 0, then one of
