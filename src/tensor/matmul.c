@@ -182,8 +182,8 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
 }
 
 /* A packed matrix's rows [lo, hi) (multiples of 16) for n_tok > 1: the table's packed gemm
- * where it has one (Q8_0 in ggml's order, Q4_K in the repacked order), else MM_R16_SLAB rows at a time
- * unpacked into a buffer that mm_dot_rows reads as the file's rows (the same kernels, so the
+ * where it has one (Q8_0 in ggml's order, Q4_K in the repacked order), else MM_R16_SLAB rows
+ * at a time unpacked into a buffer that mm_dot_rows reads as the file's rows (the same kernels, so the
  * same bits; unpacking a slab costs one copy of it, against its n_tok-fold use). Without a
  * buffer, the packed group's scalar dot (the same bits, slowly). */
 #define MM_R16_SLAB 64

@@ -76,6 +76,20 @@ static inline __attribute__((always_inline)) void x86_dpbusd_2panels(int T, int 
     }
 }
 
+/* Then each panel's sub-block sums times its rows' scales (vpmulld: exact) into the block
+ * sums c0, c1: set by the first sub-block, added to by the others. */
+static inline __attribute__((always_inline)) void x86_scale_2panels(int T, bool first, const __m512i *s0,
+                                                                     const __m512i *s1, __m512i sc0, __m512i sc1,
+                                                                     __m512i *c0, __m512i *c1) {
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) {
+        const __m512i v0 = _mm512_mullo_epi32(s0[t], sc0), v1 = _mm512_mullo_epi32(s1[t], sc1);
+        c0[t] = first ? v0 : _mm512_add_epi32(c0[t], v0);
+        c1[t] = first ? v1 : _mm512_add_epi32(c1[t], v1);
+    }
+}
+#endif
+
 /* A packed gemm's way for rows it cannot take as panels (tensor.h gemm_q8_0_r16,
  * gemm_q4_K_rp_r16): each group of 16 rows unpacked to the file's layout for gemm, or, with
  * no memory for that, the packed group's scalar dot; the same bits either way. */
@@ -97,31 +111,17 @@ static inline void x86_gemm_r16_unpacked(void (*unpack)(const void *, int64_t, v
 
 /* TILE(T, t) for the tokens [0, n_tok) of a panel gemm: tiles of 4 from t = 0, then one of
  * the 3, 2 or 1 left; T is a literal in every call (the tiles are inlined once per T). */
-#define X86_TOKEN_TILES(n_tok, TILE)                 \
-    do {                                             \
-        int64_t t_ = 0;                              \
-        for (; t_ + 4 <= (n_tok); t_ += 4) TILE(4, t_); \
-        switch ((n_tok) - t_) {                      \
-        case 3: TILE(3, t_); break;                  \
-        case 2: TILE(2, t_); break;                  \
-        case 1: TILE(1, t_); break;                  \
-        default: break;                              \
-        }                                            \
+#define X86_TOKEN_TILES(n_tok, TILE)                     \
+    do {                                                 \
+        int64_t t_ = 0;                                  \
+        for (; t_ + 4 <= (n_tok); t_ += 4) TILE(4, t_);  \
+        switch ((n_tok) - t_) {                          \
+        case 3: TILE(3, t_); break;                      \
+        case 2: TILE(2, t_); break;                      \
+        case 1: TILE(1, t_); break;                      \
+        default: break;                                  \
+        }                                                \
     } while (0)
-
-/* Then each panel's sub-block sums times its rows' scales (vpmulld: exact) into the block
- * sums c0, c1: set by the first sub-block, added to by the others. */
-static inline __attribute__((always_inline)) void x86_scale_2panels(int T, bool first, const __m512i *s0,
-                                                                     const __m512i *s1, __m512i sc0, __m512i sc1,
-                                                                     __m512i *c0, __m512i *c1) {
-    _Pragma("GCC unroll 4")
-    for (int t = 0; t < T; t++) {
-        const __m512i v0 = _mm512_mullo_epi32(s0[t], sc0), v1 = _mm512_mullo_epi32(s1[t], sc1);
-        c0[t] = first ? v0 : _mm512_add_epi32(c0[t], v0);
-        c1[t] = first ? v1 : _mm512_add_epi32(c1[t], v1);
-    }
-}
-#endif
 
 /* Signed x signed bytes -> 8 int32 lanes, each the sum of 4 adjacent products. Exact when
  * no byte of y is -128 (the sign trick: |x| * (y with x's sign); maddubs cannot saturate
