@@ -281,9 +281,11 @@ void rt_fill_q8blk_avx512(tensor_kernels *k);
  * rt_pf_pick_lean says which way the next call runs (true: lean), rt_pf_record takes how long
  * a call of `bytes` weight bytes took that way. rt_pf_for(kind, bytes) is tensor_matmul's for
  * calls of that size (one per power of two) whose weights are mostly of that kind (rt_pf_kind:
- * a file type, packed or not). */
+ * a file type, packed or not). Each way keeps its last RT_PF_RING samples (ns per MiB, a ring
+ * indexed by the samples taken; 0: none yet); rt_pf_estimate is their lower median. */
+#define RT_PF_RING 8
 typedef struct rt_pf_chooser {
-    _Atomic uint64_t ns_per_mib[2];   /* weighted mean of each way, 0 until measured */
+    _Atomic uint64_t ns_per_mib[2][RT_PF_RING];
     _Atomic uint64_t calls[2];        /* samples taken */
     _Atomic uint32_t rng;
 } rt_pf_chooser;
@@ -291,5 +293,6 @@ int rt_pf_kind(uint32_t wtype, bool packed);
 rt_pf_chooser *rt_pf_for(int kind, uint64_t bytes);
 bool rt_pf_pick_lean(rt_pf_chooser *c);
 void rt_pf_record(rt_pf_chooser *c, bool lean, uint64_t ns, uint64_t bytes);
+uint64_t rt_pf_estimate(rt_pf_chooser *c, bool lean);   /* 0 before the first sample */
 
 #endif
