@@ -406,17 +406,14 @@ static int mm_chain_end(const mm_job *jobs, int n, int i) {
  * says, and is timed for it. */
 static void mm_one_token(tp_pool *pool, const mm_job *jobs, int n) {
     bool twins = false;
-    uint64_t bytes = 0, most = 0;
-    int big = 0;   /* the job with the most bytes: its type picks the chooser */
+    uint64_t bytes = 0;
     for (int i = 0; i < n; i++) {
-        const uint64_t b = (uint64_t)jobs[i].n_out * jobs[i].w_stride;
         twins |= jobs[i].gemv.lean != NULL;
-        bytes += b;
-        if (b > most) most = b, big = i;
+        bytes += (uint64_t)jobs[i].n_out * jobs[i].w_stride;
     }
     const int mode = tensor_gemv_prefetch_get();
     const bool timed = twins && mode == TENSOR_PF_AUTO;
-    rt_pf_chooser *pf = rt_pf_for(rt_pf_kind(jobs[big].wtype, jobs[big].r16), bytes);
+    rt_pf_chooser *pf = rt_pf_shared();
     const bool lean = twins && (mode == TENSOR_PF_OFF || (timed && rt_pf_pick_lean(pf)));
     mm_job lj[TENSOR_MM_MAX];
     if (lean) {

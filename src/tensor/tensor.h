@@ -74,7 +74,8 @@ typedef struct tensor_gemv {
 /* The single-token matmuls' kernels (software prefetch, four streams) or their lean twins
  * (tensor_gemv.lean): the kernels read faster where memory is otherwise idle, the twins where
  * other programs keep it busy, so by default (TENSOR_PF_AUTO) tensor_matmul times its calls
- * and runs the faster way (prefetch.c); TENSOR_PF_ON (the kernels) / TENSOR_PF_OFF (the twins)
+ * and runs the faster way (prefetch.c: in epochs of 1 GiB of weights read, each way judged by
+ * its recent epochs); TENSOR_PF_ON (the kernels) / TENSOR_PF_OFF (the twins)
  * fix it. Results never depend on it. tensor_init reads the environment variable
  * RECUR_PREFETCH=auto|on|off. */
 enum { TENSOR_PF_AUTO = 0, TENSOR_PF_ON = 1, TENSOR_PF_OFF = 2 };
@@ -83,7 +84,7 @@ void tensor_gemv_prefetch_set(int mode);   /* any other value is ignored */
 int         tensor_gemv_prefetch_parse(const char *name);
 const char *tensor_gemv_prefetch_name(int mode);
 int  tensor_gemv_prefetch_get(void);
-/* Timed calls so far (those big enough to measure): calls[0] the kernels, calls[1] the twins. */
+/* Timed calls so far (in the auto mode): calls[0] the kernels, calls[1] the twins. */
 void tensor_gemv_prefetch_stats(uint64_t calls[2]);
 
 static inline int64_t tensor_gemv_groups(int64_t n_rows, int group) { return (n_rows + group - 1) / group; }

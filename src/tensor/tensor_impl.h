@@ -17,6 +17,7 @@
 #ifndef RECUR_TENSOR_IMPL_H
 #define RECUR_TENSOR_IMPL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -277,22 +278,26 @@ void rt_fill_q8blk_avx2(tensor_kernels *k);
 void rt_fill_q8blk_avx512(tensor_kernels *k);
 
 /* ---- prefetch or not (prefetch.c) -------------------------------------------------------
- * A chooser between a single-token call with its kernels' software prefetch and without:
- * rt_pf_pick_lean says which way the next call runs (true: lean), rt_pf_record takes how long
- * a call of `bytes` weight bytes took that way. rt_pf_for(kind, bytes) is tensor_matmul's for
- * calls of that size (one per power of two) whose weights are mostly of that kind (rt_pf_kind:
- * a file type, packed or not). Each way keeps its last RT_PF_RING samples (ns per MiB, a ring
- * indexed by the samples taken; 0: none yet); rt_pf_estimate is their lower median. */
+ * The chooser between the single-token calls with their kernels' software prefetch and
+ * without, in epochs of RT_PF_EPOCH bytes of weights read: rt_pf_pick_lean says which way the
+ * next call runs (true: lean), rt_pf_record takes how long a call of `bytes` weight bytes took
+ * that way. Each way keeps the ns per MiB of its last RT_PF_RING epochs (a ring indexed by
+ * its epochs); rt_pf_estimate is their lower median (0 before the first). rt_pf_shared is
+ * tensor_matmul's; zero-initialized is a fresh one (tests make their own). */
 #define RT_PF_RING 8
+#define RT_PF_EPOCH ((uint64_t)1 << 30)
 typedef struct rt_pf_chooser {
-    _Atomic uint64_t ns_per_mib[2][RT_PF_RING];
-    _Atomic uint64_t calls[2];        /* samples taken */
-    _Atomic uint32_t rng;
+    atomic_int lock;
+    bool       lean;                       /* the current epoch's mode */
+    uint64_t   ep_ns, ep_bytes;            /* the current epoch so far */
+    uint64_t   ns_per_mib[2][RT_PF_RING];
+    uint64_t   epochs[2];                  /* epochs ended in each mode */
+    uint64_t   calls[2];                   /* calls recorded in each mode */
+    uint32_t   rng;
 } rt_pf_chooser;
-int rt_pf_kind(uint32_t wtype, bool packed);
-rt_pf_chooser *rt_pf_for(int kind, uint64_t bytes);
+rt_pf_chooser *rt_pf_shared(void);
 bool rt_pf_pick_lean(rt_pf_chooser *c);
 void rt_pf_record(rt_pf_chooser *c, bool lean, uint64_t ns, uint64_t bytes);
-uint64_t rt_pf_estimate(rt_pf_chooser *c, bool lean);   /* 0 before the first sample */
+uint64_t rt_pf_estimate(const rt_pf_chooser *c, bool lean);
 
 #endif

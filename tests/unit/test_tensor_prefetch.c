@@ -1,10 +1,11 @@
 /* test_tensor_prefetch.c — tensor/prefetch.c: the choice between the single-token kernels
  * with and without software prefetch (tensor.h tensor_gemv.lean).
- *  - the chooser measures each way three times first, then takes the faster one (the lower
- *    median of its last samples) and explores the other in about one call in 16, fewer the
- *    slower the other is, and follows when the faster one changes; an outlier (a stall, a cold
- *    first call) does not flip the choice; small calls are not timed; calls of another power
- *    of two of bytes have a chooser of their own;
+ *  - the chooser runs epochs of RT_PF_EPOCH bytes in one mode; it measures each way three
+ *    epochs first, then takes the faster one (the lower median of its last epochs) and
+ *    explores the other in about one epoch in 16, fewer the slower the other is, and follows
+ *    when the faster one changes; an outlier (a stall, a cold first call) does not flip the
+ *    choice; an epoch's sample is its calls' time over their bytes; a call recorded in the
+ *    mode of an epoch that has ended does not count in the next;
  *  - the mode switch ignores unknown values (recur.h's refuses them);
  *  - tensor_matmul gives the same bits with prefetch on, off and chosen, and times its calls
  *    in the chosen mode only. */
@@ -23,17 +24,21 @@
 #include "tensor_test_util.h"
 
 #define MIB ((uint64_t)1 << 20)
+#define EPOCH_MIB (RT_PF_EPOCH / MIB)
 
-/* Lean picks in n calls, each recorded as taking ns_on or ns_off per MiB. */
+/* Lean picks in n calls of a whole epoch each, recorded as taking ns_on or ns_off per MiB. */
 static int run_calls(rt_pf_chooser *c, int n, uint64_t ns_on, uint64_t ns_off) {
     int lean = 0;
     for (int i = 0; i < n; i++) {
         const bool l = rt_pf_pick_lean(c);
         lean += l;
-        rt_pf_record(c, l, l ? ns_off : ns_on, MIB);
+        rt_pf_record(c, l, (l ? ns_off : ns_on) * EPOCH_MIB, RT_PF_EPOCH);
     }
     return lean;
 }
+
+/* One call of a whole epoch, ns per MiB, in mode lean. */
+static void record(rt_pf_chooser *c, bool lean, uint64_t ns) { rt_pf_record(c, lean, ns * EPOCH_MIB, RT_PF_EPOCH); }
 
 static void test_chooser(void **state) {
     (void)state;
@@ -41,9 +46,9 @@ static void test_chooser(void **state) {
     /* first each way three times, in turn: prefetch, then lean */
     for (int i = 0; i < 3; i++) {
         assert_false(rt_pf_pick_lean(&c));
-        rt_pf_record(&c, false, 1000, MIB);
+        record(&c, false, 1000);
         assert_true(rt_pf_pick_lean(&c));
-        rt_pf_record(&c, true, 2000, MIB);
+        record(&c, true, 2000);
     }
     assert_int_equal(rt_pf_estimate(&c, false), 1000);
     assert_int_equal(rt_pf_estimate(&c, true), 2000);
@@ -55,13 +60,32 @@ static void test_chooser(void **state) {
     run_calls(&c, 800, 2000, 1000);
     lean = run_calls(&c, 3200, 2000, 1000);
     assert_in_range(lean, 3200 - 3200 / 32, 3200 - 2);
-    /* calls too small to time leave the samples and counts alone */
-    uint64_t before[2] = { c.calls[0], c.calls[1] };
-    rt_pf_record(&c, true, 1, 1024);
-    assert_int_equal(c.calls[0], before[0]);
-    assert_int_equal(c.calls[1], before[1]);
     assert_int_equal(rt_pf_estimate(&c, true), 1000);
-    assert_true(rt_pf_pick_lean(&c) || rt_pf_pick_lean(&c) || rt_pf_pick_lean(&c));
+}
+
+/* An epoch is many calls: its sample is their time over their bytes, the mode holds until it
+ * has read RT_PF_EPOCH bytes, and a call that ran in the mode of an ended epoch (another
+ * context's, begun before it ended) is counted as a call but not in the new epoch. */
+static void test_epochs(void **state) {
+    (void)state;
+    rt_pf_chooser c = { 0 };
+    const uint64_t call = RT_PF_EPOCH / 4;   /* four calls an epoch */
+    for (int i = 0; i < 4; i++) {
+        assert_false(rt_pf_pick_lean(&c));
+        rt_pf_record(&c, false, (i == 1 ? 3000 : 1000) * (call / MIB), call);
+    }
+    assert_int_equal(rt_pf_estimate(&c, false), 1500);   /* (3 · 1000 + 3000) / 4 */
+    assert_true(rt_pf_pick_lean(&c));   /* warm-up: lean's turn */
+    rt_pf_record(&c, false, 1, call);   /* a late call of the ended epoch */
+    for (int i = 0; i < 4; i++) {
+        assert_true(rt_pf_pick_lean(&c));
+        rt_pf_record(&c, true, 2000 * (call / MIB), call);
+    }
+    assert_int_equal(rt_pf_estimate(&c, true), 2000);
+    assert_int_equal(c.calls[0], 5);
+    assert_int_equal(c.calls[1], 4);
+    assert_int_equal(c.epochs[0], 1);
+    assert_int_equal(c.epochs[1], 1);
 }
 
 /* A slow first sample (a cold call, or one the machine held back) does not hold its mode back.
@@ -71,13 +95,14 @@ static void test_chooser(void **state) {
 static void test_first_samples(void **state) {
     (void)state;
     rt_pf_chooser c = { 0 };
-    rt_pf_record(&c, false, 138542, MIB);   /* prefetch's first call: cold */
+    record(&c, false, 138542);   /* prefetch's first epoch: cold */
     const int lean = run_calls(&c, 400, 15107, 30827);
     assert_int_equal(rt_pf_estimate(&c, false), 15107);
-    assert_in_range(lean, 3, 400 / 16);   /* its three warm-up calls, then one in 256 */
-    /* the same with lean's first call the cold one */
+    assert_in_range(lean, 3, 400 / 16);   /* its three warm-up epochs, then one in 256 */
+    /* the same with lean's first epoch the cold one */
     rt_pf_chooser d = { 0 };
-    rt_pf_record(&d, true, 300000, MIB);
+    record(&d, false, 15107);
+    record(&d, true, 300000);   /* lean's first epoch: cold */
     assert_in_range(run_calls(&d, 400, 30827, 15107), 400 - 400 / 16, 400 - 2);
 }
 
@@ -103,33 +128,17 @@ static void test_explore_rate(void **state) {
 static void test_outlier(void **state) {
     (void)state;
     rt_pf_chooser c = { 0 };
-    for (int i = 0; i < 40; i++) {
-        rt_pf_record(&c, false, 1000, MIB);
-        rt_pf_record(&c, true, 1300, MIB);
+    run_calls(&c, 40, 1000, 1300);
+    for (int stalls = 0; stalls < 3;) {   /* three prefetch epochs held back (lean ones explored between) */
+        const bool lean = rt_pf_pick_lean(&c);
+        record(&c, lean, lean ? 1300 : 2000000);
+        stalls += !lean;
     }
-    for (int i = 0; i < 3; i++) rt_pf_record(&c, false, 2000000, MIB);
     assert_int_equal(rt_pf_estimate(&c, false), 1000);
     assert_true(run_calls(&c, 160, 1000, 1300) < 160 / 4);
-    /* but when most of them take longer, that is the machine now */
-    for (int i = 0; i < 5; i++) rt_pf_record(&c, false, 2000, MIB);
-    assert_int_equal(rt_pf_estimate(&c, false), 2000);
+    /* but when most of them take longer, that is the machine now: lean takes over */
     assert_true(run_calls(&c, 160, 2000, 1300) > 160 / 2);
-}
-
-static void test_sizes(void **state) {
-    (void)state;
-    const int k = rt_pf_kind(GGUF_T_Q8_0, false);
-    assert_ptr_equal(rt_pf_for(k, 0), rt_pf_for(k, 256 << 10));   /* untimed small calls: the first */
-    assert_ptr_equal(rt_pf_for(k, 300 << 10), rt_pf_for(k, (512 << 10) - 1));
-    assert_ptr_not_equal(rt_pf_for(k, 300 << 10), rt_pf_for(k, 512 << 10));
-    assert_ptr_not_equal(rt_pf_for(k, MIB), rt_pf_for(k, 2 * MIB + 1));
-    assert_ptr_equal(rt_pf_for(k, (uint64_t)1 << 40), rt_pf_for(k, (uint64_t)1 << 50));   /* the rest: the last */
-    /* each weight type, packed or not, its own */
-    const int kinds[] = { k, rt_pf_kind(GGUF_T_Q8_0, true), rt_pf_kind(GGUF_T_Q4_K, true), rt_pf_kind(GGUF_T_Q6_K, true),
-                          rt_pf_kind(GGUF_T_Q6_K, false), rt_pf_kind(GGUF_T_F16, false) };
-    for (size_t a = 0; a < sizeof kinds / sizeof kinds[0]; a++)
-        for (size_t b = 0; b < a; b++) assert_ptr_not_equal(rt_pf_for(kinds[a], MIB), rt_pf_for(kinds[b], MIB));
-    assert_ptr_equal(rt_pf_for(rt_pf_kind(GGUF_T_COUNT + 5, false), MIB), rt_pf_for(-1, MIB));   /* unknown: one place */
+    assert_int_equal(rt_pf_estimate(&c, false), 2000);
 }
 
 static void test_mode(void **state) {
@@ -203,10 +212,10 @@ static void test_matmul_modes(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chooser),
+        cmocka_unit_test(test_epochs),
         cmocka_unit_test(test_first_samples),
         cmocka_unit_test(test_explore_rate),
         cmocka_unit_test(test_outlier),
-        cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_mode),
         cmocka_unit_test(test_matmul_modes),
     };
