@@ -18,7 +18,12 @@
  * than it brings (tensor/prefetch.c), so the kernel also comes without it (gemv_q4_K_r16_lean). */
 #include "tensor/x86/simd_x86.h"
 
-#define R16_PF (4 * TENSOR_R16_BLOCK)
+/* Two blocks ahead since the machine class moved to Zen 5 (family 26): tokens of one process
+ * alternating between distances in runs of 8 (a patch outside the repo; recur-bench -t 2 -p 0
+ * -n 128 -r 5, median time a token), 2 blocks against 4 with the Q6_K head at 2:
+ * qwen3-0.6b Q4_K_M 0.982 and 0.966, qwen35-0.8b Q4_K_M 0.978 and 0.989; 1 block against 2:
+ * 1.06 and 1.04 (slower), 3 against 2: 1.002-1.007. */
+#define R16_PF (2 * TENSOR_R16_BLOCK)
 
 /* The 16 bytes of 128-bit lane l of v as 16 int32 lanes (byte i -> lane i): the scale (or
  * min) of one sub-block for the 16 rows. */

@@ -32,7 +32,10 @@
  *    thread: 0.90-1.11x). The lean twin runs without it (tensor/prefetch.c). */
 #include "tensor/x86/simd_x86.h"
 
-#define Q6R16_PF (3 * TENSOR_Q6R16_BLOCK)
+/* Two blocks ahead on Zen 5 (as gemv_q4k16_avx512.c's R16_PF, measured the same way, the Q4_K
+ * Medium files' output heads): 2 against 3, qwen3-0.6b 0.976 and 0.988, qwen35-0.8b 0.988 and
+ * 0.990; 6 against 3 1.012-1.019, 1 against 2 1.011-1.020 (slower). */
+#define Q6R16_PF (2 * TENSOR_Q6R16_BLOCK)
 
 static inline __m512i bcast4(const int8_t *p) {
     int32_t v;
