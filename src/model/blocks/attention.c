@@ -175,10 +175,13 @@ static void att_prepare_fn(void *arg, int ith, int nth) {
  * for head_dim 128): a KV head's rows are a short run that the hardware prefetchers barely
  * start on before the scores need it, so the thread asks for them first and prepares the
  * head's query and key while they arrive. recur-bench tg128, qwen3-0.6b Q4_K_M, 2 threads,
- * 10 alternating rounds (medians): the serial preparation before this job 118.9 t/s, this
- * job without the prefetch 117.9, with 64 positions 124.6, with 128 122.7; heads dealt out
- * one share each instead of one run per thread: 0.98x. */
-#define ATT_PF_POS 64
+ * 10 alternating rounds (medians), on Zen 4: the serial preparation before this job 118.9
+ * t/s, this job without the prefetch 117.9, with 64 positions 124.6, with 128 122.7; heads
+ * dealt out one share each instead of one run per thread: 0.98x. On Zen 5, tokens of one
+ * process alternating in runs of 8 (a patch outside the repo), the time a token with 128
+ * over 64: qwen3-0.6b Q4_K_M 0.991 and 0.994, Q8_0 0.999 and 0.994, qwen35-0.8b Q4_K_M (6
+ * attention layers) 0.998 and 1.001; at a depth of 4096, qwen3-0.6b Q4_K_M 0.999 and 0.994. */
+#define ATT_PF_POS 128
 
 /* One token (a decode step): each thread takes whole KV heads, and for each prepares its
  * query and key heads, stores its K/V row and computes its query heads' outputs — one job per
