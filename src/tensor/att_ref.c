@@ -8,13 +8,15 @@
 #include "tensor/tensor_impl.h"
 
 void rt_att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4], const int32_t n_ctx[4],
-                    float scale, float *const s[4]) {
+                    float scale, float *const s[4], bool cold) {
+    (void)cold;
     for (int i = 0; i < nr; i++)
         for (int32_t p = 0; p < n_ctx[i]; p++) s[i][p] = k[p] ? rt_dot_f16_f32(dk, k[p], q[i]) * scale : -INFINITY;
 }
 
 void rt_att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4], const int32_t n_ctx[4],
-                  float *const out[4]) {
+                  float *const out[4], bool cold) {
+    (void)cold;
     for (int i = 0; i < nr; i++)
         for (int64_t d = 0; d < dv; d++) {
             float lane[16] = { 0 };

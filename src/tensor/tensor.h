@@ -127,11 +127,15 @@ typedef struct tensor_kernels {
      *   NULL, for every p < n_ctx[i]; nothing else of s[i] is written.
      * att_wsum4: out[i][d] = rt_hsum16_ggml of 16 lanes, lane p % 16 taking
      *   fmaf(pr[i][p], f16(v[p][d]), lane) for the visible positions with a row, in increasing
-     *   p (axpy_f16 into per-lane rows; llama.cpp's tinyBLAS order over its transposed V). */
+     *   p (axpy_f16 into per-lane rows; llama.cpp's tinyBLAS order over its transposed V).
+     * cold: the rows are most likely in memory, not in a cache (a decode step: the model's
+     * weights went through the caches since the last token read them), so a table may fetch
+     * them ahead; it costs instructions where they are cached (a batch's groups share them).
+     * It changes no bit. */
     void  (*att_scores4)(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
-                         const int32_t n_ctx[4], float scale, float *const s[4]);
+                         const int32_t n_ctx[4], float scale, float *const s[4], bool cold);
     void  (*att_wsum4)(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
-                       const int32_t n_ctx[4], float *const out[4]);
+                       const int32_t n_ctx[4], float *const out[4], bool cold);
     /* sum_i a[i] * b[i], in a fixed order that depends only on the table and n. */
     float (*dot_f32)(int64_t n, const float *a, const float *b);
     /* dst[i] = rt_f32_to_f16(src[i]) (fp16.h), bit-identical in every table, NaN included. */

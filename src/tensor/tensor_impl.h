@@ -222,9 +222,9 @@ void  rt_axpy_f16(int64_t n, float alpha, const uint16_t *x, float *y);
 void  rt_dot4_f16_f32(int64_t n, const uint16_t *a, const float *const b[4], float out[4]);
 void  rt_axpy4_f16(int64_t n, const float alpha[4], const uint16_t *x, float *const y[4]);
 void  rt_att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4], const int32_t n_ctx[4],
-                     float scale, float *const s[4]);
+                     float scale, float *const s[4], bool cold);
 void  rt_att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4], const int32_t n_ctx[4],
-                   float *const out[4]);
+                   float *const out[4], bool cold);
 float rt_dot_f32_f32(int64_t n, const float *a, const float *b);
 void  rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
 void  rt_scale_round_f16(int64_t n, float *x, float s);

@@ -99,7 +99,9 @@ static void contexts(int shape, int nr, int32_t n, int32_t out[4]) {
     }
 }
 
-static void run_case(const tensor_kernels *k, data *D, rng *r, int nr, int64_t d, int32_t n, int shape, int hole) {
+/* cold (the rows fetched ahead, as in a decode step) must not change a bit either. */
+static void run_case(const tensor_kernels *k, data *D, rng *r, int nr, int64_t d, int32_t n, int shape, int hole,
+                     bool cold) {
     fill(r, D, n, d, hole);
     int32_t n_ctx[4];
     contexts(shape, nr, n, n_ctx);
@@ -109,19 +111,19 @@ static void run_case(const tensor_kernels *k, data *D, rng *r, int nr, int64_t d
 
     fill_sentinel(D->got);
     fill_sentinel(D->want);
-    k->att_scores4(nr, d, D->kp, q, n_ctx, scale, got);
+    k->att_scores4(nr, d, D->kp, q, n_ctx, scale, got, cold);
     oracle_scores(D, nr, d, n_ctx, scale, D->want);
     if (memcmp(D->got, D->want, sizeof D->got) != 0)
-        fail_msg("%s: att_scores4 nr %d d %lld n %d shape %d hole %d differs from the one-row dots", k->isa, nr,
-                 (long long)d, n, shape, hole);
+        fail_msg("%s: att_scores4 nr %d d %lld n %d shape %d hole %d cold %d differs from the one-row dots", k->isa,
+                 nr, (long long)d, n, shape, hole, cold);
 
     fill_sentinel(D->got);
     fill_sentinel(D->want);
-    k->att_wsum4(nr, d, D->vp, pr, n_ctx, got);
+    k->att_wsum4(nr, d, D->vp, pr, n_ctx, got, cold);
     oracle_wsum(D, nr, d, n_ctx, D->want);
     if (memcmp(D->got, D->want, sizeof D->got) != 0)
-        fail_msg("%s: att_wsum4 nr %d d %lld n %d shape %d hole %d differs from the lane sums", k->isa, nr,
-                 (long long)d, n, shape, hole);
+        fail_msg("%s: att_wsum4 nr %d d %lld n %d shape %d hole %d cold %d differs from the lane sums", k->isa, nr,
+                 (long long)d, n, shape, hole, cold);
 }
 
 static void test_tiles_match_one_row(void **state) {
@@ -135,7 +137,7 @@ static void test_tiles_match_one_row(void **state) {
             for (size_t b = 0; b < sizeof k_ns / sizeof k_ns[0]; b++)
                 for (int nr = 1; nr <= 4; nr++)
                     for (int shape = 0; shape < 3; shape++)
-                        run_case(tab[t], &D, &r, nr, k_dims[a], k_ns[b], shape, (int)(b % 3) * 5);
+                        run_case(tab[t], &D, &r, nr, k_dims[a], k_ns[b], shape, (int)(b % 3) * 5, (a + b + shape) % 2);
 }
 
 /* A group's rows get the same bits as each row alone (nr = 1), for every table. */
@@ -152,18 +154,18 @@ static void test_grouping_invariant(void **state) {
         const int32_t n_ctx[4] = { 197, 198, 199, 200 };
         const float *q[4] = { D.q[0], D.q[1], D.q[2], D.q[3] }, *pr[4] = { D.pr[0], D.pr[1], D.pr[2], D.pr[3] };
         float *got[4] = { D.got[0], D.got[1], D.got[2], D.got[3] };
-        k->att_wsum4(4, 128, D.vp, pr, n_ctx, got);
+        k->att_wsum4(4, 128, D.vp, pr, n_ctx, got, true);
         for (int i = 0; i < 4; i++) {
             float *one[4] = { alone[i] };
             const float *pri[4] = { D.pr[i] };
-            k->att_wsum4(1, 128, D.vp, pri, &n_ctx[i], one);
+            k->att_wsum4(1, 128, D.vp, pri, &n_ctx[i], one, false);
         }
         for (int i = 0; i < 4; i++) assert_memory_equal(D.got[i], alone[i], 128 * sizeof(float));
-        k->att_scores4(4, 128, D.kp, q, n_ctx, 0.125f, got);
+        k->att_scores4(4, 128, D.kp, q, n_ctx, 0.125f, got, true);
         for (int i = 0; i < 4; i++) {
             float *one[4] = { alone[i] };
             const float *qi[4] = { D.q[i] };
-            k->att_scores4(1, 128, D.kp, qi, &n_ctx[i], 0.125f, one);
+            k->att_scores4(1, 128, D.kp, qi, &n_ctx[i], 0.125f, one, false);
             assert_memory_equal(D.got[i], alone[i], (size_t)n_ctx[i] * sizeof(float));
         }
     }
@@ -180,7 +182,7 @@ static void test_comparison_can_fail(void **state) {
     const int32_t n_ctx[4] = { 100, 100, 100, 100 };
     const float *pr[4] = { D.pr[0], D.pr[1], D.pr[2], D.pr[3] };
     float *got[4] = { D.got[0], D.got[1], D.got[2], D.got[3] };
-    k->att_wsum4(4, 64, D.vp, pr, n_ctx, got);
+    k->att_wsum4(4, 64, D.vp, pr, n_ctx, got, false);
     oracle_wsum(&D, 4, 64, n_ctx, D.want);
     assert_memory_equal(D.got, D.want, sizeof D.got);
     D.got[1][5] = nextafterf(D.got[1][5], INFINITY);

@@ -89,7 +89,7 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
         w->vp[p] = c < 0 ? NULL : kv_v_head(f->kv, j->kv_layer, g, c);
     }
     if (n_max > w->n) w->n = n_max;
-    f->kern->att_scores4(nr, dk, w->kp, q, n_ctx, 1.0f / sqrtf((float)dk), sc);
+    f->kern->att_scores4(nr, dk, w->kp, q, n_ctx, 1.0f / sqrtf((float)dk), sc, f->n_tok == 1);
     for (int i = 0; i < nr; i++) {
         float *s = r[i].sc;
         const int32_t n_pad = (n_ctx[i] + 15) & ~15;
@@ -97,7 +97,7 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
         /* the softmax's scaling and the F16 rounding of the probabilities in one pass */
         f->kern->scale_round_f16(n_ctx[i], s, op_softmax_exp(f->kern, s, n_pad));
     }
-    f->kern->att_wsum4(nr, dv, w->vp, pr, n_ctx, out);
+    f->kern->att_wsum4(nr, dv, w->vp, pr, n_ctx, out, f->n_tok == 1);
 }
 
 /* Work units: a block of tb consecutive tokens times the r query heads of one KV head, with

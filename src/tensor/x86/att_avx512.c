@@ -21,6 +21,21 @@
  * does at ~7 GB/s whatever the prefetch distance (ab as above: 6.9 -> 11.7 GB/s; a plain
  * strided read of that pattern outside the repo: 7-8 GB/s against 12-15 straight). Both
  * together: recur-bench -p 0 -n 32 -d 8192, qwen3-0.6b Q8_0, 2 threads, 10.3 -> 15.8 t/s.
+ * Decode (cold: the rows come from memory) on the Zen 5 machine class: the score streams
+ * fetch their K rows ATT_K_PF positions ahead and the weighted sums fetch the next block to
+ * L1 (T0) instead of L2; a pass whose vectors are all full loads without masks (the masked
+ * loads cost a mask register each and keep the conversion from taking its operand from
+ * memory). A program outside the repo (2 threads, 14 layers x 8 KV heads x 4096 positions,
+ * 117 MB of K and of V, alternating passes, medians), old time over new: two rows a group
+ * scores 1.24x, weighted sums 1.64x; four rows 1.02x and 1.35x (four rows a position are
+ * more work, so memory is less the bound). In a batch (warm: the rows are in L2, shared by
+ * the groups) the fetches ahead cost instructions and win nothing (scores 0.75-0.90x), so
+ * they are the decode step's only; the unmasked loads there: 0.96-1.09x. recur-bench
+ * per-token A/B in one process, decode's fetching on against off (unmasked loads in both):
+ * qwen3-0.6b Q4_K_M at depth 4096 0.858 the time a token, 512 0.938, 0 0.998; qwen35-0.8b
+ * Q4_K_M (6 attention layers of 24) 0.972 at 4096, ~1.0 at 512. tg32 at depth 4096,
+ * qwen3-0.6b Q4_K_M, 2 threads, against the build before (alternating runs): 35.0, 37.2,
+ * 42.4 -> 44.8, 52.6, 53.6 t/s.
  * Each output sees exactly the reference's operations in its order (att_ref.c); positions a
  * row does not see, or that have no cell, get no operation at all. */
 #include <math.h>
@@ -30,6 +45,7 @@
 
 #define WS_C 8                /* most vectors of outputs per weighted-sum pass */
 #define WS_D (16 * WS_C)
+#define ATT_K_PF 16           /* positions a score stream's K rows are fetched ahead */
 #define WS_BLK 128            /* positions per block of a weighted-sum pass (a multiple of 16);
                                * ab: 128 and 256 alike, 512 9.2-9.5 GB/s, 64 8.6-8.8 */
 
@@ -127,6 +143,11 @@ static inline void score1(int nr, int64_t dk, const uint16_t *const *k, const fl
         if (p < n_ctx[i]) s[i][p] = k[p] ? dot1(dk, k[p], q[i]) * scale : -INFINITY;
 }
 
+/* A K row's lines toward L1. */
+static inline void prefetch_row(const uint16_t *r, int64_t dk) {
+    for (int64_t o = 0; o < 2 * dk; o += 64) _mm_prefetch((const char *)r + o, _MM_HINT_T0);
+}
+
 static inline bool all_rows(const uint16_t *const *k, int32_t p, int n) {
     for (int j = 0; j < n; j++)
         if (!k[p + j]) return false;
@@ -134,7 +155,7 @@ static inline bool all_rows(const uint16_t *const *k, int32_t p, int n) {
 }
 
 static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *const q[4],
-                        const int32_t n_ctx[4], float scale, float *const s[4]) {
+                        const int32_t n_ctx[4], float scale, float *const s[4], bool cold) {
     int32_t n_min = n_ctx[0], n_max = n_ctx[0];
     for (int i = 1; i < nr; i++) {
         if (n_ctx[i] < n_min) n_min = n_ctx[i];
@@ -151,6 +172,11 @@ static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const floa
                 score1(nr, dk, k, q, n_ctx, scale, s, p2 + j);
             }
             continue;
+        }
+        for (int j = 0; cold && j < half; j++) {   /* both streams' rows ATT_K_PF positions ahead */
+            const int32_t a = p + ATT_K_PF + j, b = p2 + ATT_K_PF + j;
+            if (a < n_max && k[a]) prefetch_row(k[a], dk);
+            if (b < n_max && k[b]) prefetch_row(k[b], dk);
         }
         switch (nr) {
         case 1: scores_tile(1, 8, dk, k, q, scale, s, p, p2); break;
@@ -179,8 +205,8 @@ static void att_scores4(int nr, int64_t dk, const uint16_t *const *k, const floa
 
 /* Positions p, p + 16, ... below `end` into the accumulators of rows 0..R-1, outputs
  * d0..d0+16C-1; `check`: only the rows whose context reaches p (else every row sees them). */
-static inline __attribute__((always_inline)) void wsum_span(int R, int C, bool check, int32_t p, int32_t end,
-                                                             int64_t d0, const __mmask16 m[WS_C],
+static inline __attribute__((always_inline)) void wsum_span(int R, int C, bool full, bool check, int32_t p,
+                                                             int32_t end, int64_t d0, const __mmask16 m[WS_C],
                                                              const uint16_t *const *v, const float *const *pr,
                                                              const int32_t *n_ctx, __m512 acc[4][WS_C]) {
     for (; p < end; p += 16) {
@@ -188,7 +214,9 @@ static inline __attribute__((always_inline)) void wsum_span(int R, int C, bool c
         if (!vp) continue;
         __m512 x[WS_C];
         _Pragma("GCC unroll 16")
-        for (int c = 0; c < C; c++) x[c] = ld_h(vp + d0 + 16 * c, m[c]);
+        for (int c = 0; c < C; c++)
+            x[c] = full ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vp + d0 + 16 * c)))
+                        : ld_h(vp + d0 + 16 * c, m[c]);
         _Pragma("GCC unroll 16")
         for (int i = 0; i < R; i++) {
             if (check && p >= n_ctx[i]) continue;
@@ -202,11 +230,11 @@ static inline __attribute__((always_inline)) void wsum_span(int R, int C, bool c
 /* One weighted-sum pass: outputs d0..d0+16C-1 (valid lanes in m) of rows 0..R-1. Blocks of
  * WS_BLK positions, in each lane by lane (a lane's accumulators parked in `lanes` between
  * blocks), so each lane still takes its positions in increasing order; as the lanes pass, the
- * next block's rows go toward L2, 1/16 of them per lane. */
-static inline __attribute__((always_inline)) void wsum_pass(int R, int C, int64_t d0, const __mmask16 m[WS_C],
-                                                             const uint16_t *const *v, const float *const *pr,
-                                                             const int32_t *n_ctx, int32_t n_min, int32_t n_max,
-                                                             float *const *out) {
+ * next block's rows go toward L2 (L1 when cold), 1/16 of them per lane. */
+static inline __attribute__((always_inline)) void wsum_pass(int R, int C, bool full, bool cold, int64_t d0,
+                                                             const __mmask16 m[WS_C], const uint16_t *const *v,
+                                                             const float *const *pr, const int32_t *n_ctx,
+                                                             int32_t n_min, int32_t n_max, float *const *out) {
     _Alignas(64) float lanes[4][16][WS_D];
     for (int32_t b0 = 0; b0 == 0 || b0 < n_max; b0 += WS_BLK) {   /* block 0 even when empty: it zeroes the lanes */
         const int32_t b1 = b0 + WS_BLK < n_max ? b0 + WS_BLK : n_max;
@@ -216,7 +244,10 @@ static inline __attribute__((always_inline)) void wsum_pass(int R, int C, int64_
             for (int32_t p = f0; p < f1; p++)   /* every 64-byte line of the pass's part of the row */
                 if (v[p])
                     _Pragma("GCC unroll 16")
-                    for (int c = 0; c < C; c += 2) _mm_prefetch((const char *)(v[p] + d0 + 16 * c), _MM_HINT_T1);
+                    for (int c = 0; c < C; c += 2) {
+                        if (cold) _mm_prefetch((const char *)(v[p] + d0 + 16 * c), _MM_HINT_T0);
+                        else _mm_prefetch((const char *)(v[p] + d0 + 16 * c), _MM_HINT_T1);
+                    }
             __m512 acc[4][WS_C];
             _Pragma("GCC unroll 16")
             for (int i = 0; i < R; i++)
@@ -225,8 +256,8 @@ static inline __attribute__((always_inline)) void wsum_pass(int R, int C, int64_
             /* the lane's positions: those every row sees, then those only some rows see */
             const int32_t p_all = b0 + l;
             const int32_t p_mid = e_all <= p_all ? p_all : p_all + (e_all - p_all + 15) / 16 * 16;
-            wsum_span(R, C, false, p_all, e_all, d0, m, v, pr, n_ctx, acc);
-            wsum_span(R, C, true, p_mid, b1, d0, m, v, pr, n_ctx, acc);
+            wsum_span(R, C, full, false, p_all, e_all, d0, m, v, pr, n_ctx, acc);
+            wsum_span(R, C, full, true, p_mid, b1, d0, m, v, pr, n_ctx, acc);
             _Pragma("GCC unroll 16")
             for (int i = 0; i < R; i++)
                 _Pragma("GCC unroll 16")
@@ -249,8 +280,23 @@ static inline __attribute__((always_inline)) void wsum_pass(int R, int C, int64_
         }
 }
 
+/* wsum_pass with the tile for nr rows (wide: 128 outputs, for one or two rows). */
+static inline __attribute__((always_inline)) void wsum_rows(int nr, bool wide, bool full, bool cold, int64_t d0,
+                                                             const __mmask16 m[WS_C], const uint16_t *const *v,
+                                                             const float *const pr[4], const int32_t n_ctx[4],
+                                                             int32_t n_min, int32_t n_max, float *const out[4]) {
+    switch (nr * 2 + wide) {
+    case 2: wsum_pass(1, WS_C / 2, full, cold, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+    case 3: wsum_pass(1, WS_C, full, cold, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+    case 4: wsum_pass(2, WS_C / 2, full, cold, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+    case 5: wsum_pass(2, WS_C, full, cold, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+    case 6: wsum_pass(3, WS_C / 2, full, cold, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+    default: wsum_pass(4, WS_C / 2, full, cold, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
+    }
+}
+
 static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
-                      const int32_t n_ctx[4], float *const out[4]) {
+                      const int32_t n_ctx[4], float *const out[4], bool cold) {
     int32_t n_min = n_ctx[0], n_max = n_ctx[0];
     for (int i = 1; i < nr; i++) {
         if (n_ctx[i] < n_min) n_min = n_ctx[i];
@@ -260,14 +306,11 @@ static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float 
     for (int64_t d0 = 0; d0 < dv; d0 += wide ? WS_D : WS_D / 2) {
         __mmask16 m[WS_C];
         for (int c = 0; c < WS_C; c++) m[c] = mask_upto(dv - d0 - 16 * c);
-        switch (nr * 2 + wide) {
-        case 2: wsum_pass(1, WS_C / 2, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
-        case 3: wsum_pass(1, WS_C, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
-        case 4: wsum_pass(2, WS_C / 2, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
-        case 5: wsum_pass(2, WS_C, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
-        case 6: wsum_pass(3, WS_C / 2, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
-        default: wsum_pass(4, WS_C / 2, d0, m, v, pr, n_ctx, n_min, n_max, out); break;
-        }
+        /* every lane of the pass's vectors valid: plain loads (the masked ones cost a mask
+         * register each and the conversion could not take its operand from memory) */
+        const bool full = dv - d0 >= (wide ? WS_D : WS_D / 2);
+        if (full) wsum_rows(nr, wide, true, cold, d0, m, v, pr, n_ctx, n_min, n_max, out);
+        else wsum_rows(nr, wide, false, cold, d0, m, v, pr, n_ctx, n_min, n_max, out);
     }
 }
 
