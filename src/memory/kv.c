@@ -111,6 +111,12 @@ static size_t head_at(const kv_cache *kv, int il, int h, int32_t cell) {
 
 uint16_t *kv_k_head(kv_cache *kv, int il, int h, int32_t cell) { return kv->k + head_at(kv, il, h, cell) * kv->dk; }
 uint16_t *kv_v_head(kv_cache *kv, int il, int h, int32_t cell) { return kv->v + head_at(kv, il, h, cell) * kv->dv; }
+uint16_t *kv_k_rows(kv_cache *kv, int il, int h) { return kv_k_head(kv, il, h, 0); }
+uint16_t *kv_v_rows(kv_cache *kv, int il, int h) { return kv_v_head(kv, il, h, 0); }
+
+const int32_t *kv_seq_cells(const kv_cache *kv, recur_seq_id seq) {
+    return seq < 0 || (uint32_t)seq >= kv->p.n_seq_max ? NULL : seq_map(kv, seq);
+}
 
 void kv_rows_get(const kv_cache *kv, int il, int32_t cell, void *k, void *v) {
     const size_t kb = (size_t)kv->dk * sizeof(uint16_t), vb = (size_t)kv->dv * sizeof(uint16_t);

@@ -57,6 +57,13 @@ int32_t kv_cell_alloc(kv_cache *kv, recur_seq_id seq, recur_pos pos);
  * n_embd_v / n_head_kv F16 values). */
 uint16_t *kv_k_head(kv_cache *kv, int il, int h, int32_t cell);
 uint16_t *kv_v_head(kv_cache *kv, int il, int h, int32_t cell);
+/* The same rows in bulk, for a loop over many positions (decode attention): seq's position ->
+ * cell map (-1: no cell; positions 0 .. kv_n_cells - 1; NULL for a seq out of range), valid
+ * until the cells next change (invariant 3); and KV head h's rows of layer il, cell c's at
+ * [c * head dim] (invariant 1), so kv_k_head(kv, il, h, c) == kv_k_rows(kv, il, h) + c * dk. */
+const int32_t *kv_seq_cells(const kv_cache *kv, recur_seq_id seq);
+uint16_t      *kv_k_rows(kv_cache *kv, int il, int h);
+uint16_t      *kv_v_rows(kv_cache *kv, int il, int h);
 
 /* A cell's whole K row and V row of layer il, heads in order (n_embd_k and n_embd_v values),
  * copied out of / into the cache: the layout snapshots and the prompt cache keep. */

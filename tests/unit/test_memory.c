@@ -48,6 +48,11 @@ static void test_cp_shares_cells(void **state) {
     assert_int_equal(kv_seq_pos_max(kv, 1), 3);
     kv_cell_alloc(kv, 1, 4);
     check(kv);
+    /* the bulk map says what kv_seq_cell says, position by position */
+    for (int s = 0; s < 3; s++)
+        for (int p = 0; p < 16; p++) assert_int_equal(kv_seq_cells(kv, s)[p], kv_seq_cell(kv, s, p));
+    assert_null(kv_seq_cells(kv, 3));
+    assert_null(kv_seq_cells(kv, -1));
     assert_int_equal(kv_seq_rm(kv, 0, -1, -1), RECUR_OK);   /* cells 0..3 stay for seq 1 */
     assert_int_equal(kv_n_free(kv), 11);
     assert_int_equal(kv_seq_pos_max(kv, 1), 4);
@@ -68,6 +73,8 @@ static void test_rows_are_distinct(void **state) {
     /* head-major: one head's values of consecutive cells are adjacent (kv.h, invariant 1) */
     assert_ptr_equal(kv_k_head(kv, 1, 1, 1), kv_k_head(kv, 1, 1, 0) + 4);
     assert_ptr_equal(kv_v_head(kv, 1, 1, 1), kv_v_head(kv, 1, 1, 0) + 6);
+    assert_ptr_equal(kv_k_rows(kv, 1, 1) + 4 * b, kv_k_head(kv, 1, 1, b));
+    assert_ptr_equal(kv_v_rows(kv, 1, 0) + 6 * a, kv_v_head(kv, 1, 0, a));
     kv_k_head(kv, 1, 1, b)[3] = 0x3c00;
     kv_v_head(kv, 1, 1, b)[5] = 0x3c00;
     assert_int_equal(kv_k_head(kv, 1, 1, b)[3], 0x3c00);

@@ -199,12 +199,14 @@ static void att_decode_fn(void *arg, int ith, int nth) {
     const int32_t n_ctx = f->pos[0] + 1;
     long g0, g1;
     tp_split(hp->n_head_kv, ith, nth, 1, &g0, &g1);
+    const int32_t *cells = kv_seq_cells(f->kv, w.seq);   /* the token's position is in range */
     for (int g = (int)g0; g < (int)g1; g++) {
         w.g = g;
+        const uint16_t *kb = kv_k_rows(f->kv, j->kv_layer, g), *vb = kv_v_rows(f->kv, j->kv_layer, g);
         for (int32_t p = 0; p < n_ctx; p++) {
-            const int32_t c = kv_seq_cell(f->kv, w.seq, p);
-            w.kp[p] = c < 0 ? NULL : kv_k_head(f->kv, j->kv_layer, g, c);
-            w.vp[p] = c < 0 ? NULL : kv_v_head(f->kv, j->kv_layer, g, c);
+            const int32_t c = cells[p];
+            w.kp[p] = c < 0 ? NULL : kb + (int64_t)c * dk;
+            w.vp[p] = c < 0 ? NULL : vb + (int64_t)c * hp->head_dim_v;
             if (p >= ATT_PF_POS || p == n_ctx - 1 || c < 0) continue;
             for (int o = 0; o < 2 * dk; o += 64) __builtin_prefetch((const char *)w.kp[p] + o);
             for (int o = 0; o < 2 * hp->head_dim_v; o += 64) __builtin_prefetch((const char *)w.vp[p] + o);
