@@ -90,8 +90,12 @@ static void make_seed(fz *z) {
     recur_seq_rm(z->ctx, 0, -1, -1);
 }
 
+static fz z;
+
+/* The input file goes when the run ends (the fuzzer calls exit), not left in /tmp. */
+static void rm_input(void) { remove(z.path); }
+
 static fz *init(void) {
-    static fz z;
     if (z.m) return &z;
     recur_init();
     char err[256];
@@ -104,6 +108,7 @@ static fz *init(void) {
     cp.n_threads = 1;
     if (recur_ctx_new(z.m, &cp, &z.ctx, err, sizeof err)) { fprintf(stderr, "%s\n", err); abort(); }
     snprintf(z.path, sizeof z.path, "/tmp/fuzz_pcache.%d.bin", (int)getpid());
+    atexit(rm_input);
     make_seed(&z);
     return &z;
 }
