@@ -61,6 +61,15 @@ static float *att_workspace(const model_fwd *f, int ith, int dk, int64_t *slot, 
     return ws;
 }
 
+/* Whether token t is the only one of its sequence in the batch (a decode step, alone or next
+ * to other slots' steps): its groups alone read its sequence's K/V rows, which come from
+ * memory (tensor.h att_scores4's cold). A batch's tokens of one sequence sit side by side
+ * (else this says cold wrongly, which only costs the fetches ahead: no bit changes). */
+static bool att_cold(const model_fwd *f, int32_t t) {
+    const recur_seq_id s = f->seq[t];
+    return (t == 0 || f->seq[t - 1] != s) && (t == f->n_tok - 1 || f->seq[t + 1] != s);
+}
+
 /* nr (<= ATT_ROWS) rows of one sequence sharing KV head g: scores (q.k scaled, llama.cpp's
  * tinyBLAS order), softmax, weighted sum of V (llama.cpp's order over its transposed V). Each
  * row's scores row is padded with -inf to a multiple of 16, as llama.cpp's padded KV view is,
@@ -89,7 +98,8 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
         w->vp[p] = c < 0 ? NULL : kv_v_head(f->kv, j->kv_layer, g, c);
     }
     if (n_max > w->n) w->n = n_max;
-    f->kern->att_scores4(nr, dk, w->kp, q, n_ctx, 1.0f / sqrtf((float)dk), sc, f->n_tok == 1);
+    const bool cold = att_cold(f, r[0].t);
+    f->kern->att_scores4(nr, dk, w->kp, q, n_ctx, 1.0f / sqrtf((float)dk), sc, cold);
     for (int i = 0; i < nr; i++) {
         float *s = r[i].sc;
         const int32_t n_pad = (n_ctx[i] + 15) & ~15;
@@ -97,7 +107,7 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
         /* the softmax's scaling and the F16 rounding of the probabilities in one pass */
         f->kern->scale_round_f16(n_ctx[i], s, op_softmax_exp(f->kern, s, n_pad));
     }
-    f->kern->att_wsum4(nr, dv, w->vp, pr, n_ctx, out, f->n_tok == 1);
+    f->kern->att_wsum4(nr, dv, w->vp, pr, n_ctx, out, cold);
 }
 
 /* Work units: a block of tb consecutive tokens times the r query heads of one KV head, with
