@@ -181,19 +181,42 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
     }
 }
 
-/* A packed matrix's rows [lo, hi) (multiples of 16) for n_tok > 1: the table's packed gemm
- * where it has one (Q8_0 in ggml's order, Q4_K in the repacked order), else MM_R16_SLAB rows
- * at a time unpacked into a buffer that mm_dot_rows reads as the file's rows (the same kernels, so the
- * same bits; unpacking a slab costs one copy of it, against its n_tok-fold use). Without a
- * buffer, the packed group's scalar dot (the same bits, slowly). */
+/* A packed matrix's rows [lo, hi) (multiples of 16) for n_tok > 1. A few tokens (parallel
+ * slots' decode steps, a prompt's short last batch) take the packed single-token kernel once
+ * per token over MM_R16_SLAB rows at a time, which stay in cache between the tokens: the same
+ * bits (the kernel's rows get the file layout's dot, as the gemms' do). More take the table's
+ * packed gemm where it has one (Q8_0 in ggml's order, Q4_K in the repacked order), else
+ * MM_R16_SLAB rows at a time unpacked into a buffer that mm_dot_rows reads as the file's rows
+ * (the same kernels, so the same bits; unpacking a slab costs a scalar reshuffle of it,
+ * against its n_tok-fold use). Without a buffer, the packed group's scalar dot (the same
+ * bits, slowly). A program outside the repo (/tmp/s6/par.c: S sequences at depth 16, one
+ * token each per recur_decode call, qwen3-0.6b, 2 threads, steps alternating between the
+ * ways in one process, median step): Q4_K_M 2 tokens 60.7 -> 12.8 ms, 3 76.9 -> 17.6, 4 24.3
+ * -> 18.6, 6 28.1 -> 24.4 (its Q6_K output head and layers were unpacked every step, and 2-3
+ * tokens were too few for the Q4_K gemm's tiles); Q8_0 (packed gemm) 2 tokens 0.55x the time,
+ * 4 0.75x, 8 0.95x, 12 1.13x, 16 1.27x (slower): hence the two limits. */
 #define MM_R16_SLAB 64
+#define MM_R16_GEMV_TOK 8          /* below it the kernel token by token, with a packed gemm */
+#define MM_R16_GEMV_TOK_UNPACK 32  /* and without one (the unpacking) */
 static void mm_dot_r16(const mm_job *j, long lo, long hi) {
-    if (j->wtype == GGUF_T_Q8_0 && j->k->gemm_q8_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q8_0]) {
+    const bool gemm_q8 = j->wtype == GGUF_T_Q8_0 && j->k->gemm_q8_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q8_0];
+    const bool gemm_q4 = j->wtype == GGUF_T_Q4_K && j->k->gemm_q4_K_rp_r16 && j->gemm == j->k->gemm_q4_K_rp;
+    if (j->gemv.fn && j->n_tok < (gemm_q8 || gemm_q4 ? MM_R16_GEMV_TOK : MM_R16_GEMV_TOK_UNPACK)) {
+        for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
+            const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
+            for (int64_t t = 0; t < j->n_tok; t++)
+                j->gemv.fn(j->n_in, j->W + (size_t)r0 * j->w_stride, j->w_stride, r1 - r0, 0,
+                           tensor_gemv_groups(r1 - r0, j->gemv.group), j->Xq + (size_t)t * j->x_stride,
+                           j->Y + t * j->ldy + r0);
+        }
+        return;
+    }
+    if (gemm_q8) {
         j->k->gemm_q8_0_r16(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride,
                             j->n_tok, j->Y + lo, j->ldy);
         return;
     }
-    if (j->wtype == GGUF_T_Q4_K && j->k->gemm_q4_K_rp_r16 && j->gemm == j->k->gemm_q4_K_rp) {
+    if (gemm_q4) {
         j->k->gemm_q4_K_rp_r16(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride,
                                j->n_tok, j->Y + lo, j->ldy);
         return;
