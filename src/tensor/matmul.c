@@ -191,10 +191,12 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
  * against its n_tok-fold use). Without a buffer, the packed group's scalar dot (the same
  * bits, slowly). A program outside the repo (/tmp/s6/par.c: S sequences at depth 16, one
  * token each per recur_decode call, qwen3-0.6b, 2 threads, steps alternating between the
- * ways in one process, median step): Q4_K_M 2 tokens 60.7 -> 12.8 ms, 3 76.9 -> 17.6, 4 24.3
- * -> 18.6, 6 28.1 -> 24.4 (its Q6_K output head and layers were unpacked every step, and 2-3
- * tokens were too few for the Q4_K gemm's tiles); Q8_0 (packed gemm) 2 tokens 0.55x the time,
- * 4 0.75x, 8 0.95x, 12 1.13x, 16 1.27x (slower): hence the two limits. */
+ * ways in one process, median step): Q4_K_M with the Q6_K rows (output head, some layers)
+ * already token by token, the Q4_K ones too against their gemm: 2 tokens 60.7 -> 12.8 ms, 3
+ * 76.9 -> 17.6 (too few for the gemm's tiles: it unpacked them group by group), 4 24.3 ->
+ * 18.6, 6 28.1 -> 24.4; against the code before (Q6_K unpacked on every call): 4 tokens 64.4
+ * -> 19.1, 8 72.4 -> 32.5, 16 85.9 -> 48.2; Q8_0 (packed gemm) 2 tokens 0.55x the time, 4
+ * 0.75x, 8 0.95x, 12 1.13x, 16 1.27x (slower): hence the two limits. */
 #define MM_R16_SLAB 64
 #define MM_R16_GEMV_TOK 8          /* below it the kernel token by token, with a packed gemm */
 #define MM_R16_GEMV_TOK_UNPACK 32  /* and without one (the unpacking) */
