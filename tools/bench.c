@@ -9,7 +9,8 @@
  * run at (int8 for quantized weights where the CPU has VNNI, else fp32 FMA); and the resident
  * memory. `--checkpoints` instead measures prefill with checkpoint capture on vs off and the
  * time to take and restore one checkpoint (bench_ckpt.c), and `--prefetch-ab` compares the
- * single-token prefetch modes token by token (bench_pfab.c). */
+ * single-token prefetch modes token by token (bench_pfab.c), and `--batched` runs
+ * llama-batched-bench's test: several sequences decoding together (bench_batched.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,14 @@ static void usage(FILE *f) {
         "  --prefetch-ab N           single tokens, the prefetch mode switched between tokens (ABBA):\n"
         "                            auto against on and against off, N quads each; medians of\n"
         "                            the quads' time ratios (RECUR_PREFETCH, README)\n"
+        "  --batched                 llama-batched-bench's test: B sequences, each a PP-token prompt, then\n"
+        "                            TG steps of one token each (-b, -ub, -t, -r apply; -r 1 unless given)\n"
+        "  -npp N,...                --batched: prompt tokens of each sequence (default 128,256,512)\n"
+        "  -ntg N,...                --batched: generated tokens of each sequence (default 128,256)\n"
+        "  -npl N,...                --batched: sequences decoding together (default 1,2,4,8,16,32)\n"
+        "  -pps                      --batched: one prompt shared by the sequences (copied, not recomputed)\n"
+        "  -c, --ctx-size N          --batched: cells of the context; rows needing more are left out\n"
+        "                            (default: what the largest row needs)\n"
         "  -h, --help                this text\n");
 }
 
@@ -92,6 +101,16 @@ static void defaults(bench_opts *o) {
     if (!o->n_n_depth) o->n_depth[o->n_n_depth++] = 0;
     if (!o->n_n_batch) o->n_batch[o->n_n_batch++] = 2048;
     if (!o->n_n_ubatch) o->n_ubatch[o->n_n_ubatch++] = 512;
+    if (o->batched) {   /* llama-batched-bench's defaults */
+        static const int npp[] = { 128, 256, 512 }, ntg[] = { 128, 256 }, npl[] = { 1, 2, 4, 8, 16, 32 };
+        for (int i = 0; !o->n_npp && i < 3; i++) o->npp[i] = npp[i];
+        for (int i = 0; !o->n_ntg && i < 2; i++) o->ntg[i] = ntg[i];
+        for (int i = 0; !o->n_npl && i < 6; i++) o->npl[i] = npl[i];
+        if (!o->n_npp) o->n_npp = 3;
+        if (!o->n_ntg) o->n_ntg = 2;
+        if (!o->n_npl) o->n_npl = 6;
+        if (!o->reps_set) o->reps = 1;   /* llama-batched-bench runs each row once */
+    }
 }
 
 static int parse_args(int argc, char **argv, bench_opts *o) {
@@ -126,7 +145,13 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             }
             if (!rc) { o->pg[o->n_pg][0] = pair[0]; o->pg[o->n_pg][1] = pair[1]; o->n_pg++; }
         }
-        else if (FLAG("-r", "--repetitions")) { NEED(); o->reps = atoi(v); }
+        else if (FLAG("-r", "--repetitions")) { NEED(); o->reps = atoi(v); o->reps_set = true; }
+        else if (FLAG("--batched", "--batched")) o->batched = true;
+        else if (FLAG("-npp", "--n-pp")) { NEED(); o->batched = true; rc = parse_list(a, v, o->npp, &o->n_npp, 1); }
+        else if (FLAG("-ntg", "--n-tg")) { NEED(); o->batched = true; rc = parse_list(a, v, o->ntg, &o->n_ntg, 0); }
+        else if (FLAG("-npl", "--n-pl")) { NEED(); o->batched = true; rc = parse_list(a, v, o->npl, &o->n_npl, 1); }
+        else if (FLAG("-pps", "--pps")) { o->batched = true; o->pps = true; }
+        else if (FLAG("-c", "--ctx-size")) { NEED(); o->n_ctx = atoi(v); }
         else if (FLAG("-o", "--output")) { NEED(); rc = parse_fmt(v, &o->fmt); }
         else if (FLAG("--delay", "--delay")) { NEED(); o->delay_s = atoi(v); }
         else if (FLAG("--no-warmup", "--no-warmup")) o->no_warmup = true;
@@ -143,8 +168,12 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     if (rc) return rc;
     if (!o->n_models) { fprintf(stderr, "recur-bench: no model (-m FILE)\n"); return 2; }
     if (o->reps < 1 || o->reps > 100000 || o->delay_s < 0 || o->bw_mib < 0 || o->ckpt_every < 1 || o->ckpt_ops < 1 ||
-        o->pf_ab < 0 || o->pf_ab > 100000) {
-        fprintf(stderr, "recur-bench: -r, --delay, --bw-mib, --ckpt-every, --ckpt-ops or --prefetch-ab out of range\n");
+        o->pf_ab < 0 || o->pf_ab > 100000 || o->n_ctx < 0 || o->n_ctx > 1 << 24) {
+        fprintf(stderr, "recur-bench: -r, --delay, --bw-mib, --ckpt-every, --ckpt-ops, --prefetch-ab or -c out of range\n");
+        return 2;
+    }
+    if ((o->batched ? 1 : 0) + (o->checkpoints ? 1 : 0) + (o->pf_ab > 0 ? 1 : 0) > 1) {
+        fprintf(stderr, "recur-bench: --batched, --checkpoints and --prefetch-ab are separate benchmarks: one at a time\n");
         return 2;
     }
     defaults(o);
@@ -240,7 +269,7 @@ int main(int argc, char **argv) {
     recur_init();
     /* the machine first, in a child process per thread count, before any model is mapped */
     bench_hw hw[BENCH_MAX_LIST] = { 0 };
-    const bool own = o.checkpoints || o.pf_ab > 0;   /* a benchmark of its own instead of pp / tg */
+    const bool own = o.checkpoints || o.pf_ab > 0 || o.batched;   /* a benchmark of its own instead of pp / tg */
     if (o.bw_mib > 0 && !own)
         for (int ti = 0; ti < o.n_threads; ti++) {
             if (o.progress) fprintf(stderr, "recur-bench: measuring the machine on %d threads\n", o.threads[ti]);
@@ -253,7 +282,7 @@ int main(int argc, char **argv) {
     bench_model *bms = calloc((size_t)o.n_models, sizeof *bms);
     if (!bms) return 1;
     int fails = 0;
-    bool any_ckpt = false, any_pfab = false;
+    bool any_ckpt = false, any_pfab = false, any_batched = false;
     for (int mi = 0; mi < o.n_models; mi++) {
         recur_model_params mp = recur_model_default_params();
         recur_model *m = NULL;
@@ -269,7 +298,13 @@ int main(int argc, char **argv) {
                              .state_bytes = recur_model_state_bytes(m),
                              .kv_row_bytes = recur_model_kv_bytes_per_token(m), .rss_load = bench_rss() };
         model_type(m, bm->type, sizeof bm->type);
-        if (o.pf_ab > 0) {
+        if (o.batched) {
+            for (int ti = 0; ti < o.n_threads; ti++)
+                if (bench_batched_model(m, bm, &o, o.threads[ti], &any_batched, err, sizeof err)) {
+                    fprintf(stderr, "recur-bench: %s: %s\n", bm->filename, err);
+                    fails++;
+                }
+        } else if (o.pf_ab > 0) {
             for (int ti = 0; ti < o.n_threads; ti++) {
                 if (bench_pfab_model(m, bm, &o, o.threads[ti], !any_pfab, err, sizeof err)) {
                     fprintf(stderr, "recur-bench: %s: %s\n", bm->filename, err);
@@ -298,6 +333,8 @@ int main(int argc, char **argv) {
     if (out) {
         bench_out_end(out);
         bench_out_free(out);
+    } else if (o.batched) {
+        bench_batched_end(&o, any_batched);
     } else if (o.pf_ab > 0) {
         bench_pfab_end(any_pfab);
     } else {

@@ -6,6 +6,7 @@
  *   bench_out.c   md / json / jsonl / csv output and the efficiency table
  *   bench_ckpt.c  --checkpoints: prefill with checkpoint capture on vs off, take / restore
  *   bench_pfab.c  --prefetch-ab: single tokens with the prefetch modes alternated (recur.h)
+ *   bench_batched.c  --batched: several sequences decoding together (llama-batched-bench)
  *   bench_replay*.c  `recur-bench replay`: chat workloads against a recur-server (bench_replay.h)
  */
 #ifndef RECUR_TOOLS_BENCH_H
@@ -42,6 +43,14 @@ typedef struct bench_opts {
     int         pf_ab;         /* --prefetch-ab N: N quads of tokens a comparison (0: not asked) */
     int         bw_mib;        /* bandwidth buffer; 0: skip the machine measurements */
     uint32_t    q8_order;      /* --q8-order (recur_q8_order) */
+    bool        reps_set;      /* -r was given */
+    /* --batched (llama-batched-bench's options): prompt, generation and sequence counts, a
+     * prompt shared by the sequences, the context's cells (0: what the largest row needs) */
+    bool        batched, pps;
+    int         npp[BENCH_MAX_LIST], n_npp;
+    int         ntg[BENCH_MAX_LIST], n_ntg;
+    int         npl[BENCH_MAX_LIST], n_npl;
+    int         n_ctx;
 } bench_opts;
 
 /* What the machine does with n_threads threads (bench_hw.c). */
@@ -161,6 +170,14 @@ int bench_pfab_model(recur_model *m, const bench_model *bm, const bench_opts *o,
                      size_t err_len);
 /* The note under the rows (nothing when no row was printed). */
 void bench_pfab_end(bool any);
+
+/* ---- bench_batched.c ---- */
+/* --batched for one model on n_threads threads: prints its table (json: its records; *any: a
+ * record was printed before, set when this call prints one). Returns 0, or 1 with err set. */
+int bench_batched_model(recur_model *m, const bench_model *bm, const bench_opts *o, int n_threads, bool *any,
+                        char *err, size_t err_len);
+/* The note under the tables (json: the closing bracket). */
+void bench_batched_end(const bench_opts *o, bool any);
 
 /* ---- bench_ckpt.c ---- */
 /* --checkpoints for one model on n_threads threads and an n_prompt-token prompt; prints its row

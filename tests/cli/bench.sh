@@ -9,7 +9,8 @@
 # and the KV rows it attends (what recur-gguf info reports per sequence and per position), at
 # any -d depth; tg tests also time each token (percentiles, efficiency at the median);
 # --checkpoints measures a recurrent model and says that a transformer has nothing to
-# checkpoint; --prefetch-ab prints its comparisons.
+# checkpoint; --prefetch-ab prints its comparisons; --batched has llama-batched-bench's table and
+# fields.
 set -u
 build=${1:?usage: bench.sh BUILD_DIR TESTDATA_DIR}
 data=${2:?usage: bench.sh BUILD_DIR TESTDATA_DIR}
@@ -185,6 +186,49 @@ grep -q '^B/A: ' "$tmp/pf.txt" || fail "--prefetch-ab: the note under the rows"
 RECUR_PREFETCH=off "$bin" -m "$qwen3" -p 0 -n 4 -r 1 --bw-mib 0 -o json >"$tmp/pf.json" 2>/dev/null ||
     fail "json with RECUR_PREFETCH"
 grep -q '"prefetch": "off"' "$tmp/pf.json" || fail "json: RECUR_PREFETCH=off not in the prefetch field"
+
+# ---- --batched: llama-batched-bench's table, rows past -c left out, its jsonl fields;
+# -pps copies one prompt (a recurrent state too) ----
+"$bin" -m "$qwen3" -npp 8,16 -ntg 3 -npl 1,2 -t 2 >"$tmp/bb.txt" 2>"$tmp/bb.err" || fail "--batched md: $(cat "$tmp/bb.err")"
+grep -qxF '|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |' "$tmp/bb.txt" ||
+    fail "--batched md header"
+for row in '8 3 1 11' '8 3 2 22' '16 3 1 19' '16 3 2 38'; do
+    set -- $row
+    grep -qE "^\| +$1 \| +$2 \| +$3 \| +$4 \|( +[0-9]+\.[0-9]+ \|){6}$" "$tmp/bb.txt" || fail "--batched md: no row PP $1 TG $2 B $3"
+done
+grep -q 'n_kv_max = 38, n_batch = 2048, n_ubatch = 512, is_pp_shared = 0, n_threads = 2' "$tmp/bb.txt" ||
+    fail "--batched md: the setting line"
+"$bin" -m "$qwen3,$mamba2" -npp 8,16 -ntg 3 -npl 1,2 -c 20 -r 2 -b 5 -ub 3 -o jsonl >"$tmp/bb.jsonl" 2>"$tmp/bb.err" ||
+    fail "--batched jsonl: $(cat "$tmp/bb.err")"
+"$bin" -m "$mamba2,$qwen3" -npp 8 -ntg 2,0 -npl 3 -pps -o json >"$tmp/bbs.json" 2>"$tmp/bb.err" ||
+    fail "--batched -pps: $(cat "$tmp/bb.err")"
+python3 - "$tmp/bb.jsonl" "$tmp/bbs.json" <<'PY' || fail "--batched json content"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+# -c 20: 8+3 = 11 and 16+3 = 19 cells fit, two sequences (22, 38) do not
+assert [(r["pp"], r["tg"], r["pl"], r["n_kv"]) for r in rows] == [(8, 3, 1, 11), (16, 3, 1, 19)] * 2, rows
+for r in rows:
+    for f in ("n_kv_max", "n_batch", "n_ubatch", "is_pp_shared", "n_threads", "n_threads_batch", "pp", "tg", "pl",
+              "n_kv", "t_pp", "speed_pp", "t_tg", "speed_tg", "t", "speed", "tg_step_ms_p50"):
+        assert f in r, f
+    assert r["n_kv_max"] == 20 and r["n_batch"] == 5 and r["n_ubatch"] == 3 and r["reps"] == 2
+    assert len(r["pp_samples_ns"]) == 2 and len(r["tg_samples_ns"]) == 2
+    med = lambda v: sorted(v)[0] / 2 + sorted(v)[1] / 2
+    assert abs(r["t_pp"] - med(r["pp_samples_ns"]) / 1e9) < 1e-5 and abs(r["t_tg"] - med(r["tg_samples_ns"]) / 1e9) < 1e-5
+    # the times are printed to the µs: the speeds against the samples' exact medians
+    t_pp, t_tg = med(r["pp_samples_ns"]) / 1e9, med(r["tg_samples_ns"]) / 1e9
+    assert abs(r["speed_pp"] - r["pl"] * r["pp"] / t_pp) < 1e-6 * r["speed_pp"]
+    assert abs(r["speed_tg"] - r["pl"] * r["tg"] / t_tg) < 1e-6 * r["speed_tg"]
+    assert abs(r["speed"] - r["n_kv"] / (t_pp + t_tg)) < 1e-6 * r["speed"]
+    assert 0 < r["tg_step_ms_p50"] * 1e-3 <= max(r["tg_samples_ns"]) / 1e9
+shared = json.load(open(sys.argv[2]))
+assert [(r["model_type"].split()[0], r["tg"], r["n_kv"], r["is_pp_shared"]) for r in shared] == \
+    [("mamba2", 2, 14, 1), ("mamba2", 0, 8, 1), ("qwen3", 2, 14, 1), ("qwen3", 0, 8, 1)], shared
+for r in shared:
+    assert abs(r["speed_pp"] - r["pp"] / (r["pp_samples_ns"][0] / 1e9)) < 1e-6 * r["speed_pp"]   # one prompt evaluated
+    assert (r["speed_tg"] is None) == (r["tg"] == 0) and r["reps"] == 1
+PY
+"$bin" -m "$qwen3" --batched --checkpoints >/dev/null 2>&1 && fail "--batched with --checkpoints must fail"
 
 # ---- errors ----
 "$bin" -m "$qwen3" --no-such-option >/dev/null 2>&1 && fail "an unknown option must fail"
