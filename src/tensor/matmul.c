@@ -181,28 +181,45 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
     }
 }
 
-/* A packed matrix's rows [lo, hi) (multiples of 16) for n_tok > 1. A few tokens (parallel
- * slots' decode steps, a prompt's short last batch) take the packed single-token kernel once
- * per token over MM_R16_SLAB rows at a time, which stay in cache between the tokens: the same
- * bits (the kernel's rows get the file layout's dot, as the gemms' do). More take the table's
- * packed gemm where it has one (Q8_0 in ggml's order, Q4_K in the repacked order), else
- * MM_R16_SLAB rows at a time unpacked into a buffer that mm_dot_rows reads as the file's rows
- * (the same kernels, so the same bits; unpacking a slab costs a scalar reshuffle of it,
- * against its n_tok-fold use). Without a buffer, the packed group's scalar dot (the same
- * bits, slowly). A program outside the repo (/tmp/s6/par.c: S sequences at depth 16, one
- * token each per recur_decode call, qwen3-0.6b, 2 threads, steps alternating between the
- * ways in one process, median step): Q4_K_M with the Q6_K rows (output head, some layers)
- * already token by token, the Q4_K ones too against their gemm: 2 tokens 60.7 -> 12.8 ms, 3
- * 76.9 -> 17.6 (too few for the gemm's tiles: it unpacked them group by group), 4 24.3 ->
- * 18.6, 6 28.1 -> 24.4; against the code before (Q6_K unpacked on every call): 4 tokens 64.4
- * -> 19.1, 8 72.4 -> 32.5, 16 85.9 -> 48.2; Q8_0 (packed gemm) 2 tokens 0.55x the time, 4
- * 0.75x, 8 0.95x, 12 1.13x, 16 1.27x (slower): hence the two limits. */
+/* A packed matrix's rows [lo, hi) (multiples of 16) for n_tok > 1. Where the table has a
+ * several-token kernel for the layout (tensor_gemv.tokens: each group's bytes read once for
+ * all the tokens, the values split once for up to four), it takes every call of a type
+ * without a packed gemm (Q6_K) and, below MM_R16_TOKENS_GEMM tokens, of one with (Q4_K): a
+ * parallel-slot decode step, a short prompt. Otherwise a few tokens take the packed
+ * single-token kernel once per token over MM_R16_SLAB rows at a time, which stay in cache
+ * between the tokens: the same bits (the kernel's rows get the file layout's dot, as the gemms'
+ * do). More take the table's packed gemm where it has one (Q8_0 in ggml's order, Q4_K in the
+ * repacked order), else MM_R16_SLAB rows at a time unpacked into a buffer that mm_dot_rows
+ * reads as the file's rows (the same kernels, so the same bits; unpacking a slab costs a
+ * scalar reshuffle of it, against its n_tok-fold use). Without a buffer, the packed group's
+ * scalar dot (the same bits, slowly).
+ * Measured with programs outside the repo:
+ *  - /tmp/s6/par.c (S sequences at depth 16, one token each per recur_decode call, qwen3-0.6b,
+ *    2 threads, steps alternating between the ways in one process, median step), the token by
+ *    token kernel: Q4_K_M with the Q6_K rows (output head, some layers) already token by
+ *    token, the Q4_K ones too against their gemm: 2 tokens 60.7 -> 12.8 ms, 3 76.9 -> 17.6 (too
+ *    few for the gemm's tiles: it unpacked them group by group), 4 24.3 -> 18.6, 6 28.1 ->
+ *    24.4; against the code before (Q6_K unpacked on every call): 4 tokens 64.4 -> 19.1, 8
+ *    72.4 -> 32.5, 16 85.9 -> 48.2; Q8_0 (packed gemm) 2 tokens 0.55x the time, 4 0.75x, 8
+ *    0.95x, 12 1.13x, 16 1.27x (slower): hence the two limits;
+ *  - /tmp/s7/tk.c (8 packed matrices from memory through tensor_matmul, 2 threads, the two
+ *    ways alternating, median ratio of 10 passes), the several-token kernels against the
+ *    previous ways: Q4_K 3072 x 1024 0.62-0.83x the time from 2 to 32 tokens, 0.95x at 64,
+ *    1.00x at 96, 1.04-1.15x (slower) from 128 to 512 (1024 x 3072, 4096 x 1024 alike): hence
+ *    MM_R16_TOKENS_GEMM; Q6_K 1024 x 3072 0.47-0.67x from 2 to 24 tokens (token by token),
+ *    0.15-0.45x from 32 to 128 and 0.58-0.99x from 192 to 512 (unpacked for gemm[Q6_K]). */
+#define MM_R16_TOKENS_GEMM 96
 #define MM_R16_SLAB 64
 #define MM_R16_GEMV_TOK 8          /* below it the kernel token by token, with a packed gemm */
 #define MM_R16_GEMV_TOK_UNPACK 32  /* and without one (the unpacking) */
 static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     const bool gemm_q8 = j->wtype == GGUF_T_Q8_0 && j->k->gemm_q8_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q8_0];
     const bool gemm_q4 = j->wtype == GGUF_T_Q4_K && j->k->gemm_q4_K_rp_r16 && j->gemm == j->k->gemm_q4_K_rp;
+    if (j->gemv.tokens && (!(gemm_q8 || gemm_q4) || j->n_tok < MM_R16_TOKENS_GEMM)) {
+        j->gemv.tokens(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok,
+                       j->Y + lo, j->ldy);
+        return;
+    }
     if (j->gemv.fn && j->n_tok < (gemm_q8 || gemm_q4 ? MM_R16_GEMV_TOK : MM_R16_GEMV_TOK_UNPACK)) {
         for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
             const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
@@ -445,7 +462,7 @@ static void mm_one_token(tp_pool *pool, const mm_job *jobs, int n) {
         for (int i = 0; i < n; i++) {
             const tensor_gemv g = jobs[i].gemv;
             lj[i] = jobs[i];
-            if (g.lean) lj[i].gemv = (tensor_gemv){ g.lean, g.lean_group ? g.lean_group : g.group, NULL, 0 };
+            if (g.lean) lj[i].gemv = (tensor_gemv){ g.lean, g.lean_group ? g.lean_group : g.group, NULL, 0, NULL };
         }
         jobs = lj;
     }

@@ -69,6 +69,10 @@ typedef struct tensor_gemv {
      * two a single-token matmul runs is tensor_gemv_prefetch's to say. */
     tensor_gemv_fn lean;
     int            lean_group;
+    /* fn for several tokens in one call (NULL: none; packed layouts only): each y element with
+     * fn's bits, each group's bytes read from memory once for all the tokens. Arguments as
+     * tensor_gemm_fn's; n_rows a multiple of group. */
+    tensor_gemm_fn tokens;
 } tensor_gemv;
 
 /* The single-token matmuls' kernels (software prefetch, four streams) or their lean twins

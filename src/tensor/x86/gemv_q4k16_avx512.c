@@ -42,17 +42,21 @@ static inline __m512i bcast4(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* Rows 0..15 of the packed group at w (nb blocks) against x: y[0..16). */
-static inline __attribute__((always_inline)) void r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
-                                                            bool pf) {
+/* Rows 0..15 of the packed group at w (nb blocks) against T tokens (token t's Q8_K row at
+ * x + t·xs): y[t·ldy + 0..16). Each token's lanes take exactly the one-token operations, so
+ * every y is the single-token kernel's; the weight vectors and the scales are loaded and split
+ * once for the T tokens. */
+static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
+                                                           size_t xs, float *y, int64_t ldy, bool pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m63 = _mm512_set1_epi8(63), m30 = _mm512_set1_epi8(0x30);
-    __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+    __m512 acc[4], accm[4];
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) acc[t] = accm[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *h = w + (size_t)i * TENSOR_R16_BLOCK, *b = x + (size_t)i * Q8_K_BYTES;
+        const uint8_t *h = w + (size_t)i * TENSOR_R16_BLOCK;
         for (int o = 0; pf && o < TENSOR_R16_BLOCK; o += 64) _mm_prefetch((const char *)(h + R16_PF + o), _MM_HINT_T0);
-        const __m512 yd = _mm512_set1_ps(rd_f32(b));
-        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_D))), yd);
-        const __m512 dm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_DMIN))), yd);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_D)));
+        const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_DMIN)));
         /* scale bytes 0-3, 4-7, 8-11 of the 16 rows; rt_unpack_k4_scales on all of them:
          * 128-bit lane l of s03 / m03 = sc[l] / m[l] of rows 0..15, of s47 / m47 = sc[4+l] / m[4+l] */
         const __m512i A = _mm512_loadu_si512(h + R16_SCALES), B = _mm512_loadu_si512(h + R16_SCALES + 64);
@@ -61,40 +65,74 @@ static inline __attribute__((always_inline)) void r16_group(int64_t nb, const ui
         const __m512i s47 = _mm512_ternarylogic_epi32(_mm512_and_si512(C, m4), _mm512_srli_epi16(A, 2), m30, 0xF8);
         const __m512i m47 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(C, 4), m4),
                                                       _mm512_srli_epi16(B, 2), m30, 0xF8);
-        const uint8_t *bs = b + Q8_K_BSUMS;
-        const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
+        const uint8_t *b[4];
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) b[t] = x + t * xs + (size_t)i * Q8_K_BYTES;
         _Pragma("GCC unroll 4")
         for (int j = 0; j < 4; j++) {
-            __m512i s1 = _mm512_setzero_si512(), s2 = _mm512_setzero_si512();   /* s2: 16 x the high sums */
+            __m512i s1[4], s2[4];   /* s2: 16 x the high sums */
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) s1[t] = s2[t] = _mm512_setzero_si512();
             const uint8_t *q = h + R16_QS + 8 * 64 * j;
             _Pragma("GCC unroll 8")
             for (int u = 0; u < 8; u++) {
                 const __m512i v = x86_load512_once(q + 64 * u);
-                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(v, m4), bcast4(yq + 64 * j + 4 * u));
-                s2 = _mm512_dpbusd_epi32(s2, _mm512_andnot_si512(m4, v), bcast4(yq + 64 * j + 32 + 4 * u));
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_andnot_si512(m4, v);
+                _Pragma("GCC unroll 4")
+                for (int t = 0; t < T; t++) {
+                    const int8_t *yq = (const int8_t *)(b[t] + Q8_K_QS);
+                    s1[t] = _mm512_dpbusd_epi32(s1[t], lo, bcast4(yq + 64 * j + 4 * u));
+                    s2[t] = _mm512_dpbusd_epi32(s2[t], hi, bcast4(yq + 64 * j + 32 + 4 * u));
+                }
             }
             /* sub-blocks 2j, 2j+1: lanes 2j & 3, 2j+1 & 3 of the j < 2 or j >= 2 vectors */
             const __m512i sv = j < 2 ? s03 : s47, mv = j < 2 ? m03 : m47;
             const __m512i sc1 = _mm512_slli_epi32(r16_u8_lane(sv, (2 * j) & 3), 4);
             const __m512i sc2 = r16_u8_lane(sv, (2 * j + 1) & 3);
-            const __m512i sum =
-                _mm512_srai_epi32(_mm512_add_epi32(_mm512_mullo_epi32(s1, sc1), _mm512_mullo_epi32(s2, sc2)), 4);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), d, acc);
-            /* rt_q4_K_rp_min: m[2j]·(bs[4j] + bs[4j+1]) + m[2j+1]·(bs[4j+2] + bs[4j+3]) */
-            const int p0 = rd_i16(bs + 8 * j) + rd_i16(bs + 8 * j + 2);
-            const int p1 = rd_i16(bs + 8 * j + 4) + rd_i16(bs + 8 * j + 6);
-            const __m512i mn =
-                _mm512_add_epi32(_mm512_mullo_epi32(r16_u8_lane(mv, (2 * j) & 3), _mm512_set1_epi32(p0)),
-                                 _mm512_mullo_epi32(r16_u8_lane(mv, (2 * j + 1) & 3), _mm512_set1_epi32(p1)));
-            accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mn), dm, accm);
+            const __m512i mn1 = r16_u8_lane(mv, (2 * j) & 3), mn2 = r16_u8_lane(mv, (2 * j + 1) & 3);
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) {
+                const __m512 yd = _mm512_set1_ps(rd_f32(b[t]));
+                const __m512i sum = _mm512_srai_epi32(
+                    _mm512_add_epi32(_mm512_mullo_epi32(s1[t], sc1), _mm512_mullo_epi32(s2[t], sc2)), 4);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, yd), acc[t]);
+                /* rt_q4_K_rp_min: m[2j]·(bs[4j] + bs[4j+1]) + m[2j+1]·(bs[4j+2] + bs[4j+3]) */
+                const uint8_t *bs = b[t] + Q8_K_BSUMS;
+                const int p0 = rd_i16(bs + 8 * j) + rd_i16(bs + 8 * j + 2);
+                const int p1 = rd_i16(bs + 8 * j + 4) + rd_i16(bs + 8 * j + 6);
+                const __m512i mn = _mm512_add_epi32(_mm512_mullo_epi32(mn1, _mm512_set1_epi32(p0)),
+                                                    _mm512_mullo_epi32(mn2, _mm512_set1_epi32(p1)));
+                accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mn), _mm512_mul_ps(dmw, yd), accm[t]);
+            }
         }
     }
-    _mm512_storeu_ps(y, _mm512_sub_ps(acc, accm));
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, _mm512_sub_ps(acc[t], accm[t]));
+}
+
+/* One token: the group kernel of X86_GEMV_R16_TWINS. */
+static inline __attribute__((always_inline)) void r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
+                                                            bool pf) {
+    r16_tile(1, nb, w, x, 0, y, 0, pf);
 }
 
 X86_GEMV_R16_TWINS(gemv_q4_K_r16, r16_group, QK_K)
 
+/* Several tokens (tensor.h tensor_gemv.tokens): each group's blocks against up to four tokens
+ * at a time, the first four fetching ahead; the group's bytes stay in L1 for the rest. */
+static void gemm_q4_K_r16_tokens(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                                 int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *X = x;
+    for (int64_t g = 0; g < n_rows / TENSOR_R16_ROWS; g++) {
+        const uint8_t *wg = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
+        float *yg = y + TENSOR_R16_ROWS * g;
+#define TILE(T, t) r16_tile(T, n / QK_K, wg, X + (t) * xs, xs, yg + (t) * ldy, ldy, (t) == 0)
+        X86_TOKEN_TILES(n_tok, TILE);
+#undef TILE
+    }
+}
+
 void rt_fill_gemv_q4k16_avx512(tensor_kernels *k) {
-    k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0 };
+    k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0, gemm_q4_K_r16_tokens };
     k->q4_K_r16_native = true;
 }

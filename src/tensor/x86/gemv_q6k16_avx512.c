@@ -96,7 +96,85 @@ static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const 
 
 X86_GEMV_R16_TWINS(gemv_q6_K_r16, q6r16_group, QK_K)
 
+/* q6r16_group against T tokens (token t's Q8_K row at x + t·xs; y[t·ldy + 0..16)): the values
+ * are assembled once for the T tokens. A token's sub-block sums are the same exact integers
+ * (taken a quarter of a half at a time, u = 4qh..4qh+3: four accumulators a token), so each y
+ * is q6r16_group's. */
+static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
+                                                             size_t xs, float *y, int64_t ldy, bool pf) {
+    const __m512i m3f = _mm512_set1_epi8(0x3F), m03 = _mm512_set1_epi8(0x03), m0f = _mm512_set1_epi8(0x0F);
+    __m512 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *h = w + (size_t)i * TENSOR_Q6R16_BLOCK;
+        for (int o = 0; pf && o < TENSOR_Q6R16_BLOCK; o += 64)
+            _mm_prefetch((const char *)(h + Q6R16_PF + o), _MM_HINT_T0);
+        const uint8_t *b[4];
+        __m512i sumi[4];
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            b[t] = x + t * xs + (size_t)i * Q8_K_BYTES;
+            sumi[t] = _mm512_setzero_si512();
+        }
+        for (int hf = 0; hf < 2; hf++)
+            for (int qh = 0; qh < 2; qh++) {
+                /* a[t][c]: sub-block 8hf + 2c + qh of token t */
+                __m512i a[4][4];
+                _Pragma("GCC unroll 4")
+                for (int t = 0; t < T; t++)
+                    _Pragma("GCC unroll 4")
+                    for (int c = 0; c < 4; c++)
+                        a[t][c] = _mm512_set1_epi32(-32 * rd_i16(b[t] + Q8_K_BSUMS + 2 * (8 * hf + 2 * c + qh)));
+                _Pragma("GCC unroll 4")
+                for (int u = 4 * qh; u < 4 * qh + 4; u++) {
+                    const uint8_t *q = h + Q6R16_Q + Q6R16_RUN * (8 * hf + u);
+                    const __m512i P0 = x86_load512_once(q), P1 = x86_load512_once(q + 64);
+                    const __m512i P2 = x86_load512_once(q + 128);
+                    const __m512i v0 = _mm512_and_si512(P0, m3f), v1 = _mm512_and_si512(P1, m3f);
+                    const __m512i v2 = _mm512_and_si512(P2, m3f);
+                    const __m512i tt = _mm512_ternarylogic_epi32(_mm512_srli_epi16(P0, 6), _mm512_srli_epi16(P1, 4), m03, TL_MUX);
+                    const __m512i v3 = _mm512_and_si512(_mm512_ternarylogic_epi32(tt, _mm512_srli_epi16(P2, 2), m0f, TL_MUX), m3f);
+                    _Pragma("GCC unroll 4")
+                    for (int t = 0; t < T; t++) {
+                        const int8_t *yy = (const int8_t *)(b[t] + Q8_K_QS) + 128 * hf + 4 * u;
+                        a[t][0] = _mm512_dpbusd_epi32(a[t][0], v0, bcast4(yy));
+                        a[t][1] = _mm512_dpbusd_epi32(a[t][1], v1, bcast4(yy + 32));
+                        a[t][2] = _mm512_dpbusd_epi32(a[t][2], v2, bcast4(yy + 64));
+                        a[t][3] = _mm512_dpbusd_epi32(a[t][3], v3, bcast4(yy + 96));
+                    }
+                }
+                _Pragma("GCC unroll 4")
+                for (int c = 0; c < 4; c++) {
+                    const __m128i s8 = _mm_loadu_si128((const __m128i *)(h + Q6R16_SCALES + 16 * (8 * hf + 2 * c + qh)));
+                    const __m512i sc = _mm512_cvtepi8_epi32(s8);
+                    _Pragma("GCC unroll 4")
+                    for (int t = 0; t < T; t++) sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(a[t][c], sc));
+                }
+            }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + Q6R16_D)));
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), _mm512_mul_ps(dw, _mm512_set1_ps(rd_f32(b[t]))), acc[t]);
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+/* Several tokens (tensor.h tensor_gemv.tokens), as gemv_q4k16_avx512.c's. */
+static void gemm_q6_K_r16_tokens(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                                 int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *X = x;
+    for (int64_t g = 0; g < n_rows / TENSOR_R16_ROWS; g++) {
+        const uint8_t *wg = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
+        float *yg = y + TENSOR_R16_ROWS * g;
+#define TILE(T, t) q6r16_tile(T, n / QK_K, wg, X + (t) * xs, xs, yg + (t) * ldy, ldy, (t) == 0)
+        X86_TOKEN_TILES(n_tok, TILE);
+#undef TILE
+    }
+}
+
 void rt_fill_gemv_q6k16_avx512(tensor_kernels *k) {
-    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0 };
+    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0, gemm_q6_K_r16_tokens };
     k->q6_K_r16_native = true;
 }

@@ -99,7 +99,7 @@ X86_GEMV_R16_TWINS(gemv_q8_0_r16, q8r16_group, QK8_0)
 X86_GEMV_R16_TWINS(gemv_q8_0_blk_r16, q8r16_group_blk, QK8_0)
 
 void rt_fill_gemv_q8016_avx512(tensor_kernels *k) {
-    k->gemv_q8_0_r16 = k->q8_block ? (tensor_gemv){ gemv_q8_0_blk_r16, TENSOR_R16_ROWS, gemv_q8_0_blk_r16_lean, 0 }
-                                   : (tensor_gemv){ gemv_q8_0_r16, TENSOR_R16_ROWS, gemv_q8_0_r16_lean, 0 };
+    k->gemv_q8_0_r16 = k->q8_block ? (tensor_gemv){ gemv_q8_0_blk_r16, TENSOR_R16_ROWS, gemv_q8_0_blk_r16_lean, 0, NULL }
+                                   : (tensor_gemv){ gemv_q8_0_r16, TENSOR_R16_ROWS, gemv_q8_0_r16_lean, 0, NULL };
     k->q8_0_r16_native = true;
 }
