@@ -184,8 +184,9 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
 /* A packed matrix's rows [lo, hi) (multiples of 16) for n_tok > 1. Where the table has a
  * several-token kernel for the layout (tensor_gemv.tokens: each group's bytes read once for
  * all the tokens, the values split once for up to four), it takes every call of a type
- * without a packed gemm (Q6_K) and, below MM_R16_TOKENS_GEMM tokens, of one with (Q4_K): a
- * parallel-slot decode step, a short prompt. Otherwise a few tokens take the packed
+ * without a packed gemm (Q6_K, Q8_0 in the block order) and, below MM_R16_TOKENS_Q4_GEMM or
+ * MM_R16_TOKENS_Q8_GEMM tokens, of one with (Q4_K, Q8_0 in ggml's order): a parallel-slot
+ * decode step, a short prompt. Otherwise a few tokens take the packed
  * single-token kernel once per token over MM_R16_SLAB rows at a time, which stay in cache
  * between the tokens: the same bits (the kernel's rows get the file layout's dot, as the gemms'
  * do). More take the table's packed gemm where it has one (Q8_0 in ggml's order, Q4_K in the
@@ -206,16 +207,20 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
  *    ways alternating, median ratio of 10 passes), the several-token kernels against the
  *    previous ways: Q4_K 3072 x 1024 0.62-0.83x the time from 2 to 32 tokens, 0.95x at 64,
  *    1.00x at 96, 1.04-1.15x (slower) from 128 to 512 (1024 x 3072, 4096 x 1024 alike): hence
- *    MM_R16_TOKENS_GEMM; Q6_K 1024 x 3072 0.47-0.67x from 2 to 24 tokens (token by token),
- *    0.15-0.45x from 32 to 128 and 0.58-0.99x from 192 to 512 (unpacked for gemm[Q6_K]). */
-#define MM_R16_TOKENS_GEMM 96
+ *    MM_R16_TOKENS_Q4_GEMM; Q6_K 1024 x 3072 0.47-0.67x from 2 to 24 tokens (token by token),
+ *    0.15-0.45x from 32 to 128 and 0.58-0.99x from 192 to 512 (unpacked for gemm[Q6_K]);
+ *    Q8_0 3072 x 1024 in ggml's order 0.75-0.78x from 2 to 8 tokens, 0.92x at 12, 0.99x at 16,
+ *    1.13-1.63x (slower) from 24 to 512: hence MM_R16_TOKENS_Q8_GEMM; in the block order
+ *    0.38-0.63x from 2 to 64 tokens, 0.68-0.95x from 96 to 512 (unpacked for its gemm). */
+#define MM_R16_TOKENS_Q4_GEMM 96
+#define MM_R16_TOKENS_Q8_GEMM 16
 #define MM_R16_SLAB 64
 #define MM_R16_GEMV_TOK 8          /* below it the kernel token by token, with a packed gemm */
 #define MM_R16_GEMV_TOK_UNPACK 32  /* and without one (the unpacking) */
 static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     const bool gemm_q8 = j->wtype == GGUF_T_Q8_0 && j->k->gemm_q8_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q8_0];
     const bool gemm_q4 = j->wtype == GGUF_T_Q4_K && j->k->gemm_q4_K_rp_r16 && j->gemm == j->k->gemm_q4_K_rp;
-    if (j->gemv.tokens && (!(gemm_q8 || gemm_q4) || j->n_tok < MM_R16_TOKENS_GEMM)) {
+    if (j->gemv.tokens && (gemm_q4 ? j->n_tok < MM_R16_TOKENS_Q4_GEMM : !gemm_q8 || j->n_tok < MM_R16_TOKENS_Q8_GEMM)) {
         j->gemv.tokens(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok,
                        j->Y + lo, j->ldy);
         return;

@@ -98,8 +98,127 @@ static inline __attribute__((always_inline)) void q8r16_group_blk(int64_t nb, co
 X86_GEMV_R16_TWINS(gemv_q8_0_r16, q8r16_group, QK8_0)
 X86_GEMV_R16_TWINS(gemv_q8_0_blk_r16, q8r16_group_blk, QK8_0)
 
+/* q8r16_group against T (1 or 2) tokens, token t's row at x + t·xs, y[t·ldy + 0..16): each
+ * token's lanes take exactly the one-token operations (8 chains a token: two tokens fill the
+ * registers); the weight vectors are loaded and biased once for both. */
+static inline __attribute__((always_inline)) void q8r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
+                                                             size_t xs, float *y, int64_t ldy, bool pf) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    const __m256i ones = _mm256_set1_epi8(1);
+    const __m256i magic_bits = _mm256_set1_epi32(Q8_MAGIC_BITS);
+    const __m512 magic = _mm512_set1_ps(Q8_MAGIC);
+    __m512 acc[2][8];
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < 8; l++) acc[t][l] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *h = w + (size_t)i * TENSOR_Q8R16_BLOCK, *b[2];
+        for (int o = 0; pf && o < TENSOR_Q8R16_BLOCK; o += 64)
+            _mm_prefetch((const char *)(h + Q8R16_PF + o), _MM_HINT_T0);
+        int32_t start[2][8];
+        __m512 d[2];
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + Q8R16_D)));
+        _Pragma("GCC unroll 2")
+        for (int t = 0; t < T; t++) {
+            b[t] = x + t * xs + (size_t)i * Q8_0_BYTES;
+            const __m256i xq = _mm256_loadu_si256((const __m256i *)(b[t] + Q8_0_QS));
+            const __m256i cs = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, xq);
+            _mm256_storeu_si256((__m256i *)start[t], _mm256_sub_epi32(magic_bits, _mm256_slli_epi32(cs, 7)));
+            d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(x86_f16(b[t])));
+        }
+        _Pragma("GCC unroll 8")
+        for (int l = 0; l < 8; l++) {
+            const __m512i wu = _mm512_xor_si512(_mm512_loadu_si512(h + Q8R16_QS + 64 * l), bias);
+            _Pragma("GCC unroll 2")
+            for (int t = 0; t < T; t++) {
+                int32_t a4;
+                memcpy(&a4, b[t] + Q8_0_QS + 4 * l, 4);
+                const __m512i v = _mm512_dpbusd_epi32(_mm512_set1_epi32(start[t][l]), wu, _mm512_set1_epi32(a4));
+                acc[t][l] = _mm512_fmadd_ps(d[t], _mm512_sub_ps(_mm512_castsi512_ps(v), magic), acc[t][l]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 2")
+    for (int t = 0; t < T; t++) {   /* rt_hsum8_ggml, lane by lane */
+        const __m512 *a = acc[t];
+        const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
+                                       _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
+        _mm512_storeu_ps(y + t * ldy, s);
+    }
+}
+
+/* q8r16_group_blk against T (1..4) tokens, as q8r16_tile. */
+static inline __attribute__((always_inline)) void q8r16_tile_blk(int T, int64_t nb, const uint8_t *w,
+                                                                 const uint8_t *x, size_t xs, float *y, int64_t ldy,
+                                                                 bool pf) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    const __m512 magic = _mm512_set1_ps(Q8_MAGIC);
+    const size_t tail = q8_0_tail(nb * QK8_0);
+    __m512 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *h = w + (size_t)i * TENSOR_Q8R16_BLOCK, *tl[4];
+        for (int o = 0; pf && o < TENSOR_Q8R16_BLOCK; o += 64)
+            _mm_prefetch((const char *)(h + Q8R16_PF + o), _MM_HINT_T0);
+        __m512i v[4];
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            tl[t] = x + t * xs + tail + (size_t)i * Q8_0_BTAIL_BYTES;
+            int32_t c;
+            memcpy(&c, tl[t] + Q8_0_BTAIL_C, 4);
+            v[t] = _mm512_set1_epi32(c);
+        }
+        _Pragma("GCC unroll 8")
+        for (int l = 0; l < 8; l++) {
+            const __m512i wu = _mm512_xor_si512(_mm512_loadu_si512(h + Q8R16_QS + 64 * l), bias);
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) {
+                int32_t a4;
+                memcpy(&a4, tl[t] + Q8_0_BTAIL_QS + 4 * l, 4);
+                v[t] = _mm512_dpbusd_epi32(v[t], wu, _mm512_set1_epi32(a4));
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + Q8R16_D)));
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(rd_f32(tl[t])));
+            acc[t] = _mm512_fmadd_ps(d, _mm512_sub_ps(_mm512_castsi512_ps(v[t]), magic), acc[t]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+/* Several tokens (tensor.h tensor_gemv.tokens), as gemv_q4k16_avx512.c's: two at a time in
+ * ggml's order, four in the block order. */
+static void gemm_q8_0_r16_tokens(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                                 int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *X = x;
+    for (int64_t g = 0; g < n_rows / TENSOR_R16_ROWS; g++) {
+        const uint8_t *wg = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
+        float *yg = y + TENSOR_R16_ROWS * g;
+        int64_t t = 0;
+        for (; t + 2 <= n_tok; t += 2) q8r16_tile(2, n / QK8_0, wg, X + t * xs, xs, yg + t * ldy, ldy, t == 0);
+        if (t < n_tok) q8r16_tile(1, n / QK8_0, wg, X + t * xs, xs, yg + t * ldy, ldy, t == 0);
+    }
+}
+
+static void gemm_q8_0_blk_r16_tokens(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                                     int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *X = x;
+    for (int64_t g = 0; g < n_rows / TENSOR_R16_ROWS; g++) {
+        const uint8_t *wg = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
+        float *yg = y + TENSOR_R16_ROWS * g;
+#define TILE(T, t) q8r16_tile_blk(T, n / QK8_0, wg, X + (t) * xs, xs, yg + (t) * ldy, ldy, (t) == 0)
+        X86_TOKEN_TILES(n_tok, TILE);
+#undef TILE
+    }
+}
+
 void rt_fill_gemv_q8016_avx512(tensor_kernels *k) {
-    k->gemv_q8_0_r16 = k->q8_block ? (tensor_gemv){ gemv_q8_0_blk_r16, TENSOR_R16_ROWS, gemv_q8_0_blk_r16_lean, 0, NULL }
-                                   : (tensor_gemv){ gemv_q8_0_r16, TENSOR_R16_ROWS, gemv_q8_0_r16_lean, 0, NULL };
+    k->gemv_q8_0_r16 = k->q8_block ? (tensor_gemv){ gemv_q8_0_blk_r16, TENSOR_R16_ROWS, gemv_q8_0_blk_r16_lean, 0,
+                                                    gemm_q8_0_blk_r16_tokens }
+                                   : (tensor_gemv){ gemv_q8_0_r16, TENSOR_R16_ROWS, gemv_q8_0_r16_lean, 0,
+                                                    gemm_q8_0_r16_tokens };
     k->q8_0_r16_native = true;
 }
