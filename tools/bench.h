@@ -159,6 +159,14 @@ typedef struct bench_field {
     const double   *f;
     int             n;
 } bench_field;
+/* Append a string / integer / number field to a record being built: the caller has
+ * `bench_field f[]` and `int k` (the fields so far) in scope. */
+#define BENCH_S(n, v) f[k++] = (bench_field){ .name = n, .kind = 's', .s = v }
+#define BENCH_I(n, v) f[k++] = (bench_field){ .name = n, .kind = 'i', .i = (long long)(v) }
+#define BENCH_D(n, v) f[k++] = (bench_field){ .name = n, .kind = 'd', .d = (v) }
+/* Opens a record of model bm's in f: the json array's bracket before the output's first record,
+ * then the engine, model_filename and model_type fields. Returns the fields written. */
+int bench_record_head(bench_field *f, const bench_model *bm, bench_fmt fmt, bool first);
 /* Prints one record in fmt (json, jsonl or csv); first: the output's first record (csv header,
  * no separating comma in json). */
 void bench_emit(bench_fmt fmt, const bench_field *f, int n, bool first);

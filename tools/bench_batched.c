@@ -175,36 +175,26 @@ static void print_row(const bench_model *bm, const bench_opts *o, int n_threads,
         fflush(stdout);
         return;
     }
-    if (first && o->fmt == BENCH_JSON) printf("[\n");
     bench_field f[32];
-    int k = 0;
-#define S(n, v) f[k++] = (bench_field){ .name = n, .kind = 's', .s = v }
-#define I(n, v) f[k++] = (bench_field){ .name = n, .kind = 'i', .i = (long long)(v) }
-#define D(n, v) f[k++] = (bench_field){ .name = n, .kind = 'd', .d = (v) }
-    S("engine", "recur");
-    S("model_filename", bm->filename);
-    S("model_type", bm->type);
-    I("n_kv_max", n_kv_max);
-    I("n_batch", n_batch);
-    I("n_ubatch", n_ubatch);
-    I("is_pp_shared", o->pps);
-    I("n_threads", n_threads);
-    I("n_threads_batch", n_threads);
-    I("pp", r->pp);
-    I("tg", r->tg);
-    I("pl", r->pl);
-    I("n_kv", r->n_kv);
-    D("t_pp", r->t_pp);
-    D("speed_pp", speed_pp(o, r));
-    D("t_tg", r->t_tg);
-    D("speed_tg", s_tg);
-    D("t", t);
-    D("speed", r->n_kv / t);
-    I("reps", o->reps);
-    D("tg_step_ms_p50", r->step_ms_p50);
-#undef S
-#undef I
-#undef D
+    int k = bench_record_head(f, bm, o->fmt, first);
+    BENCH_I("n_kv_max", n_kv_max);
+    BENCH_I("n_batch", n_batch);
+    BENCH_I("n_ubatch", n_ubatch);
+    BENCH_I("is_pp_shared", o->pps);
+    BENCH_I("n_threads", n_threads);
+    BENCH_I("n_threads_batch", n_threads);
+    BENCH_I("pp", r->pp);
+    BENCH_I("tg", r->tg);
+    BENCH_I("pl", r->pl);
+    BENCH_I("n_kv", r->n_kv);
+    BENCH_D("t_pp", r->t_pp);
+    BENCH_D("speed_pp", speed_pp(o, r));
+    BENCH_D("t_tg", r->t_tg);
+    BENCH_D("speed_tg", s_tg);
+    BENCH_D("t", t);
+    BENCH_D("speed", r->n_kv / t);
+    BENCH_I("reps", o->reps);
+    BENCH_D("tg_step_ms_p50", r->step_ms_p50);
     f[k++] = (bench_field){ .name = "pp_samples_ns", .kind = 'a', .u = r->pp_ns, .n = o->reps };
     f[k++] = (bench_field){ .name = "tg_samples_ns", .kind = 'a', .u = r->tg_ns, .n = o->reps };
     bench_emit(o->fmt, f, k, first);

@@ -136,39 +136,29 @@ static void print_row(const bench_model *bm, const bench_opts *o, int n_threads,
         fflush(stdout);
         return;
     }
-    if (first && o->fmt == BENCH_JSON) printf("[\n");
     bench_field f[32];
-    int k = 0;
-#define S(n, v) f[k++] = (bench_field){ .name = n, .kind = 's', .s = v }
-#define I(n, v) f[k++] = (bench_field){ .name = n, .kind = 'i', .i = (long long)(v) }
-#define D(n, v) f[k++] = (bench_field){ .name = n, .kind = 'd', .d = (v) }
-    S("engine", "recur");
-    S("model_filename", bm->filename);
-    S("model_type", bm->type);
-    I("n_threads", n_threads);
-    I("n_prompt", n_prompt);
-    I("n_batch", n_batch);
-    I("n_ubatch", n_ubatch);
-    I("recurrent_layers", bm->cost.n_layer_recurrent);
-    if (skip) S("skipped", "no recurrent layers: nothing to checkpoint");
-    else D("skipped", NAN);   /* null */
-    I("ckpt_every", o->ckpt_every);
-    I("n_ckpt", skip ? 0 : c->n_ckpt);
-    I("ckpt_bytes", skip ? 0 : c->bytes);
-    D("off_avg_ns", off);
-    D("off_stddev_ns", skip ? NAN : sd_ns(c->off_ns, reps));
-    D("on_avg_ns", on);
-    D("on_stddev_ns", skip ? NAN : sd_ns(c->on_ns, reps));
-    D("off_avg_ts", 1e9 * n_prompt / off);
-    D("on_avg_ts", 1e9 * n_prompt / on);
-    D("overhead_pct", overhead);
-    D("overhead_paired_pct", paired);
-    I("ckpt_ops", o->ckpt_ops);
-    D("take_avg_us", skip ? NAN : c->take_us);
-    D("restore_avg_us", skip ? NAN : c->restore_us);
-#undef S
-#undef I
-#undef D
+    int k = bench_record_head(f, bm, o->fmt, first);
+    BENCH_I("n_threads", n_threads);
+    BENCH_I("n_prompt", n_prompt);
+    BENCH_I("n_batch", n_batch);
+    BENCH_I("n_ubatch", n_ubatch);
+    BENCH_I("recurrent_layers", bm->cost.n_layer_recurrent);
+    if (skip) BENCH_S("skipped", "no recurrent layers: nothing to checkpoint");
+    else BENCH_D("skipped", NAN);   /* null */
+    BENCH_I("ckpt_every", o->ckpt_every);
+    BENCH_I("n_ckpt", skip ? 0 : c->n_ckpt);
+    BENCH_I("ckpt_bytes", skip ? 0 : c->bytes);
+    BENCH_D("off_avg_ns", off);
+    BENCH_D("off_stddev_ns", skip ? NAN : sd_ns(c->off_ns, reps));
+    BENCH_D("on_avg_ns", on);
+    BENCH_D("on_stddev_ns", skip ? NAN : sd_ns(c->on_ns, reps));
+    BENCH_D("off_avg_ts", 1e9 * n_prompt / off);
+    BENCH_D("on_avg_ts", 1e9 * n_prompt / on);
+    BENCH_D("overhead_pct", overhead);
+    BENCH_D("overhead_paired_pct", paired);
+    BENCH_I("ckpt_ops", o->ckpt_ops);
+    BENCH_D("take_avg_us", skip ? NAN : c->take_us);
+    BENCH_D("restore_avg_us", skip ? NAN : c->restore_us);
     f[k++] = (bench_field){ .name = "off_samples_ns", .kind = 'a', .u = skip ? NULL : c->off_ns, .n = skip ? 0 : reps };
     f[k++] = (bench_field){ .name = "on_samples_ns", .kind = 'a', .u = skip ? NULL : c->on_ns, .n = skip ? 0 : reps };
     bench_emit(o->fmt, f, k, first);

@@ -120,65 +120,58 @@ double bench_pp_efficiency(const bench_result *r) {
 
 /* ---- fields -------------------------------------------------------------------------------- */
 
-#define S(n, v) f[k++] = (bench_field){ .name = n, .kind = 's', .s = v }
-#define I(n, v) f[k++] = (bench_field){ .name = n, .kind = 'i', .i = (long long)(v) }
-#define D(n, v) f[k++] = (bench_field){ .name = n, .kind = 'd', .d = (v) }
-
 static int result_fields(const bench_out *out, const bench_result *r, bench_field *f, double *ts) {
     int k = 0;
     const bool hw = r->hw && r->hw->ok;
-    S("engine", "recur");
-    S("cpu_info", out->cpu);
-    S("isa", recur_cpu_isa());
-    S("q8_order", recur_q8_order_name(out->o->q8_order));
-    S("backends", "CPU");
-    S("model_filename", r->bm->filename);
-    S("model_type", r->bm->type);
-    I("model_size", r->bm->size);
-    I("model_n_params", r->bm->n_params);
-    I("n_batch", r->n_batch);
-    I("n_ubatch", r->n_ubatch);
-    I("n_threads", r->n_threads);
-    I("n_prompt", r->n_prompt);
-    I("n_gen", r->n_gen);
-    I("n_depth", r->n_depth);
-    S("test_time", r->test_time);
-    I("avg_ns", avg_ns(r));
-    I("stddev_ns", stddev_ns(r));
-    D("avg_ts", bench_avg_ts(r));
-    D("stddev_ts", bench_stddev_ts(r));
-    D("read_bw_gbs", hw ? r->hw->read_gbs : NAN);
-    D("read_bw_near_gbs", hw && r->near_read_gbs > 0 ? r->near_read_gbs : NAN);
-    D("fma_peak_gflops", hw ? r->hw->fma_gflops : NAN);
-    S("fma_isa", hw ? r->hw->fma_isa : "");
-    D("bytes_per_token", bench_bytes_per_token(r));
-    D("weight_bytes_per_token", tg_only(r) ? (double)r->bm->cost.weight_bytes : NAN);
-    D("state_bytes_per_token", bench_tg_state_bytes(r));
-    D("kv_bytes_per_token", bench_tg_kv_bytes(r));
-    D("flops_per_token", bench_flops_per_token(r));
-    D("bw_efficiency", bench_bw_efficiency(r));
-    D("fma_efficiency", bench_fma_efficiency(r));
-    D("int8_peak_gops", hw ? r->hw->int8_gops : NAN);
-    D("pp_efficiency", bench_pp_efficiency(r));
-    D("token_ms_p50", r->tok_ms[0]);
-    D("token_ms_p90", r->tok_ms[1]);
-    D("token_ms_p99", r->tok_ms[2]);
-    D("token_ms_max", r->tok_ms[3]);
-    D("bw_efficiency_p50", bench_bw_efficiency_p50(r));
-    S("prefetch", recur_prefetch_mode());
-    I("prefetch_calls", r->pf_calls[0] + r->pf_calls[1]);
-    I("prefetch_lean_calls", r->pf_calls[1]);
-    I("rss_load_bytes", r->bm->rss_load);
-    I("rss_bytes", r->rss);
-    I("rss_peak_bytes", r->rss_peak);
+    BENCH_S("engine", "recur");
+    BENCH_S("cpu_info", out->cpu);
+    BENCH_S("isa", recur_cpu_isa());
+    BENCH_S("q8_order", recur_q8_order_name(out->o->q8_order));
+    BENCH_S("backends", "CPU");
+    BENCH_S("model_filename", r->bm->filename);
+    BENCH_S("model_type", r->bm->type);
+    BENCH_I("model_size", r->bm->size);
+    BENCH_I("model_n_params", r->bm->n_params);
+    BENCH_I("n_batch", r->n_batch);
+    BENCH_I("n_ubatch", r->n_ubatch);
+    BENCH_I("n_threads", r->n_threads);
+    BENCH_I("n_prompt", r->n_prompt);
+    BENCH_I("n_gen", r->n_gen);
+    BENCH_I("n_depth", r->n_depth);
+    BENCH_S("test_time", r->test_time);
+    BENCH_I("avg_ns", avg_ns(r));
+    BENCH_I("stddev_ns", stddev_ns(r));
+    BENCH_D("avg_ts", bench_avg_ts(r));
+    BENCH_D("stddev_ts", bench_stddev_ts(r));
+    BENCH_D("read_bw_gbs", hw ? r->hw->read_gbs : NAN);
+    BENCH_D("read_bw_near_gbs", hw && r->near_read_gbs > 0 ? r->near_read_gbs : NAN);
+    BENCH_D("fma_peak_gflops", hw ? r->hw->fma_gflops : NAN);
+    BENCH_S("fma_isa", hw ? r->hw->fma_isa : "");
+    BENCH_D("bytes_per_token", bench_bytes_per_token(r));
+    BENCH_D("weight_bytes_per_token", tg_only(r) ? (double)r->bm->cost.weight_bytes : NAN);
+    BENCH_D("state_bytes_per_token", bench_tg_state_bytes(r));
+    BENCH_D("kv_bytes_per_token", bench_tg_kv_bytes(r));
+    BENCH_D("flops_per_token", bench_flops_per_token(r));
+    BENCH_D("bw_efficiency", bench_bw_efficiency(r));
+    BENCH_D("fma_efficiency", bench_fma_efficiency(r));
+    BENCH_D("int8_peak_gops", hw ? r->hw->int8_gops : NAN);
+    BENCH_D("pp_efficiency", bench_pp_efficiency(r));
+    BENCH_D("token_ms_p50", r->tok_ms[0]);
+    BENCH_D("token_ms_p90", r->tok_ms[1]);
+    BENCH_D("token_ms_p99", r->tok_ms[2]);
+    BENCH_D("token_ms_max", r->tok_ms[3]);
+    BENCH_D("bw_efficiency_p50", bench_bw_efficiency_p50(r));
+    BENCH_S("prefetch", recur_prefetch_mode());
+    BENCH_I("prefetch_calls", r->pf_calls[0] + r->pf_calls[1]);
+    BENCH_I("prefetch_lean_calls", r->pf_calls[1]);
+    BENCH_I("rss_load_bytes", r->bm->rss_load);
+    BENCH_I("rss_bytes", r->rss);
+    BENCH_I("rss_peak_bytes", r->rss_peak);
     for (int i = 0; i < r->n_samples; i++) ts[i] = samples_ts(r, i);
     f[k++] = (bench_field){ .name = "samples_ns", .kind = 'a', .u = r->samples_ns, .n = r->n_samples };
     f[k++] = (bench_field){ .name = "samples_ts", .kind = 'f', .f = ts, .n = r->n_samples };
     return k;
 }
-#undef S
-#undef I
-#undef D
 
 void bench_json_str(FILE *f, const char *s) {
     fputc('"', f);
@@ -206,6 +199,15 @@ static void print_value(const bench_field *x, bool json) {
             else printf("%s%g", i ? ", " : "", x->f[i]);
         printf(" ]");
     }
+}
+
+int bench_record_head(bench_field *f, const bench_model *bm, bench_fmt fmt, bool first) {
+    if (first && fmt == BENCH_JSON) printf("[\n");
+    int k = 0;
+    BENCH_S("engine", "recur");
+    BENCH_S("model_filename", bm->filename);
+    BENCH_S("model_type", bm->type);
+    return k;
 }
 
 void bench_emit(bench_fmt fmt, const bench_field *f, int n, bool first) {

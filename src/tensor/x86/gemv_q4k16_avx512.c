@@ -118,19 +118,8 @@ static inline __attribute__((always_inline)) void r16_group(int64_t nb, const ui
 
 X86_GEMV_R16_TWINS(gemv_q4_K_r16, r16_group, QK_K)
 
-/* Several tokens (tensor.h tensor_gemv.tokens): each group's blocks against up to four tokens
- * at a time, the first four fetching ahead; the group's bytes stay in L1 for the rest. */
-static void gemm_q4_K_r16_tokens(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
-                                 int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *X = x;
-    for (int64_t g = 0; g < n_rows / TENSOR_R16_ROWS; g++) {
-        const uint8_t *wg = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
-        float *yg = y + TENSOR_R16_ROWS * g;
-#define TILE(T, t) r16_tile(T, n / QK_K, wg, X + (t) * xs, xs, yg + (t) * ldy, ldy, (t) == 0)
-        X86_TOKEN_TILES(n_tok, TILE);
-#undef TILE
-    }
-}
+/* Several tokens (tensor.h tensor_gemv.tokens). */
+X86_GEMM_R16_TOKENS(gemm_q4_K_r16_tokens, r16_tile, QK_K)
 
 void rt_fill_gemv_q4k16_avx512(tensor_kernels *k) {
     k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0, gemm_q4_K_r16_tokens };

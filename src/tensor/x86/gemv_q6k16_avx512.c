@@ -46,10 +46,23 @@ static inline __m512i bcast4(const int8_t *p) {
 /* (a & c) | (b & ~c): ternary-logic immediate, c the mask of the bits taken from a */
 #define TL_MUX 0xE4
 
+/* The four 64-byte vectors of 6-bit values of the run at q (tensor.h's packed layout): parts
+ * 0-2 are bits 0-5 of its vectors P0-P2; part 3 is bits 6-7 of P0, P1, P2 as its bits 0-1,
+ * 2-3, 4-5 (16-bit shifts: what crosses from a neighbouring byte is masked off). */
+static inline __attribute__((always_inline)) void q6r16_values(const uint8_t *q, __m512i *v0, __m512i *v1, __m512i *v2,
+                                                               __m512i *v3) {
+    const __m512i m3f = _mm512_set1_epi8(0x3F), m03 = _mm512_set1_epi8(0x03), m0f = _mm512_set1_epi8(0x0F);
+    const __m512i P0 = x86_load512_once(q), P1 = x86_load512_once(q + 64), P2 = x86_load512_once(q + 128);
+    *v0 = _mm512_and_si512(P0, m3f);
+    *v1 = _mm512_and_si512(P1, m3f);
+    *v2 = _mm512_and_si512(P2, m3f);
+    const __m512i t = _mm512_ternarylogic_epi32(_mm512_srli_epi16(P0, 6), _mm512_srli_epi16(P1, 4), m03, TL_MUX);
+    *v3 = _mm512_and_si512(_mm512_ternarylogic_epi32(t, _mm512_srli_epi16(P2, 2), m0f, TL_MUX), m3f);
+}
+
 /* Rows 0..15 of the packed group at w (nb blocks) against x: y[0..16). */
 static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
                                                               bool pf) {
-    const __m512i m3f = _mm512_set1_epi8(0x3F), m03 = _mm512_set1_epi8(0x03), m0f = _mm512_set1_epi8(0x0F);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *h = w + (size_t)i * TENSOR_Q6R16_BLOCK, *b = x + (size_t)i * Q8_K_BYTES;
@@ -66,14 +79,8 @@ static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const 
             _Pragma("GCC unroll 8")
             for (int u = 0; u < 8; u++) {
                 const uint8_t *q = h + Q6R16_Q + Q6R16_RUN * (8 * hf + u);
-                const __m512i P0 = x86_load512_once(q), P1 = x86_load512_once(q + 64);
-                const __m512i P2 = x86_load512_once(q + 128);
-                /* parts 0-2: bits 0-5 of P0-P2; part 3: bits 6-7 of P0, P1, P2 as its bits 0-1,
-                 * 2-3, 4-5 (16-bit shifts: what crosses from a neighbouring byte is masked off) */
-                const __m512i v0 = _mm512_and_si512(P0, m3f), v1 = _mm512_and_si512(P1, m3f);
-                const __m512i v2 = _mm512_and_si512(P2, m3f);
-                const __m512i t = _mm512_ternarylogic_epi32(_mm512_srli_epi16(P0, 6), _mm512_srli_epi16(P1, 4), m03, TL_MUX);
-                const __m512i v3 = _mm512_and_si512(_mm512_ternarylogic_epi32(t, _mm512_srli_epi16(P2, 2), m0f, TL_MUX), m3f);
+                __m512i v0, v1, v2, v3;
+                q6r16_values(q, &v0, &v1, &v2, &v3);
                 const int8_t *yy = yq + 128 * hf + 4 * u;
                 const int k = u >> 2;
                 a[k] = _mm512_dpbusd_epi32(a[k], v0, bcast4(yy));
@@ -102,7 +109,6 @@ X86_GEMV_R16_TWINS(gemv_q6_K_r16, q6r16_group, QK_K)
  * is q6r16_group's. */
 static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
                                                              size_t xs, float *y, int64_t ldy, bool pf) {
-    const __m512i m3f = _mm512_set1_epi8(0x3F), m03 = _mm512_set1_epi8(0x03), m0f = _mm512_set1_epi8(0x0F);
     __m512 acc[4];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
@@ -129,12 +135,8 @@ static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, 
                 _Pragma("GCC unroll 4")
                 for (int u = 4 * qh; u < 4 * qh + 4; u++) {
                     const uint8_t *q = h + Q6R16_Q + Q6R16_RUN * (8 * hf + u);
-                    const __m512i P0 = x86_load512_once(q), P1 = x86_load512_once(q + 64);
-                    const __m512i P2 = x86_load512_once(q + 128);
-                    const __m512i v0 = _mm512_and_si512(P0, m3f), v1 = _mm512_and_si512(P1, m3f);
-                    const __m512i v2 = _mm512_and_si512(P2, m3f);
-                    const __m512i tt = _mm512_ternarylogic_epi32(_mm512_srli_epi16(P0, 6), _mm512_srli_epi16(P1, 4), m03, TL_MUX);
-                    const __m512i v3 = _mm512_and_si512(_mm512_ternarylogic_epi32(tt, _mm512_srli_epi16(P2, 2), m0f, TL_MUX), m3f);
+                    __m512i v0, v1, v2, v3;
+                    q6r16_values(q, &v0, &v1, &v2, &v3);
                     _Pragma("GCC unroll 4")
                     for (int t = 0; t < T; t++) {
                         const int8_t *yy = (const int8_t *)(b[t] + Q8_K_QS) + 128 * hf + 4 * u;
@@ -161,18 +163,8 @@ static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, 
     for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-/* Several tokens (tensor.h tensor_gemv.tokens), as gemv_q4k16_avx512.c's. */
-static void gemm_q6_K_r16_tokens(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
-                                 int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *X = x;
-    for (int64_t g = 0; g < n_rows / TENSOR_R16_ROWS; g++) {
-        const uint8_t *wg = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
-        float *yg = y + TENSOR_R16_ROWS * g;
-#define TILE(T, t) q6r16_tile(T, n / QK_K, wg, X + (t) * xs, xs, yg + (t) * ldy, ldy, (t) == 0)
-        X86_TOKEN_TILES(n_tok, TILE);
-#undef TILE
-    }
-}
+/* Several tokens (tensor.h tensor_gemv.tokens). */
+X86_GEMM_R16_TOKENS(gemm_q6_K_r16_tokens, q6r16_tile, QK_K)
 
 void rt_fill_gemv_q6k16_avx512(tensor_kernels *k) {
     k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0, gemm_q6_K_r16_tokens };

@@ -189,31 +189,18 @@ static inline __attribute__((always_inline)) void q8r16_tile_blk(int T, int64_t 
     for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-/* Several tokens (tensor.h tensor_gemv.tokens), as gemv_q4k16_avx512.c's: two at a time in
- * ggml's order, four in the block order. */
-static void gemm_q8_0_r16_tokens(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
-                                 int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *X = x;
-    for (int64_t g = 0; g < n_rows / TENSOR_R16_ROWS; g++) {
-        const uint8_t *wg = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
-        float *yg = y + TENSOR_R16_ROWS * g;
-        int64_t t = 0;
-        for (; t + 2 <= n_tok; t += 2) q8r16_tile(2, n / QK8_0, wg, X + t * xs, xs, yg + t * ldy, ldy, t == 0);
-        if (t < n_tok) q8r16_tile(1, n / QK8_0, wg, X + t * xs, xs, yg + t * ldy, ldy, t == 0);
-    }
+/* q8r16_tile for up to four tokens: two at a time. */
+static inline __attribute__((always_inline)) void q8r16_tile4(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
+                                                              size_t xs, float *y, int64_t ldy, bool pf) {
+    if (T >= 2) q8r16_tile(2, nb, w, x, xs, y, ldy, pf);
+    if (T == 4) q8r16_tile(2, nb, w, x + 2 * xs, xs, y + 2 * ldy, ldy, false);
+    if (T % 2) q8r16_tile(1, nb, w, x + (T - 1) * xs, xs, y + (T - 1) * ldy, ldy, pf && T == 1);
 }
 
-static void gemm_q8_0_blk_r16_tokens(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
-                                     int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *X = x;
-    for (int64_t g = 0; g < n_rows / TENSOR_R16_ROWS; g++) {
-        const uint8_t *wg = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;
-        float *yg = y + TENSOR_R16_ROWS * g;
-#define TILE(T, t) q8r16_tile_blk(T, n / QK8_0, wg, X + (t) * xs, xs, yg + (t) * ldy, ldy, (t) == 0)
-        X86_TOKEN_TILES(n_tok, TILE);
-#undef TILE
-    }
-}
+/* Several tokens (tensor.h tensor_gemv.tokens): two at a time in ggml's order, four in the
+ * block order. */
+X86_GEMM_R16_TOKENS(gemm_q8_0_r16_tokens, q8r16_tile4, QK8_0)
+X86_GEMM_R16_TOKENS(gemm_q8_0_blk_r16_tokens, q8r16_tile_blk, QK8_0)
 
 void rt_fill_gemv_q8016_avx512(tensor_kernels *k) {
     k->gemv_q8_0_r16 = k->q8_block ? (tensor_gemv){ gemv_q8_0_blk_r16, TENSOR_R16_ROWS, gemv_q8_0_blk_r16_lean, 0,

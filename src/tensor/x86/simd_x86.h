@@ -268,6 +268,28 @@ static inline __attribute__((always_inline)) void x86_kq_rows(int G, int P, x86_
     }                                                                                                                \
     X86_GEMV_PF_TWINS(name)
 
+/* A tensor_gemv.tokens function, name, over a packed layout of qk-element blocks: each 16-row
+ * group against the tokens in tiles of up to four, tile_fn(T, blocks, group, x, x_stride, y,
+ * ldy, pf) for T = 1..4 (a constant), the first tile fetching ahead: the group's bytes come
+ * from memory once and stay in L1 for the other tiles. */
+#define X86_GEMM_R16_TOKENS(name, tile_fn, qk)                                                                      \
+    static void name(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,  \
+                     float *y, int64_t ldy) {                                                                       \
+        const uint8_t *X_ = x;                                                                                      \
+        for (int64_t g = 0; g < n_rows / TENSOR_R16_ROWS; g++) {                                                    \
+            const uint8_t *wg = (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws;                              \
+            float *yg = y + TENSOR_R16_ROWS * g;                                                                    \
+            int64_t t = 0;                                                                                          \
+            for (; t + 4 <= n_tok; t += 4) tile_fn(4, n / (qk), wg, X_ + t * xs, xs, yg + t * ldy, ldy, t == 0);    \
+            switch (n_tok - t) {                                                                                    \
+            case 3: tile_fn(3, n / (qk), wg, X_ + t * xs, xs, yg + t * ldy, ldy, t == 0); break;                   \
+            case 2: tile_fn(2, n / (qk), wg, X_ + t * xs, xs, yg + t * ldy, ldy, t == 0); break;                   \
+            case 1: tile_fn(1, n / (qk), wg, X_ + t * xs, xs, yg + t * ldy, ldy, t == 0); break;                   \
+            default: break;                                                                                         \
+            }                                                                                                       \
+        }                                                                                                           \
+    }
+
 /* Sub-fillers of the ISA tables (one per file). */
 void rt_fill_quant_avx2(tensor_kernels *k);
 void rt_fill_float_avx2(tensor_kernels *k);
