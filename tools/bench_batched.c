@@ -252,8 +252,8 @@ int bench_batched_model(recur_model *m, const bench_model *bm, const bench_opts 
                "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s");
         printf("|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|\n");
     }
-    if (!o->no_warmup) {   /* a short prompt and one step: the first calls fault the weights in */
-        batched_row w = { .pp = MIN(o->npp[0], 32), .tg = 1, .pl = 1 };
+    if (!o->no_warmup && n_kv_max >= 2) {   /* a short prompt and one step: the first calls fault the weights in */
+        batched_row w = { .pp = MIN(MIN(o->npp[0], 32), n_kv_max - 1), .tg = 1, .pl = 1 };
         uint64_t a, c, s;
         if (run_row(ctx, m, o, &w, &b, &a, &c, &s, err, err_len)) goto done;
     }

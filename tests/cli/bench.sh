@@ -228,6 +228,10 @@ for r in shared:
     assert abs(r["speed_pp"] - r["pp"] / (r["pp_samples_ns"][0] / 1e9)) < 1e-6 * r["speed_pp"]   # one prompt evaluated
     assert (r["speed_tg"] is None) == (r["tg"] == 0) and r["reps"] == 1
 PY
+# a -c smaller than the first prompt: the warmup fits the context too
+"$bin" -m "$qwen3" -npp 16,4 -ntg 2 -npl 1 -c 10 -o jsonl >"$tmp/bbc.jsonl" 2>"$tmp/bb.err" || fail "--batched -c 10: $(cat "$tmp/bb.err")"
+python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; assert [(r["pp"], r["n_kv"]) for r in rows] == [(4, 6)], rows' \
+    "$tmp/bbc.jsonl" || fail "--batched -c 10: the row that fits"
 "$bin" -m "$qwen3" --batched --checkpoints >/dev/null 2>&1 && fail "--batched with --checkpoints must fail"
 
 # ---- errors ----
