@@ -49,9 +49,12 @@ static inline __attribute__((always_inline)) void gemv_q8_0_pf(int64_t n, const 
         __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
         for (int64_t i = 0; i < nb; i++) {
             if (pf && (i & 1))   /* a line a stream every other block, Q8_PF bytes ahead */
+                _Pragma("GCC unroll 4")
                 for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(wr[k] + i * Q8_0_BYTES + Q8_PF), _MM_HINT_T0);
+            _Pragma("GCC unroll 4")   /* rolled, gcc kept acc[] on the stack: a store and reload per FMA */
             for (int k = 0; k < 4; k++) acc[k] = q8_0_step(wr[k] + i * Q8_0_BYTES, X + i * Q8_0_BYTES, acc[k]);
         }
+        _Pragma("GCC unroll 4")
         for (int k = 0; k < 4; k++) y[r + k * q] = x86_hsum_ps(acc[k]);
     }
     for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) y[r] = dot_q8_0(n, W + (size_t)r * ws, x);
