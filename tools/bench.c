@@ -172,6 +172,11 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         fprintf(stderr, "recur-bench: -r, --delay, --bw-mib, --ckpt-every, --ckpt-ops, --prefetch-ab or -c out of range\n");
         return 2;
     }
+    if (o->n_ctx > 0 && !o->batched) {   /* the pp / tg tests size their context themselves */
+        fprintf(stderr, "recur-bench: -c is --batched's (llama-batched-bench's context); the pp and tg tests take "
+                        "what -p, -n and -d need\n");
+        return 2;
+    }
     if ((o->batched ? 1 : 0) + (o->checkpoints ? 1 : 0) + (o->pf_ab > 0 ? 1 : 0) > 1) {
         fprintf(stderr, "recur-bench: --batched, --checkpoints and --prefetch-ab are separate benchmarks: one at a time\n");
         return 2;

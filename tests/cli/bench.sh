@@ -233,6 +233,8 @@ PY
 python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; assert [(r["pp"], r["n_kv"]) for r in rows] == [(4, 6)], rows' \
     "$tmp/bbc.jsonl" || fail "--batched -c 10: the row that fits"
 "$bin" -m "$qwen3" --batched --checkpoints >/dev/null 2>&1 && fail "--batched with --checkpoints must fail"
+"$bin" -m "$qwen3" -p 8 -n 4 -c 64 >/dev/null 2>"$tmp/c.err" && fail "-c without --batched must fail"
+grep -q -- "-c is --batched's" "$tmp/c.err" || fail "-c without --batched: the message"
 
 # ---- errors ----
 "$bin" -m "$qwen3" --no-such-option >/dev/null 2>&1 && fail "an unknown option must fail"
