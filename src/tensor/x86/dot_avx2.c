@@ -378,4 +378,6 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_gemm_q40_avx2(k);
     rt_fill_gemm_f16_avx2(k);
     rt_fill_gemv_avx2(k);
+    rt_fill_gemv_q4k16_avx2(k);
+    rt_fill_gemv_q6k16_avx2(k);
 }

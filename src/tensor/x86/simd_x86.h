@@ -319,6 +319,8 @@ float rt_dot_q5_K_avx2(int64_t n, const void *w, const void *x);
 void rt_fill_gemm_q40_avx2(tensor_kernels *k);
 void rt_fill_gemm_f16_avx2(tensor_kernels *k);
 void rt_fill_gemv_avx2(tensor_kernels *k);
+void rt_fill_gemv_q4k16_avx2(tensor_kernels *k);
+void rt_fill_gemv_q6k16_avx2(tensor_kernels *k);
 /* The AVX2 table's Q4_0 dot (dot_avx2.c), for the gemm's fallback. */
 float rt_dot_q4_0_avx2(int64_t n, const void *w, const void *x);
 /* The AVX2 table's Q6_K dot (dot_avx2.c), for the gemm's fallback. */

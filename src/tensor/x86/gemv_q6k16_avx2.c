@@ -1,0 +1,192 @@
+/* gemv_q6k16_avx2.c — Q6_K rows packed 16 to a group (tensor.h tensor_q6_K_r16_pack) × one
+ * Q8_K activation row on AVX2: the single-token matmul over a packed matrix, one int32 / float
+ * lane per row, eight rows to a vector.
+ *
+ * Every y[r] performs rt_dot_q6_K's operations in its order, as the AVX-512 kernel does
+ * (gemv_q6k16_avx512.c): per block the exact integer sum sumi = Σ over the 16 sub-blocks of
+ * sc · Σ (q − 32)·y, then s = fma((float)sumi, d·yd, s). Without dpbusd the integers are
+ * reached another exact way (int32 sums in any order are the same sums, and none of these
+ * overflows: |sumi| < 2^29):
+ *  - Σ q·y: maddubs of a row's 4 values (unsigned, <= 63) against the 4 activations of those
+ *    bytes (broadcast, |y| <= 127) gives two words of that row, each at most 2·63·127 = 16002;
+ *    two units summed in int16 stay below 2^15, and one madd by the sub-block's scale
+ *    (duplicated into both words of the row) gives sc · their sum in int32;
+ *  - −32·Σ y: the block's sc·bsum per row, pairs of sub-blocks in one madd each (scales and
+ *    bsums fit words), times −32 (a shift and a subtraction).
+ * The 6-bit values are assembled as in the AVX-512 kernel: three of four whole in their bytes,
+ * the fourth from the three bytes' top bits.
+ *
+ * Memory: a thread's groups are one run of memory, read in order; each block prefetches the
+ * lines Q6R16_PF bytes ahead (the AVX-512 kernel's distance), and the lean twin does without
+ * (tensor/prefetch.c chooses).
+ *
+ * Measured as gemv_q4k16_avx2.c's kernel (RECUR_ISA=avx2): 40 matrices of 3072 x 1024 from
+ * memory, the file layout's kernel (dot_avx2.c gemv_q6_K, two rows side by side) 48.2-49.2
+ * GB/s, this one 61.4-64.1 (lean 42.1-49.8); the several-token kernel over 8 matrices of
+ * 1024 x 3072 against the rows unpacked for gemm[Q6_K]: 0.65-0.74x the time at 4-16 tokens,
+ * 0.28x at 32, 0.46x at 64, 0.70-0.72x at 128, and 1.17-1.19x (slower) at 512, where matmul
+ * still takes it (no limit per table yet; a prompt's Q6_K matrices are a small part of it).
+ * With every unit pair unrolled (up to 8 · 2 · 4 products in one block of code) gcc hoisted
+ * the broadcasts and scale loads and spilled them: 30-33 GB/s; hence the rolled loops. */
+#include <string.h>
+
+#include "tensor/x86/simd_x86.h"
+
+#define Q6R16_PF (2 * TENSOR_Q6R16_BLOCK)
+
+static inline __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* The 8 signed scale bytes of rows 8g..8g+7 of sub-block k, each as both words of its row. */
+static inline __m256i q6_scale_words(const uint8_t *h, int k, int g) {
+    const __m128i s = _mm_loadl_epi64((const __m128i *)(h + Q6R16_SCALES + 16 * k + 8 * g));
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s, s));
+}
+
+/* Rows 8g..8g+7 of a packed block at h: Σ_k sc_k · bsum_k over the 16 sub-blocks (the −32
+ * of every value, times −32 by the caller), two sub-blocks a madd. */
+static inline __m256i q6_bsum_rows(const uint8_t *h, const uint8_t *b, int g) {
+    __m256i sb = _mm256_setzero_si256();
+    _Pragma("GCC unroll 8")
+    for (int k = 0; k < 16; k += 2) {
+        const __m128i s0 = _mm_loadl_epi64((const __m128i *)(h + Q6R16_SCALES + 16 * k + 8 * g));
+        const __m128i s1 = _mm_loadl_epi64((const __m128i *)(h + Q6R16_SCALES + 16 * (k + 1) + 8 * g));
+        const uint8_t *bs = b + Q8_K_BSUMS + 2 * k;
+        const __m256i pb = _mm256_set1_epi32((int)((uint32_t)rd_u16(bs + 2) << 16 | rd_u16(bs)));
+        sb = _mm256_add_epi32(sb, _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s0, s1)), pb));
+    }
+    return sb;
+}
+
+/* Rows 8g..8g+7 of a packed block at h: Σ over the 16 sub-blocks of sc · Σ (q − 32)·y, exact. */
+static inline __attribute__((always_inline)) __m256i q6_half_rows(const uint8_t *h, const uint8_t *b, int g) {
+    const __m256i m3f = _mm256_set1_epi8(0x3F), m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C),
+                  m30 = _mm256_set1_epi8(0x30);
+    const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
+    /* each half broadcasts the activations itself: gcc otherwise computed the 128 broadcasts
+     * once for both halves and kept them on the stack */
+    __asm__("" : "+r"(yq));
+    __m256i sumi = _mm256_setzero_si256();
+    _Pragma("GCC unroll 1")
+    for (int hf = 0; hf < 2; hf++)
+        _Pragma("GCC unroll 1")
+        for (int up = 0; up < 8; up += 2) {   /* units up, up + 1: part c's sub-block 8hf + 2c + up/4 */
+            __m256i t[4];
+            _Pragma("GCC unroll 2")
+            for (int u = up; u < up + 2; u++) {
+                const uint8_t *q = h + Q6R16_Q + Q6R16_RUN * (8 * hf + u) + 32 * g;
+                const __m256i P0 = _mm256_loadu_si256((const __m256i *)q);
+                const __m256i P1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+                const __m256i P2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+                const __m256i v3 = _mm256_or_si256(
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(P0, 6), m03), _mm256_and_si256(_mm256_srli_epi16(P1, 4), m0c)),
+                    _mm256_and_si256(_mm256_srli_epi16(P2, 2), m30));
+                const __m256i v[4] = { _mm256_and_si256(P0, m3f), _mm256_and_si256(P1, m3f), _mm256_and_si256(P2, m3f), v3 };
+                const int8_t *yy = yq + 128 * hf + 4 * u;
+                _Pragma("GCC unroll 4")
+                for (int c = 0; c < 4; c++) {
+                    const __m256i p = _mm256_maddubs_epi16(v[c], bcast4(yy + 32 * c));
+                    t[c] = u == up ? p : _mm256_add_epi16(t[c], p);
+                }
+            }
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < 4; c++)
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(t[c], q6_scale_words(h, 8 * hf + 2 * c + up / 4, g)));
+            /* one unit pair at a time: gcc otherwise hoists the products and spills them */
+            __asm__("" : "+x"(sumi));
+        }
+    return _mm256_sub_epi32(sumi, _mm256_slli_epi32(q6_bsum_rows(h, b, g), 5));
+}
+
+/* Rows 0..15 of the packed group at w (nb blocks) against x: y[0..16). */
+static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
+                                                              bool pf) {
+    __m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *h = w + (size_t)i * TENSOR_Q6R16_BLOCK, *b = x + (size_t)i * Q8_K_BYTES;
+        if (pf)
+            for (int o = 0; o < TENSOR_Q6R16_BLOCK; o += 64) _mm_prefetch((const char *)(h + Q6R16_PF + o), _MM_HINT_T0);
+        const __m256 yd = _mm256_set1_ps(rd_f32(b));
+        _Pragma("GCC unroll 2")
+        for (int g = 0; g < 2; g++) {
+            const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + Q6R16_D + 16 * g))), yd);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6_half_rows(h, b, g)), d, acc[g]);
+        }
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
+}
+
+X86_GEMV_R16_TWINS(gemv_q6_K_r16, q6r16_group, QK_K)
+
+/* q6r16_group against T tokens (token t's Q8_K row at x + t·xs; y[t·ldy + 0..16)): the values
+ * are assembled once for the T tokens. A token's sums are the same exact integers, each unit's
+ * products taken into int32 by its own madd (no int16 pairs of units: four tokens' pairs
+ * would need sixteen registers), so each y is q6r16_group's. */
+static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
+                                                             size_t xs, float *y, int64_t ldy, bool pf) {
+    const __m256i m3f = _mm256_set1_epi8(0x3F), m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C),
+                  m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[4][2];
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *h = w + (size_t)i * TENSOR_Q6R16_BLOCK;
+        if (pf)
+            for (int o = 0; o < TENSOR_Q6R16_BLOCK; o += 64) _mm_prefetch((const char *)(h + Q6R16_PF + o), _MM_HINT_T0);
+        const uint8_t *b[4];
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) b[t] = x + t * xs + (size_t)i * Q8_K_BYTES;
+        _Pragma("GCC unroll 1")
+        for (int g = 0; g < 2; g++) {
+            __m256i scw[16], sumi[4];
+            _Pragma("GCC unroll 16")
+            for (int k = 0; k < 16; k++) scw[k] = q6_scale_words(h, k, g);
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) sumi[t] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 1")
+            for (int hf = 0; hf < 2; hf++)
+                _Pragma("GCC unroll 1")
+                for (int u = 0; u < 8; u++) {
+                    const uint8_t *q = h + Q6R16_Q + Q6R16_RUN * (8 * hf + u) + 32 * g;
+                    const __m256i P0 = _mm256_loadu_si256((const __m256i *)q);
+                    const __m256i P1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+                    const __m256i P2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+                    const __m256i v3 = _mm256_or_si256(
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(P0, 6), m03), _mm256_and_si256(_mm256_srli_epi16(P1, 4), m0c)),
+                        _mm256_and_si256(_mm256_srli_epi16(P2, 2), m30));
+                    const __m256i v[4] = { _mm256_and_si256(P0, m3f), _mm256_and_si256(P1, m3f), _mm256_and_si256(P2, m3f), v3 };
+                    _Pragma("GCC unroll 4")
+                    for (int t = 0; t < T; t++) {
+                        const int8_t *yy = (const int8_t *)(b[t] + Q8_K_QS) + 128 * hf + 4 * u;
+                        _Pragma("GCC unroll 4")
+                        for (int c = 0; c < 4; c++)
+                            sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(v[c], bcast4(yy + 32 * c)),
+                                                                                  scw[8 * hf + 2 * c + u / 4]));
+                    }
+                }
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + Q6R16_D + 16 * g)));
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) {
+                const __m256i si = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32(q6_bsum_rows(h, b[t], g), 5));
+                acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(si), _mm256_mul_ps(dw, _mm256_set1_ps(rd_f32(b[t]))), acc[t][g]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < T; t++) {
+        _mm256_storeu_ps(y + t * ldy, acc[t][0]);
+        _mm256_storeu_ps(y + t * ldy + 8, acc[t][1]);
+    }
+}
+
+/* Several tokens (tensor.h tensor_gemv.tokens). */
+X86_GEMM_R16_TOKENS(gemm_q6_K_r16_tokens, q6r16_tile, QK_K)
+
+void rt_fill_gemv_q6k16_avx2(tensor_kernels *k) {
+    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0, gemm_q6_K_r16_tokens };
+    k->q6_K_r16_native = true;
+}
