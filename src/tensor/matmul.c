@@ -220,7 +220,8 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
 static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     const bool gemm_q8 = j->wtype == GGUF_T_Q8_0 && j->k->gemm_q8_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q8_0];
     const bool gemm_q4 = j->wtype == GGUF_T_Q4_K && j->k->gemm_q4_K_rp_r16 && j->gemm == j->k->gemm_q4_K_rp;
-    if (j->gemv.tokens && (gemm_q4 ? j->n_tok < MM_R16_TOKENS_Q4_GEMM : !gemm_q8 || j->n_tok < MM_R16_TOKENS_Q8_GEMM)) {
+    if (j->gemv.tokens && (!j->gemv.tokens_max || j->n_tok < j->gemv.tokens_max) &&
+        (gemm_q4 ? j->n_tok < MM_R16_TOKENS_Q4_GEMM : !gemm_q8 || j->n_tok < MM_R16_TOKENS_Q8_GEMM)) {
         j->gemv.tokens(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok,
                        j->Y + lo, j->ldy);
         return;
@@ -467,7 +468,7 @@ static void mm_one_token(tp_pool *pool, const mm_job *jobs, int n) {
         for (int i = 0; i < n; i++) {
             const tensor_gemv g = jobs[i].gemv;
             lj[i] = jobs[i];
-            if (g.lean) lj[i].gemv = (tensor_gemv){ g.lean, g.lean_group ? g.lean_group : g.group, NULL, 0, NULL };
+            if (g.lean) lj[i].gemv = (tensor_gemv){ g.lean, g.lean_group ? g.lean_group : g.group, NULL, 0, NULL, 0 };
         }
         jobs = lj;
     }

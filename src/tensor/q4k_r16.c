@@ -73,4 +73,6 @@ static void gemv_q4_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, i
 
 bool tensor_q4_K_r16_preferred(const tensor_kernels *k) { return k && k->q4_K_r16_native; }
 
-void rt_fill_q4k_r16(tensor_kernels *k) { k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, NULL, 0, NULL }; }
+void rt_fill_q4k_r16(tensor_kernels *k) {
+    k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, NULL, 0, NULL, 0 };
+}

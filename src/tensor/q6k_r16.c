@@ -107,5 +107,5 @@ static void gemv_q6_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, i
 bool tensor_q6_K_r16_preferred(const tensor_kernels *k) { return k && k->q6_K_r16_native; }
 
 void rt_fill_q6k_r16(tensor_kernels *k) {
-    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, NULL, 0, NULL };
+    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, NULL, 0, NULL, 0 };
 }

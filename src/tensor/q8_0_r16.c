@@ -83,6 +83,7 @@ static void gemv_q8_0_blk_r16(int64_t n, const void *w, size_t ws, int64_t n_row
 bool tensor_q8_0_r16_preferred(const tensor_kernels *k) { return k && k->q8_0_r16_native; }
 
 void rt_fill_q8_0_r16(tensor_kernels *k) {
-    k->gemv_q8_0_r16 = (tensor_gemv){ k->q8_block ? gemv_q8_0_blk_r16 : gemv_q8_0_r16, TENSOR_R16_ROWS, NULL, 0, NULL };
+    k->gemv_q8_0_r16 =
+        (tensor_gemv){ k->q8_block ? gemv_q8_0_blk_r16 : gemv_q8_0_r16, TENSOR_R16_ROWS, NULL, 0, NULL, 0 };
     k->q8_0_r16_native = false;
 }

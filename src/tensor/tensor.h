@@ -73,6 +73,9 @@ typedef struct tensor_gemv {
      * fn's bits, each group's bytes read from memory once for all the tokens. Arguments as
      * tensor_gemm_fn's; n_rows a multiple of group. */
     tensor_gemm_fn tokens;
+    /* matmul takes tokens for calls of fewer tokens than this (0: any number), where past
+     * it the rows unpacked for the file layout's gemm run faster */
+    int            tokens_max;
 } tensor_gemv;
 
 /* The single-token matmuls' kernels (software prefetch, four streams) or their lean twins

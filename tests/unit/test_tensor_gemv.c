@@ -126,7 +126,7 @@ static int list_cases(gv_case *out, int max) {
         if (out[i].gemv.lean && m < max) {
             const tensor_gemv g = out[i].gemv;
             out[m] = out[i];
-            out[m].gemv = (tensor_gemv){ g.lean, g.lean_group ? g.lean_group : g.group, NULL, 0, NULL };
+            out[m].gemv = (tensor_gemv){ g.lean, g.lean_group ? g.lean_group : g.group, NULL, 0, NULL, 0 };
             out[m++].what = out[i].gemv.fn == out[i].k->gemv_q4_K_rp.fn ? "gemv_q4_K_rp lean" : "gemv lean";
         }
     return m;

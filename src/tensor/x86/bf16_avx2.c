@@ -287,5 +287,5 @@ void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, int6
 void rt_fill_bf16_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_BF16] = vec_dot_bf16;
     k->gemm[GGUF_T_BF16] = rt_gemm_bf16_avx2;
-    k->gemv[GGUF_T_BF16] = (tensor_gemv){ rt_gemv_bf16_avx2, GV_R, NULL, 0, NULL };
+    k->gemv[GGUF_T_BF16] = (tensor_gemv){ rt_gemv_bf16_avx2, GV_R, NULL, 0, NULL, 0 };
 }

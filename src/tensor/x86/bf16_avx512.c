@@ -84,5 +84,5 @@ void rt_fill_bf16_avx512(tensor_kernels *k, bool native) {
     k->gemm[GGUF_T_BF16] = native ? rt_gemm_bf16_avx512 : rt_gemm_bf16_avx2;
     /* one vdpbf16ps a step keeps up with memory row by row; the emulation does not */
     k->gemv[GGUF_T_BF16] =
-        native ? (tensor_gemv){ 0 } : (tensor_gemv){ rt_gemv_bf16_avx2, RT_GEMV_BF16_GROUP, NULL, 0, NULL };
+        native ? (tensor_gemv){ 0 } : (tensor_gemv){ rt_gemv_bf16_avx2, RT_GEMV_BF16_GROUP, NULL, 0, NULL, 0 };
 }

@@ -356,9 +356,9 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
 void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
-    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4, gemv_q8_0_lean, 0, NULL };
-    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 2, NULL, 0, NULL };
-    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 4, NULL, 0, NULL };
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4, gemv_q8_0_lean, 0, NULL, 0 };
+    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 2, NULL, 0, NULL, 0 };
+    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 4, NULL, 0, NULL, 0 };
     k->vec_dot[GGUF_T_Q4_0] = rt_dot_q4_0_avx2;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;

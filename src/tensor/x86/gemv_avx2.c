@@ -112,5 +112,5 @@ static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, in
 }
 
 void rt_fill_gemv_avx2(tensor_kernels *k) {
-    k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 4, NULL, 0, NULL };
+    k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 4, NULL, 0, NULL, 0 };
 }

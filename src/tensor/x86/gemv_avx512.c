@@ -448,7 +448,7 @@ static void gemv_q6_K_pair(int64_t n, const void *w, size_t ws, int64_t n_rows, 
 }
 
 void rt_fill_gemv_avx512(tensor_kernels *k) {
-    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4, gemv_q8_0_pair, 2, NULL };
-    k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 8, gemv_q4_K_rp_lean, 0, NULL };
-    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 4, gemv_q6_K_pair, 2, NULL };
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4, gemv_q8_0_pair, 2, NULL, 0 };
+    k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 8, gemv_q4_K_rp_lean, 0, NULL, 0 };
+    k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 4, gemv_q6_K_pair, 2, NULL, 0 };
 }

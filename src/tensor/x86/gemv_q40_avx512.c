@@ -101,5 +101,5 @@ static inline __attribute__((always_inline)) void gemv_q4_0_pf(int64_t n, const 
 X86_GEMV_PF_TWINS(gemv_q4_0)
 
 void rt_fill_gemv_q40_avx512(tensor_kernels *k) {
-    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 2, gemv_q4_0_lean, 0, NULL };
+    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 2, gemv_q4_0_lean, 0, NULL, 0 };
 }

@@ -193,6 +193,6 @@ X86_GEMV_R16_TWINS(gemv_q4_K_r16, r16_group, QK_K)
 X86_GEMM_R16_TOKENS(gemm_q4_K_r16_tokens, r16_tile, QK_K)
 
 void rt_fill_gemv_q4k16_avx2(tensor_kernels *k) {
-    k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0, gemm_q4_K_r16_tokens };
+    k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0, gemm_q4_K_r16_tokens, 0 };
     k->q4_K_r16_native = true;
 }

@@ -127,5 +127,5 @@ static void gemv_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, int64
 }
 
 void rt_fill_gemv_q5k_avx512(tensor_kernels *k) {
-    k->gemv[GGUF_T_Q5_K] = (tensor_gemv){ gemv_q5_K, 4, NULL, 0, NULL };
+    k->gemv[GGUF_T_Q5_K] = (tensor_gemv){ gemv_q5_K, 4, NULL, 0, NULL, 0 };
 }

@@ -24,8 +24,8 @@
  * memory, the file layout's kernel (dot_avx2.c gemv_q6_K, two rows side by side) 48.2-49.2
  * GB/s, this one 61.4-64.1 (lean 42.1-49.8); the several-token kernel over 8 matrices of
  * 1024 x 3072 against the rows unpacked for gemm[Q6_K]: 0.65-0.74x the time at 4-16 tokens,
- * 0.28x at 32, 0.46x at 64, 0.70-0.72x at 128, and 1.17-1.19x (slower) at 512, where matmul
- * still takes it (no limit per table yet; a prompt's Q6_K matrices are a small part of it).
+ * 0.28x at 32, 0.46x at 64, 0.70-0.72x at 128, 0.80-0.85x at 160, 0.86x at 192, 0.97-1.02x
+ * at 256, 1.05-1.11x (slower) at 320, 1.17-1.19x at 512: matmul takes it below Q6_TOKENS_MAX.
  * With every unit pair unrolled (up to 8 · 2 · 4 products in one block of code) gcc hoisted
  * the broadcasts and scale loads and spilled them: 30-33 GB/s; hence the rolled loops. */
 #include <string.h>
@@ -33,6 +33,7 @@
 #include "tensor/x86/simd_x86.h"
 
 #define Q6R16_PF (2 * TENSOR_Q6R16_BLOCK)
+#define Q6_TOKENS_MAX 256
 
 static inline __m256i bcast4(const int8_t *p) {
     int32_t v;
@@ -187,6 +188,7 @@ static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, 
 X86_GEMM_R16_TOKENS(gemm_q6_K_r16_tokens, q6r16_tile, QK_K)
 
 void rt_fill_gemv_q6k16_avx2(tensor_kernels *k) {
-    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0, gemm_q6_K_r16_tokens };
+    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0, gemm_q6_K_r16_tokens,
+                                       Q6_TOKENS_MAX };
     k->q6_K_r16_native = true;
 }

@@ -167,6 +167,6 @@ static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, 
 X86_GEMM_R16_TOKENS(gemm_q6_K_r16_tokens, q6r16_tile, QK_K)
 
 void rt_fill_gemv_q6k16_avx512(tensor_kernels *k) {
-    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0, gemm_q6_K_r16_tokens };
+    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0, gemm_q6_K_r16_tokens, 0 };
     k->q6_K_r16_native = true;
 }

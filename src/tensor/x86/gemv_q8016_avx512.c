@@ -204,8 +204,8 @@ X86_GEMM_R16_TOKENS(gemm_q8_0_blk_r16_tokens, q8r16_tile_blk, QK8_0)
 
 void rt_fill_gemv_q8016_avx512(tensor_kernels *k) {
     k->gemv_q8_0_r16 = k->q8_block ? (tensor_gemv){ gemv_q8_0_blk_r16, TENSOR_R16_ROWS, gemv_q8_0_blk_r16_lean, 0,
-                                                    gemm_q8_0_blk_r16_tokens }
+                                                    gemm_q8_0_blk_r16_tokens, 0 }
                                    : (tensor_gemv){ gemv_q8_0_r16, TENSOR_R16_ROWS, gemv_q8_0_r16_lean, 0,
-                                                    gemm_q8_0_r16_tokens };
+                                                    gemm_q8_0_r16_tokens, 0 };
     k->q8_0_r16_native = true;
 }

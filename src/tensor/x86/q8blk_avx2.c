@@ -187,7 +187,7 @@ static void gemm_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, c
 void rt_fill_q8blk_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0_blk;
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0_blk;
-    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0_blk, 8, NULL, 0, NULL };
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0_blk, 8, NULL, 0, NULL, 0 };
     k->gemm[GGUF_T_Q8_0] = gemm_q8_0_blk;
     k->gemm_q8_0_r16 = NULL;   /* the base table's is ggml's order */
 }

@@ -224,6 +224,6 @@ static void gemv_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, i
 void rt_fill_q8blk_avx512(tensor_kernels *k) {
     k->gemm[GGUF_T_Q8_0] = gemm_q8_0_blk;
     k->gemm_q8_0_r16 = NULL;   /* the base table's is ggml's order */
-    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0_blk, 4, NULL, 0, NULL };
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0_blk, 4, NULL, 0, NULL, 0 };
     rt_fill_gemv_q8016_avx512(k);   /* the block order's (k->q8_block is set) */
 }
