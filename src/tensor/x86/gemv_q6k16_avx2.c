@@ -47,6 +47,23 @@ static inline __m256i q6_scale_words(const uint8_t *h, int k, int g) {
     return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s, s));
 }
 
+/* The four vectors of 6-bit values of rows 8g..8g+7 of a packed run (q: the run + 32g): parts
+ * 0-2 are bits 0-5 of its vectors P0-P2, part 3 bits 6-7 of P0, P1, P2 as its bits 0-1, 2-3,
+ * 4-5 (word shifts: what crosses from a neighbouring byte is masked off). */
+static inline __attribute__((always_inline)) void q6_values(const uint8_t *q, __m256i v[4]) {
+    const __m256i m3f = _mm256_set1_epi8(0x3F), m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C),
+                  m30 = _mm256_set1_epi8(0x30);
+    const __m256i P0 = _mm256_loadu_si256((const __m256i *)q);
+    const __m256i P1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+    const __m256i P2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+    v[0] = _mm256_and_si256(P0, m3f);
+    v[1] = _mm256_and_si256(P1, m3f);
+    v[2] = _mm256_and_si256(P2, m3f);
+    v[3] = _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(P0, 6), m03),
+                                           _mm256_and_si256(_mm256_srli_epi16(P1, 4), m0c)),
+                           _mm256_and_si256(_mm256_srli_epi16(P2, 2), m30));
+}
+
 /* Rows 8g..8g+7 of a packed block at h: Σ_k sc_k · bsum_k over the 16 sub-blocks (the −32
  * of every value, times −32 by the caller), two sub-blocks a madd. */
 static inline __m256i q6_bsum_rows(const uint8_t *h, const uint8_t *b, int g) {
@@ -64,8 +81,6 @@ static inline __m256i q6_bsum_rows(const uint8_t *h, const uint8_t *b, int g) {
 
 /* Rows 8g..8g+7 of a packed block at h: Σ over the 16 sub-blocks of sc · Σ (q − 32)·y, exact. */
 static inline __attribute__((always_inline)) __m256i q6_half_rows(const uint8_t *h, const uint8_t *b, int g) {
-    const __m256i m3f = _mm256_set1_epi8(0x3F), m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C),
-                  m30 = _mm256_set1_epi8(0x30);
     const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
     /* each half broadcasts the activations itself: gcc otherwise computed the 128 broadcasts
      * once for both halves and kept them on the stack */
@@ -78,14 +93,8 @@ static inline __attribute__((always_inline)) __m256i q6_half_rows(const uint8_t 
             __m256i t[4];
             _Pragma("GCC unroll 2")
             for (int u = up; u < up + 2; u++) {
-                const uint8_t *q = h + Q6R16_Q + Q6R16_RUN * (8 * hf + u) + 32 * g;
-                const __m256i P0 = _mm256_loadu_si256((const __m256i *)q);
-                const __m256i P1 = _mm256_loadu_si256((const __m256i *)(q + 64));
-                const __m256i P2 = _mm256_loadu_si256((const __m256i *)(q + 128));
-                const __m256i v3 = _mm256_or_si256(
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(P0, 6), m03), _mm256_and_si256(_mm256_srli_epi16(P1, 4), m0c)),
-                    _mm256_and_si256(_mm256_srli_epi16(P2, 2), m30));
-                const __m256i v[4] = { _mm256_and_si256(P0, m3f), _mm256_and_si256(P1, m3f), _mm256_and_si256(P2, m3f), v3 };
+                __m256i v[4];
+                q6_values(h + Q6R16_Q + Q6R16_RUN * (8 * hf + u) + 32 * g, v);
                 const int8_t *yy = yq + 128 * hf + 4 * u;
                 _Pragma("GCC unroll 4")
                 for (int c = 0; c < 4; c++) {
@@ -129,8 +138,6 @@ X86_GEMV_R16_TWINS(gemv_q6_K_r16, q6r16_group, QK_K)
  * would need sixteen registers), so each y is q6r16_group's. */
 static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
                                                              size_t xs, float *y, int64_t ldy, bool pf) {
-    const __m256i m3f = _mm256_set1_epi8(0x3F), m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C),
-                  m30 = _mm256_set1_epi8(0x30);
     __m256 acc[4][2];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
@@ -152,14 +159,8 @@ static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, 
             for (int hf = 0; hf < 2; hf++)
                 _Pragma("GCC unroll 1")
                 for (int u = 0; u < 8; u++) {
-                    const uint8_t *q = h + Q6R16_Q + Q6R16_RUN * (8 * hf + u) + 32 * g;
-                    const __m256i P0 = _mm256_loadu_si256((const __m256i *)q);
-                    const __m256i P1 = _mm256_loadu_si256((const __m256i *)(q + 64));
-                    const __m256i P2 = _mm256_loadu_si256((const __m256i *)(q + 128));
-                    const __m256i v3 = _mm256_or_si256(
-                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(P0, 6), m03), _mm256_and_si256(_mm256_srli_epi16(P1, 4), m0c)),
-                        _mm256_and_si256(_mm256_srli_epi16(P2, 2), m30));
-                    const __m256i v[4] = { _mm256_and_si256(P0, m3f), _mm256_and_si256(P1, m3f), _mm256_and_si256(P2, m3f), v3 };
+                    __m256i v[4];
+                    q6_values(h + Q6R16_Q + Q6R16_RUN * (8 * hf + u) + 32 * g, v);
                     _Pragma("GCC unroll 4")
                     for (int t = 0; t < T; t++) {
                         const int8_t *yy = (const int8_t *)(b[t] + Q8_K_QS) + 128 * hf + 4 * u;
