@@ -1,6 +1,7 @@
 /* gemv_q4k16_avx2.c — Q4_K rows packed 16 to a group (tensor.h tensor_q4_K_r16_pack) × one
  * Q8_K activation row on AVX2: the single-token matmul over a packed matrix, one float lane per
- * row, eight rows to a vector.
+ * row, eight rows to a vector; and the same against up to four tokens at a time (r16_tile, the
+ * several-token kernel).
  *
  * Every y[r] performs dot_q4_K_rp's operations in its order (tensor_impl.h rt_dot_q4_K_rp), as
  * the AVX-512 kernel does (gemv_q4k16_avx512.c): per 64-element chunk j the exact integer sum
@@ -21,7 +22,7 @@
  * Measured on the Zen 5 machine with RECUR_ISA=avx2, programs outside the repo:
  *  - /tmp/s8/gv1.c, 40 matrices of 3072 x 1024 from memory through tensor_matmul, 2 threads,
  *    RECUR_PREFETCH=on, median of 20 passes, alternating: the file layout's kernel
- *    (gemv_avx2.c gemv_q4_K_rp) 44.3-44.6 GB/s, this one 60.0-61.4 (lean 36.8);
+ *    (gemv_avx2.c gemv_q4_K_rp) 44.3-44.6 GB/s, this one 60.0-65.4 (lean 36.8);
  *  - /tmp/s8/tk3.c, 8 packed matrices of 3072 x 1024, the several-token kernel against the
  *    rows unpacked for gemm_q4_K_rp (matmul.c mm_dot_r16), median of 5 passes: 0.70-0.79x the
  *    time at 4-16 tokens, 0.52-0.71x at 32-128, 0.77-0.78x at 512;

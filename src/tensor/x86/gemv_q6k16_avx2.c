@@ -1,6 +1,7 @@
 /* gemv_q6k16_avx2.c — Q6_K rows packed 16 to a group (tensor.h tensor_q6_K_r16_pack) × one
  * Q8_K activation row on AVX2: the single-token matmul over a packed matrix, one int32 / float
- * lane per row, eight rows to a vector.
+ * lane per row, eight rows to a vector; and the same against up to four tokens at a time
+ * (q6r16_tile, the several-token kernel).
  *
  * Every y[r] performs rt_dot_q6_K's operations in its order, as the AVX-512 kernel does
  * (gemv_q6k16_avx512.c): per block the exact integer sum sumi = Σ over the 16 sub-blocks of
