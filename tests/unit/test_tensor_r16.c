@@ -216,7 +216,8 @@ static void test_matmul_r16(void **state) {
     /* 1024 x 768: past matmul's one-thread size; 2, 7 and 33 tokens: the several-token
      * kernels' tiles of 1-4 tokens (matmul.c mm_dot_r16); 100: past MM_R16_TOKENS_Q4_GEMM and
      * MM_R16_TOKENS_Q8_GEMM, the packed gemms; 300: past a tokens kernel's tokens_max (AVX2
-     * Q6_K), the rows unpacked; 8448-long rows: past a packed gemm's panel (Q8_0: 256 blocks), so it takes its other way */
+     * Q6_K), the rows unpacked; 8448-long rows: past a packed gemm's panel (Q8_0: 256
+     * blocks), so it takes its other way */
     static const mm_case cases[] = { { 768, { 16, 80, 1024 }, { 1, 2, 7, 33 } }, { 768, { 80, 0, 0 }, { 100, 300, 0, 0 } },
                                      { 8448, { 32, 0, 0 }, { 9, 0, 0, 0 } } };
     const int64_t max_out = 1024, max_tok = 300, max_n = 8448;
