@@ -14,7 +14,8 @@
  * time, tensor/matmul.c). The packed bytes replace the file's (same size; the file's pages of
  * the matrix are unmapped, gguf_drop_range, so the process holds one copy), and every result
  * keeps its bits (tensor_matmul takes TENSOR_T_Q4_K_R16).
- * Only where the kernel table has the packed kernel (recur.h recur_model_params), and never
+ * Only where the kernel table has the packed kernel (recur.h recur_model_params; Q8_0 where it
+ * also prefers it, tensor.h tensor_q8_0_r16_preferred), and never
  * a Q4_K token embedding, whose rows are looked up one by one (a packed Q6_K or Q8_0 one is:
  * the output head of tied models, a third of a Q4_K_M token's bytes, and tensor_get_row
  * unpacks a row). Other matrices stay in the file's mapping, except those whose 2 MiB pages are

@@ -15,7 +15,8 @@
  *     call or one element of a gemm or gemv call, which give the same bits (tensor.h
  *     invariant 2; the dot is tensor_matmul_dot's, a property of the weight). A table with
  *     a gemm for the type gets a share's whole row range (it tiles rows x tokens itself),
- *     and a gemv a chunk's groups of rows (it runs several rows side by side).
+ *     as does a several-token gemv below its tokens_max (tensor_gemv.tokens), and a gemv a
+ *     chunk's groups of rows (it runs several rows side by side).
  *     Otherwise rows are walked in tiles of MM_TILE weight rows, and each tile is dotted with
  *     every token before the next, so a batch reads W from memory once.
  *
@@ -156,6 +157,11 @@ static void mm_groups(const mm_job *j, long lo, long hi, int64_t g0, int64_t g1)
 /* Rows [lo, hi) for n_tok > 1, row lo's bytes at base (then the file's layout: row r at
  * base + (r - lo) · w_stride). */
 static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) {
+    if (!j->r16 && j->gemv.tokens && (!j->gemv.tokens_max || j->n_tok < j->gemv.tokens_max)) {
+        /* the single-token kernel's streams for a few tokens (Q8_0) */
+        j->gemv.tokens(j->n_in, base, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok, j->Y + lo, j->ldy);
+        return;
+    }
     if (j->gemm) {   /* tiles rows x tokens itself; each element is vec_dot's */
         j->gemm(j->n_in, base, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok, j->Y + lo, j->ldy);
         return;

@@ -80,7 +80,7 @@ static void gemv_q8_0_blk_r16(int64_t n, const void *w, size_t ws, int64_t n_row
     rt_gemv_r16_rows(rt_dot_q8_0_blk_r16, n, w, ws, g0, g1, x, y);
 }
 
-bool tensor_q8_0_r16_preferred(const tensor_kernels *k) { return k && k->q8_0_r16_native; }
+bool tensor_q8_0_r16_preferred(const tensor_kernels *k) { return k && k->q8_0_r16_native && !k->gemv[GGUF_T_Q8_0].tokens; }
 
 void rt_fill_q8_0_r16(tensor_kernels *k) {
     k->gemv_q8_0_r16 =

@@ -69,9 +69,10 @@ typedef struct tensor_gemv {
      * two a single-token matmul runs is tensor_gemv_prefetch's to say. */
     tensor_gemv_fn lean;
     int            lean_group;
-    /* fn for several tokens in one call (NULL: none; packed layouts only): each y element with
-     * fn's bits, each group's bytes read from memory once for all the tokens. Arguments as
-     * tensor_gemm_fn's; n_rows a multiple of group. */
+    /* fn for several tokens in one call (NULL: none; the packed layouts, and Q8_0's file layout
+     * on x86, where it reads fn's streams): each y element with fn's bits, each group's bytes
+     * read from memory once for all the tokens. Arguments as tensor_gemm_fn's; n_rows a
+     * multiple of group for a packed layout, any for the file's. */
     tensor_gemm_fn tokens;
     /* matmul takes tokens for calls of fewer tokens than this (0: any number), where past
      * it the rows unpacked for the file layout's gemm run faster */
@@ -296,6 +297,11 @@ void tensor_q6_K_r16_unpack_row(const void *group, int64_t n, int r, void *dst);
  *   [32, 544)     quants 4l..4l+3 (l = 0..7) of row r at 32 + 64l + 4r
  * and group g is blocks 0..n/32-1 of those runs in order (16 rows' bytes). */
 #define TENSOR_Q8R16_BLOCK 544
+/* Whether Q8_0 matrices should be packed for table k: where it has the packed single-token
+ * kernel and no several-token kernel for the file's layout (gemv[Q8_0].tokens). Where it has
+ * both (AVX-512), the file's layout reads faster: its single-token kernel's four streams
+ * outrun the packed kernel's one on the Zen 5 machine measured (x86/gemm_avx512.c
+ * gemm_q8_0_streams), and its several-token kernel matches the packed ones below 16 tokens. */
 bool tensor_q8_0_r16_preferred(const tensor_kernels *k);
 /* Packs 16 Q8_0 rows of n elements (n a multiple of 32), src_stride bytes apart, into dst. */
 void tensor_q8_0_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst);

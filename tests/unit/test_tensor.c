@@ -922,7 +922,8 @@ static void check_matmul(const mm_case *c, tp_pool *p1, tp_pool *p2, tp_pool *p3
         for (int64_t t = 0; t < c->n_tok; t++) mm_run(c, tab[k], p1, t, 1, ya);
         mm_run(c, tab[k], p2, 0, c->n_tok, yb);
         if (memcmp(ya, yb, ysz) != 0) fail_msg("%s type %u: batch of %lld on 2 threads != one by one", tab[k]->isa, (unsigned)c->wt, (long long)c->n_tok);
-        mm_run(c, tab[k], p3, 0, 5, yb);
+        mm_run(c, tab[k], p3, 0, 2, yb);   /* batches of 2, 3 and 8: every tile width of a kernel */
+        mm_run(c, tab[k], p3, 2, 3, yb);
         mm_run(c, tab[k], NULL, 5, c->n_tok - 5, yb);
         if (memcmp(ya, yb, ysz) != 0) fail_msg("%s type %u: 3 threads / no pool differ", tab[k]->isa, (unsigned)c->wt);
         for (int64_t t = 0; t < c->n_tok; t++) {

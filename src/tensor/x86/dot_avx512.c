@@ -287,7 +287,6 @@ void tensor_fill_avx512(tensor_kernels *k) {
     rt_fill_exp_avx512(k);
     rt_fill_norm_avx512(k);
     rt_fill_scan_avx512(k);
-    rt_fill_gemm_avx512(k);
     rt_fill_gemm_q4k_avx512(k);
     rt_fill_gemm_q40_avx512(k);
     rt_fill_gemv_q40_avx512(k);
@@ -298,4 +297,5 @@ void tensor_fill_avx512(tensor_kernels *k) {
     rt_fill_gemm_f16_avx512(k);
     rt_fill_gemm_q5k_avx512(k);
     rt_fill_gemv_avx512(k);
+    rt_fill_gemm_avx512(k);   /* after the gemv: it gives gemv[Q8_0] its several-token kernel */
 }

@@ -16,8 +16,11 @@
 #define T8 4            /* tokens per tile */
 #define CHUNK_BYTES (192 << 10)   /* activations of a token chunk: within L2 */
 
+/* Row i of wr goes to y[t * ldy + yo[i]]; with pf, each row's stream is fetched X86_Q8_PF
+ * bytes ahead (gemv_avx512.c). */
 static inline __attribute__((always_inline)) void q8_tile(int R, int T, int64_t nb, const uint8_t *const *wr,
-                                                           const uint8_t *x, size_t xs, float *y, int64_t ldy) {
+                                                           const int64_t *yo, const uint8_t *x, size_t xs, float *y,
+                                                           int64_t ldy, bool pf) {
     __m256 acc[R8][T8];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
@@ -25,6 +28,9 @@ static inline __attribute__((always_inline)) void q8_tile(int R, int T, int64_t 
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const size_t off = (size_t)b * Q8_0_BYTES;
+        if (pf && (b & 1))   /* a line a stream every other block */
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) _mm_prefetch((const char *)(wr[r] + off + X86_Q8_PF), _MM_HINT_T0);
         __m256i w[R8], aw[R8];
         __m256 dw[R8];
         _Pragma("GCC unroll 4")
@@ -49,21 +55,25 @@ static inline __attribute__((always_inline)) void q8_tile(int R, int T, int64_t 
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < T; t++) y[t * ldy + r] = x86_hsum_ps(acc[r][t]);
+        for (int t = 0; t < T; t++) y[t * ldy + yo[r]] = x86_hsum_ps(acc[r][t]);
 }
 
-/* Rows wr[0..R) over tokens [0, n_tok): T8 at a time, then the tail. */
-static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, const uint8_t *const *wr, const uint8_t *x,
-                                                           size_t xs, int64_t n_tok, float *y, int64_t ldy) {
+/* Rows wr[0..R) over tokens [0, n_tok): T8 at a time, then the tail; the first pass fetches
+ * ahead where pf says (the others find the rows in L1). */
+static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, const uint8_t *const *wr,
+                                                           const int64_t *yo, const uint8_t *x, size_t xs,
+                                                           int64_t n_tok, float *y, int64_t ldy, bool pf) {
     int64_t t = 0;
-    for (; t + T8 <= n_tok; t += T8) q8_tile(R, T8, nb, wr, x + t * xs, xs, y + t * ldy, ldy);
+    for (; t + T8 <= n_tok; t += T8) q8_tile(R, T8, nb, wr, yo, x + t * xs, xs, y + t * ldy, ldy, pf && !t);
     switch (n_tok - t) {
-    case 3: q8_tile(R, 3, nb, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 2: q8_tile(R, 2, nb, wr, x + t * xs, xs, y + t * ldy, ldy); break;
-    case 1: q8_tile(R, 1, nb, wr, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 3: q8_tile(R, 3, nb, wr, yo, x + t * xs, xs, y + t * ldy, ldy, pf && !t); break;
+    case 2: q8_tile(R, 2, nb, wr, yo, x + t * xs, xs, y + t * ldy, ldy, pf && !t); break;
+    case 1: q8_tile(R, 1, nb, wr, yo, x + t * xs, xs, y + t * ldy, ldy, pf && !t); break;
     default: break;
     }
 }
+
+static const int64_t row_order[R8] = { 0, 1 };   /* y offsets of neighbouring rows */
 
 static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
                       float *y, int64_t ldy) {
@@ -79,15 +89,38 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
         for (; r + R8 <= n_rows; r += R8) {
             const uint8_t *wr[R8];
             for (int i = 0; i < R8; i++) wr[i] = W + (size_t)(r + i) * ws;
-            q8_rows(R8, nb, wr, xt, xs, nt, yt + r, ldy);
+            q8_rows(R8, nb, wr, row_order, xt, xs, nt, yt + r, ldy, false);
         }
         for (; r < n_rows; r++) {
             const uint8_t *wr[1] = { W + (size_t)r * ws };
-            q8_rows(1, nb, wr, xt, xs, nt, yt + r, ldy);
+            q8_rows(1, nb, wr, row_order, xt, xs, nt, yt + r, ldy, false);
         }
+    }
+}
+
+/* A few tokens over the file's layout (tensor.h tensor_gemv.tokens of gemv[Q8_0]): the single-
+ * token kernel's four streams, rows r, r + q, r + 2q, r + 3q (q = n_rows / 4), as two pairs
+ * of a tile (eight accumulators: all AVX2's registers allow), up to T8 tokens a pass, the first
+ * pass fetching ahead; gemm_q8_0 would read neighbouring rows side by side, which this
+ * machine's prefetchers follow badly (gemv_avx512.c). The 0-3 rows left go one at a time. */
+static void gemm_q8_0_streams(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                              int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *W = w;
+    const int64_t nb = n / QK8_0, q = n_rows / 4;
+    for (int64_t r = 0; r < q; r++)
+        for (int p = 0; p < 2; p++) {
+            const int64_t yo[2] = { r + 2 * p * q, r + (2 * p + 1) * q };
+            const uint8_t *wr[2] = { W + (size_t)yo[0] * ws, W + (size_t)yo[1] * ws };
+            q8_rows(2, nb, wr, yo, x, xs, n_tok, y, ldy, true);
+        }
+    for (int64_t r = 4 * q; r < n_rows; r++) {
+        const uint8_t *wr[1] = { W + (size_t)r * ws };
+        q8_rows(1, nb, wr, &r, x, xs, n_tok, y, ldy, true);
     }
 }
 
 void rt_fill_gemm_avx2(tensor_kernels *k) {
     k->gemm[GGUF_T_Q8_0] = gemm_q8_0;
+    k->gemv[GGUF_T_Q8_0].tokens = gemm_q8_0_streams;
+    k->gemv[GGUF_T_Q8_0].tokens_max = X86_Q8_STREAMS_MAX_AVX2;
 }

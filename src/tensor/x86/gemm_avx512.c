@@ -27,11 +27,12 @@
 /* fp16 field at p broadcast to 8 lanes (vcvtph2ps: rt_f16_to_f32's bits). */
 static inline __m256i bcast_h(const uint8_t *p) { return _mm256_set1_epi16((short)rd_u16(p)); }
 
-/* The accumulators of P pairs × T tokens over every block; y[t * ldy + row]. wr holds 2P row
- * pointers (a lone last row is given twice; its copy is not stored: `store_hi` false). */
+/* The accumulators of P pairs × T tokens over every block; row i of wr (2P row pointers) goes
+ * to y[t * ldy + yo[i]] (a lone last row is given twice; its copy is not stored: `store_hi`
+ * false). With pf, each row's stream is fetched X86_Q8_PF bytes ahead (gemv_avx512.c). */
 static inline __attribute__((always_inline)) void tile(int P, int T, int64_t nb, const uint8_t *const *wr,
-                                                        const uint8_t *x, size_t xs, float *y, int64_t ldy,
-                                                        bool store_hi) {
+                                                        const int64_t *yo, const uint8_t *x, size_t xs, float *y,
+                                                        int64_t ldy, bool store_hi, bool pf) {
     const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
     const uint8_t *u = x + q8_0_tail(nb * QK8_0);   /* the tails (tensor_impl.h) */
     __m512 acc[GP][GT];
@@ -41,6 +42,9 @@ static inline __attribute__((always_inline)) void tile(int P, int T, int64_t nb,
         for (int t = 0; t < T; t++) acc[p][t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const size_t off = (size_t)b * Q8_0_BYTES;
+        if (pf && (b & 1))   /* a line a stream every other block */
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < 2 * P; i++) _mm_prefetch((const char *)(wr[i] + off + X86_Q8_PF), _MM_HINT_T0);
         __m512i xu[GT];
         __m512 dx[GT];
         _Pragma("GCC unroll 8")
@@ -67,24 +71,28 @@ static inline __attribute__((always_inline)) void tile(int P, int T, int64_t nb,
     for (int p = 0; p < P; p++)
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
-            y[t * ldy + 2 * p] = x86_hsum_ps(_mm512_castps512_ps256(acc[p][t]));
-            if (p + 1 < P || store_hi) y[t * ldy + 2 * p + 1] = x86_hsum_ps(_mm512_extractf32x8_ps(acc[p][t], 1));
+            y[t * ldy + yo[2 * p]] = x86_hsum_ps(_mm512_castps512_ps256(acc[p][t]));
+            if (p + 1 < P || store_hi) y[t * ldy + yo[2 * p + 1]] = x86_hsum_ps(_mm512_extractf32x8_ps(acc[p][t], 1));
         }
 }
 
-/* One row tile (P pairs) over every token, GT at a time, then the token tail. */
+/* One row tile (P pairs) over every token, GT at a time, then the token tail; the first pass
+ * fetches ahead where pf says (the others find the rows in L1). */
 static inline __attribute__((always_inline)) void row_tile(int P, int64_t nb, const uint8_t *const *wr,
-                                                            const uint8_t *x, size_t xs, int64_t n_tok, float *y,
-                                                            int64_t ldy, bool store_hi) {
+                                                            const int64_t *yo, const uint8_t *x, size_t xs,
+                                                            int64_t n_tok, float *y, int64_t ldy, bool store_hi,
+                                                            bool pf) {
     int64_t t = 0;
-    for (; t + GT <= n_tok; t += GT) tile(P, GT, nb, wr, x + t * xs, xs, y + t * ldy, ldy, store_hi);
+    for (; t + GT <= n_tok; t += GT) tile(P, GT, nb, wr, yo, x + t * xs, xs, y + t * ldy, ldy, store_hi, pf && !t);
     switch (n_tok - t) {
-    case 3: tile(P, 3, nb, wr, x + t * xs, xs, y + t * ldy, ldy, store_hi); break;
-    case 2: tile(P, 2, nb, wr, x + t * xs, xs, y + t * ldy, ldy, store_hi); break;
-    case 1: tile(P, 1, nb, wr, x + t * xs, xs, y + t * ldy, ldy, store_hi); break;
+    case 3: tile(P, 3, nb, wr, yo, x + t * xs, xs, y + t * ldy, ldy, store_hi, pf && !t); break;
+    case 2: tile(P, 2, nb, wr, yo, x + t * xs, xs, y + t * ldy, ldy, store_hi, pf && !t); break;
+    case 1: tile(P, 1, nb, wr, yo, x + t * xs, xs, y + t * ldy, ldy, store_hi, pf && !t); break;
     default: break;
     }
 }
+
+static const int64_t row_order[2 * GP] = { 0, 1, 2, 3, 4, 5, 6, 7 };   /* y offsets of neighbouring rows */
 
 /* ---- groups of 16 rows: one row per lane ---------------------------------------------------
  *
@@ -248,13 +256,37 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     }
     for (; r + 2 * GP <= n_rows; r += 2 * GP) {
         for (int i = 0; i < 2 * GP; i++) wr[i] = W + (size_t)(r + i) * ws;
-        row_tile(GP, nb, wr, X, xs, n_tok, y + r, ldy, true);
+        row_tile(GP, nb, wr, row_order, X, xs, n_tok, y + r, ldy, true, false);
     }
     for (; r < n_rows; r += 2) {   /* pairs left, then a lone row given twice */
         const bool two = r + 1 < n_rows;
         wr[0] = W + (size_t)r * ws;
         wr[1] = two ? wr[0] + ws : wr[0];
-        row_tile(1, nb, wr, X, xs, n_tok, y + r, ldy, two);
+        row_tile(1, nb, wr, row_order, X, xs, n_tok, y + r, ldy, two, false);
+    }
+}
+
+/* A few tokens over the file's layout (tensor.h tensor_gemv.tokens of gemv[Q8_0]): gemv_q8_0's
+ * four streams, rows r, r + q, r + 2q, r + 3q (q = n_rows / 4) as two pairs of a tile, GT
+ * tokens a pass over the four rows, the first pass fetching ahead as gemv_q8_0 does. gemm_q8_0
+ * would read neighbouring rows side by side, which this machine's prefetchers follow badly
+ * (gemv_avx512.c), and packing them at load reads slower still for the single token
+ * (x86/gemv_q8016_avx512.c). The 0-3 rows left go a pair at a time. */
+static void gemm_q8_0_streams(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                              int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK8_0, q = n_rows / 4;
+    for (int64_t r = 0; r < q; r++) {
+        const int64_t yo[4] = { r, r + q, r + 2 * q, r + 3 * q };
+        const uint8_t *wr[4];
+        for (int i = 0; i < 4; i++) wr[i] = W + (size_t)yo[i] * ws;
+        row_tile(2, nb, wr, yo, X, xs, n_tok, y, ldy, true, true);
+    }
+    for (int64_t r = 4 * q; r < n_rows; r += 2) {
+        const bool two = r + 1 < n_rows;
+        const int64_t yo[2] = { r, r + 1 };
+        const uint8_t *wr[2] = { W + (size_t)r * ws, W + (size_t)(two ? r + 1 : r) * ws };
+        row_tile(1, nb, wr, yo, X, xs, n_tok, y, ldy, two, true);
     }
 }
 
@@ -277,5 +309,7 @@ static void gemm_q8_0_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, c
 
 void rt_fill_gemm_avx512(tensor_kernels *k) {
     k->gemm[GGUF_T_Q8_0] = gemm_q8_0;
+    k->gemv[GGUF_T_Q8_0].tokens = gemm_q8_0_streams;
+    k->gemv[GGUF_T_Q8_0].tokens_max = X86_Q8_STREAMS_MAX;
     k->gemm_q8_0_r16 = gemm_q8_0_r16;
 }

@@ -49,7 +49,7 @@ static inline __m256i bcast_h(const uint8_t *p) { return _mm256_set1_epi16((shor
  * output head) 1.07-1.09x, 40 matrices of 6144 x 1024 1.06-1.14x, 60 of 1024 x 3584
  * 1.07-1.13x, 100 of 2048 x 1024 1.12x; 1536 and 3072 bytes 1.04-1.13x, 512 bytes 0.91-0.94x;
  * in L2 (one thread, 256 x 1024) 0.87x, where generation does not run. */
-#define Q8_PF 2048
+#define Q8_PF X86_Q8_PF
 
 /* Software prefetch distance of the Q4_K streams (gemv_q4_K_rp): 4608 bytes = 8 rows of 1024
  * elements ahead. recur-bench tg64, 8 alternating rounds against 2304 and 9216: 0.97x, 0.93x. */

@@ -23,7 +23,12 @@
  * 9 runs, 7 below 1), qwen35-0.8b Q8_0 0.97. One thread: 0.77-1.16 from run to run (the
  * neighbours' load moved more than the kernels differ). The prefetch distance (8, 16 or 32
  * blocks ahead, to L1) made no difference that held from one run to the next; L2 (T1) none
- * either. The lean twin runs without it (tensor/prefetch.c). */
+ * either. The lean twin runs without it (tensor/prefetch.c).
+ * On the Zen 5 machine of the later measurements it reads slower than the file's layout (one
+ * 248320 x 1024 head, 2 threads: 52-64 GB/s against 71-76 for gemv_avx512.c's four streams;
+ * recur-bench tg128 qwen3-0.6b Q8_0 74-80 against 94-97 t/s), so matrices are packed for it
+ * only where the table lacks gemv[Q8_0].tokens, or with RECUR_REPACK_Q8=1 (tensor.h
+ * tensor_q8_0_r16_preferred). */
 #include "tensor/x86/simd_x86.h"
 
 /* On Zen 5 a short distance wins (measured as gemv_q4k16_avx512.c's R16_PF, RECUR_PREFETCH=on):

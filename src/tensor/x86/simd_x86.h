@@ -109,6 +109,20 @@ static inline void x86_gemm_r16_unpacked(void (*unpack)(const void *, int64_t, v
     free(rows);
 }
 
+/* Bytes ahead that a Q8_0 row stream of the file's layout is fetched (gemv_avx512.c's Q8_PF
+ * says why). */
+#define X86_Q8_PF 2048
+/* gemv[Q8_0].tokens (gemm_q8_0_streams) takes calls below this many tokens; past it the
+ * gemm runs as fast or faster. Measured outside the repo (/tmp/s9/tk5.c, tk6.c: 40 matrices
+ * of 1024 x 3072 or 3072 x 1024, or one 248320 x 1024 head, from memory through
+ * tensor_matmul, 2 threads, median of 9 passes), against gemm[Q8_0]:
+ *  - AVX-512: 0.29-0.47x the time at 2-4 tokens, 0.62-0.81x at 6-12, 0.94-1.0x at 16,
+ *    1.2x at 32 (its panel gemm transposes 16 rows into lanes, cheaper per token);
+ *  - AVX2: 0.28-0.51x at 2-4 tokens, 0.82-1.0x at 6-64, 0.92-1.06x at 96-256, 1.06x at
+ *    512 (the same tiles as its gemm, whose token chunks suit long prompts). */
+#define X86_Q8_STREAMS_MAX 16
+#define X86_Q8_STREAMS_MAX_AVX2 64
+
 /* TILE(T, t) for the tokens [0, n_tok) of a panel gemm: tiles of 4 from t = 0, then one of
  * the 3, 2 or 1 left; T is a literal in every call (the tiles are inlined once per T). */
 #define X86_TOKEN_TILES(n_tok, TILE)                     \
