@@ -909,8 +909,10 @@ static void mm_run(const mm_case *c, const tensor_kernels *k, tp_pool *pool, int
 /* Y of every (table, pool, batch split) equals the one-token single-thread result and each
  * element equals vec_dot; the result is close to the float reference. */
 static void check_matmul(const mm_case *c, tp_pool *p1, tp_pool *p2, tp_pool *p3, double tol) {
-    const tensor_kernels *tab[3];
-    const int nt = get_tables(tab);
+    const tensor_kernels *tab[6];
+    int nt = get_tables(tab);
+    if (c->wt == GGUF_T_Q8_0)   /* and the tables' Q8_0 block-order twins */
+        for (int k = 0, n0 = nt; k < n0; k++) tab[nt++] = tensor_kernels_q8blk(tab[k]);
     const size_t ysz = (size_t)(c->n_tok * c->ldy) * 4;
     float *ya = xalloc(ysz), *yb = xalloc(ysz);
     const uint32_t vt = tensor_vec_dot_type(c->wt);

@@ -221,9 +221,37 @@ static void gemv_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, i
     }
 }
 
+/* A few tokens over the file's layout (tensor.h tensor_gemv.tokens): gemv_q8_0_blk's streams
+ * and operations token by token, the four rows' blocks read from memory for the first token
+ * and from L1 for the others; without it a parallel decode step took gemm_q8_0_blk, whose
+ * neighbouring rows read slowly (gemv_avx512.c). Each token costs the single-token kernel's
+ * arithmetic, so from Q8BLK_STREAMS_MAX tokens on the gemm's tiles win: recur-bench --q8-order
+ * block --batched -npp 128 -ntg 32, qwen3-0.6b Q8_0, S_TG with the gemm against this kernel:
+ * B = 2 67 -> 116 t/s, 4 113 -> 121-127, 8 195 -> 125 (slower). Packed Q8_0 (RECUR_REPACK_Q8=1,
+ * its several-token kernel) is faster still from B = 4 on: 212 and 296 t/s. */
+#define Q8BLK_STREAMS_MAX 8
+static void gemm_q8_0_blk_streams(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                                  int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *W = w;
+    const int64_t nb = n / QK8_0, q = (n_rows + 3) / 4;
+    for (int64_t r = 0; r < q; r++) {
+        const uint8_t *row[4];
+        for (int k = 0; k < 4; k++) row[k] = W + (size_t)(r + k * q < n_rows ? r + k * q : n_rows - 1) * ws;
+        for (int64_t t = 0; t < n_tok; t++) {
+            const uint8_t *u = (const uint8_t *)x + t * xs + q8_0_tail(n);
+            __m128 acc = _mm_setzero_ps();
+            for (int64_t b = 0; b < nb; b++)
+                acc = q8v_block(row, (size_t)b * Q8_0_BYTES, u + (size_t)b * Q8_0_BTAIL_BYTES, acc);
+            _Alignas(16) float o[4];
+            _mm_store_ps(o, acc);
+            for (int k = 0; k < 4 && r + k * q < n_rows; k++) y[t * ldy + r + k * q] = o[k];
+        }
+    }
+}
+
 void rt_fill_q8blk_avx512(tensor_kernels *k) {
     k->gemm[GGUF_T_Q8_0] = gemm_q8_0_blk;
     k->gemm_q8_0_r16 = NULL;   /* the base table's is ggml's order */
-    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0_blk, 4, NULL, 0, NULL, 0 };
+    k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0_blk, 4, NULL, 0, gemm_q8_0_blk_streams, Q8BLK_STREAMS_MAX };
     rt_fill_gemv_q8016_avx512(k);   /* the block order's (k->q8_block is set) */
 }
