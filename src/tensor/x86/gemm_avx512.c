@@ -139,7 +139,7 @@ typedef struct q8_grp {
  * block took 130-170 cycles instead of 95-120 (the same panel bits; pk outside the repo).
  * With `next`, the group after this one is fetched into L2 as this one is read, a line of each
  * row every other block: 16 rows read side by side are streams the hardware prefetchers do not
- * follow (gemv_avx512.c). /tmp/s9/tk5.c (40 matrices of 1024 x 3072 from memory through
+ * follow (gemv_avx512.c). /tmp/s8/tk5.c (40 matrices of 1024 x 3072 from memory through
  * tensor_matmul, 2 threads, median of 9 passes): 16 tokens 0.33-0.39 -> 0.25-0.27 ms, 32
  * 0.45-0.53 -> 0.38-0.43, 64 0.73-0.86 -> 0.66-0.78, 512 the same within noise (4.8-5.5). */
 static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws, bool next) {

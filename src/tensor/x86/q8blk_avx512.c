@@ -206,19 +206,23 @@ static inline __attribute__((always_inline)) __m128 q8v_block(const uint8_t *con
     return _mm_fmadd_ps(_mm_mul_ps(dw, _mm_set1_ps(rd_f32(ub))), pf, acc);
 }
 
+/* Group r (rows r + k·q, q = n_rows / 4 rounded up) against the activation row x: y[r + k·q]
+ * for the rows that exist. */
+static void q8v_group(int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, int64_t r, const uint8_t *x, float *y) {
+    const uint8_t *u = x + q8_0_tail(n);
+    const int64_t nb = n / QK8_0, q = (n_rows + 3) / 4;
+    const uint8_t *row[4];
+    for (int k = 0; k < 4; k++) row[k] = W + (size_t)(r + k * q < n_rows ? r + k * q : n_rows - 1) * ws;
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) acc = q8v_block(row, (size_t)b * Q8_0_BYTES, u + (size_t)b * Q8_0_BTAIL_BYTES, acc);
+    _Alignas(16) float o[4];
+    _mm_store_ps(o, acc);
+    for (int k = 0; k < 4 && r + k * q < n_rows; k++) y[r + k * q] = o[k];
+}
+
 static void gemv_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
                           const void *x, float *y) {
-    const uint8_t *W = w, *u = (const uint8_t *)x + q8_0_tail(n);
-    const int64_t nb = n / QK8_0, q = (n_rows + 3) / 4;
-    for (int64_t r = g0; r < g1; r++) {
-        const uint8_t *row[4];
-        for (int k = 0; k < 4; k++) row[k] = W + (size_t)(r + k * q < n_rows ? r + k * q : n_rows - 1) * ws;
-        __m128 acc = _mm_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) acc = q8v_block(row, (size_t)b * Q8_0_BYTES, u + (size_t)b * Q8_0_BTAIL_BYTES, acc);
-        _Alignas(16) float o[4];
-        _mm_store_ps(o, acc);
-        for (int k = 0; k < 4 && r + k * q < n_rows; k++) y[r + k * q] = o[k];
-    }
+    for (int64_t r = g0; r < g1; r++) q8v_group(n, w, ws, n_rows, r, x, y);
 }
 
 /* A few tokens over the file's layout (tensor.h tensor_gemv.tokens): gemv_q8_0_blk's streams
@@ -232,21 +236,8 @@ static void gemv_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, i
 #define Q8BLK_STREAMS_MAX 8
 static void gemm_q8_0_blk_streams(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                                   int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *W = w;
-    const int64_t nb = n / QK8_0, q = (n_rows + 3) / 4;
-    for (int64_t r = 0; r < q; r++) {
-        const uint8_t *row[4];
-        for (int k = 0; k < 4; k++) row[k] = W + (size_t)(r + k * q < n_rows ? r + k * q : n_rows - 1) * ws;
-        for (int64_t t = 0; t < n_tok; t++) {
-            const uint8_t *u = (const uint8_t *)x + t * xs + q8_0_tail(n);
-            __m128 acc = _mm_setzero_ps();
-            for (int64_t b = 0; b < nb; b++)
-                acc = q8v_block(row, (size_t)b * Q8_0_BYTES, u + (size_t)b * Q8_0_BTAIL_BYTES, acc);
-            _Alignas(16) float o[4];
-            _mm_store_ps(o, acc);
-            for (int k = 0; k < 4 && r + k * q < n_rows; k++) y[t * ldy + r + k * q] = o[k];
-        }
-    }
+    for (int64_t r = 0; r < (n_rows + 3) / 4; r++)
+        for (int64_t t = 0; t < n_tok; t++) q8v_group(n, w, ws, n_rows, r, (const uint8_t *)x + t * xs, y + t * ldy);
 }
 
 void rt_fill_q8blk_avx512(tensor_kernels *k) {

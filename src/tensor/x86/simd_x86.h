@@ -113,8 +113,8 @@ static inline void x86_gemm_r16_unpacked(void (*unpack)(const void *, int64_t, v
  * says why). */
 #define X86_Q8_PF 2048
 /* gemv[Q8_0].tokens (gemm_q8_0_streams) takes calls below this many tokens; past it the
- * gemm runs as fast or faster. Measured outside the repo (/tmp/s9/tk5.c, tk6.c: 40 matrices
- * of 1024 x 3072 or 3072 x 1024, or one 248320 x 1024 head, from memory through
+ * gemm runs as fast or faster. Measured outside the repo (/tmp/s8/tk5.c, /tmp/s9/tk6.c: 40
+ * matrices of 1024 x 3072 or 3072 x 1024, or one 248320 x 1024 head, from memory through
  * tensor_matmul, 2 threads, median of 9 passes), against gemm[Q8_0]:
  *  - AVX-512: 0.29-0.47x the time at 2-4 tokens, 0.62-0.81x at 6-12, 0.94-1.0x at 16,
  *    1.2x at 32 (its panel gemm transposes 16 rows into lanes, cheaper per token);
