@@ -359,6 +359,38 @@ size_t    recur_snapshot_bytes(const recur_snapshot *s);        /* serialized si
 recur_status recur_decode_capture(recur_ctx *ctx, const recur_batch *batch, const recur_capture *list, int n,
                                   char *err, size_t err_len);
 
+/* Where a context's decodes spend their time (recur-bench --profile). Each kind is the wall
+ * time of the steps of that kind, thread pool hand-offs included:
+ *  - MATMUL: the weight matmuls (lm head included), with the weight bytes they read;
+ *  - ATTENTION: the attention jobs (q/k norms, RoPE, K/V stores, scores, softmax, sums, gates);
+ *  - RECURRENT: the recurrent mixers' own steps (conv, scans, delta rule, their norms);
+ *  - NORM: the RMSNorms of the residual stream;
+ *  - ELEMENTWISE: the residual adds and SwiGLU;
+ *  - OTHER: the rest of recur_decode (embedding rows, checks, MoE routing, logits copies). */
+typedef enum recur_prof_kind {
+    RECUR_PROF_MATMUL,
+    RECUR_PROF_ATTENTION,
+    RECUR_PROF_RECURRENT,
+    RECUR_PROF_NORM,
+    RECUR_PROF_ELEMENTWISE,
+    RECUR_PROF_OTHER,
+    RECUR_PROF_KINDS
+} recur_prof_kind;
+
+typedef struct recur_profile {
+    uint64_t decodes;                  /* recur_decode / recur_decode_capture calls */
+    uint64_t tokens;                   /* tokens they evaluated */
+    uint64_t total_ns;                 /* their wall time */
+    uint64_t ns[RECUR_PROF_KINDS];     /* by kind; OTHER is total_ns less the others */
+    uint64_t steps[RECUR_PROF_KINDS];  /* steps timed, by kind (OTHER: decodes) */
+    uint64_t matmul_bytes;             /* weight bytes the matmuls read */
+} recur_profile;
+
+/* While p is set, every decode of ctx adds to *p (zero it to start from nothing); NULL stops.
+ * Results never depend on it; unset, it costs one test per step. p must outlive its use. */
+void        recur_ctx_set_profile(recur_ctx *ctx, recur_profile *p);
+const char *recur_prof_kind_name(recur_prof_kind kind);   /* "matmul", ...; NULL out of range */
+
 /* Copies the current state of seq (at recur_seq_pos_max) into s. RECUR_E_INVALID for a bad
  * seq, an empty sequence, a snapshot of another model or too short; nothing changed then. */
 recur_status recur_snapshot_take(recur_ctx *ctx, recur_seq_id seq, recur_snapshot *s, char *err, size_t err_len);

@@ -7,7 +7,8 @@
  * counts, the read bandwidth, fp32 FMA peak and int8 dot peak of the machine, and per model two
  * efficiency figures: tg t/s x bytes read per token / bandwidth, pp FLOP/s / the peak its weights
  * run at (int8 for quantized weights where the CPU has VNNI, else fp32 FMA); and the resident
- * memory. `--checkpoints` instead measures prefill with checkpoint capture on vs off and the
+ * memory; `--profile` adds where the timed runs' time went (recur_ctx_set_profile). `--checkpoints`
+ * instead measures prefill with checkpoint capture on vs off and the
  * time to take and restore one checkpoint (bench_ckpt.c), and `--prefetch-ab` compares the
  * single-token prefetch modes token by token (bench_pfab.c), and `--batched` runs
  * llama-batched-bench's test: several sequences decoding together (bench_batched.c). */
@@ -38,6 +39,8 @@ static void usage(FILE *f) {
         "  --no-warmup               skip the warmup run\n"
         "  --progress                print progress to stderr\n"
         "  --bw-mib N                bandwidth buffer in MiB (default 1024; 0 = skip the machine figures)\n"
+        "  --profile                 where the timed runs' time goes: matmuls (and the GB/s they read),\n"
+        "                            attention, recurrent mixers, norms, element-wise steps, the rest\n"
         "  --checkpoints             prefill with checkpoint capture on vs off, take / restore time\n"
         "  --ckpt-every N            --checkpoints: one checkpoint after every N-th prompt token (default 64)\n"
         "  --ckpt-ops N              --checkpoints: take / restore calls averaged (default 200)\n"
@@ -157,6 +160,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (FLAG("--no-warmup", "--no-warmup")) o->no_warmup = true;
         else if (FLAG("--progress", "--progress")) o->progress = true;
         else if (FLAG("--bw-mib", "--bw-mib")) { NEED(); o->bw_mib = atoi(v); }
+        else if (FLAG("--profile", "--profile")) o->profile = true;
         else if (FLAG("--checkpoints", "--checkpoints")) o->checkpoints = true;
         else if (FLAG("--ckpt-every", "--ckpt-every")) { NEED(); o->ckpt_every = atoi(v); }
         else if (FLAG("--ckpt-ops", "--ckpt-ops")) { NEED(); o->ckpt_ops = atoi(v); }

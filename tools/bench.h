@@ -43,6 +43,7 @@ typedef struct bench_opts {
     int         pf_ab;         /* --prefetch-ab N: N quads of tokens a comparison (0: not asked) */
     int         bw_mib;        /* bandwidth buffer; 0: skip the machine measurements */
     uint32_t    q8_order;      /* --q8-order (recur_q8_order) */
+    bool        profile;       /* --profile: where the timed runs' time goes (recur_ctx_set_profile) */
     bool        reps_set;      /* -r was given */
     /* --batched (llama-batched-bench's options): prompt, generation and sequence counts, a
      * prompt shared by the sequences, the context's cells (0: what the largest row needs) */
@@ -93,6 +94,7 @@ typedef struct bench_result {
     double             tok_ms[4];       /* tg tests: one generated token's time over all timed runs,
                                          * ms: median, 90th and 99th percentile, longest (NaN:
                                          * not a tg test) */
+    recur_profile      prof;            /* --profile: the timed runs' (prof.tokens 0: not profiled) */
 } bench_result;
 
 /* ---- bench_run.c ---- */

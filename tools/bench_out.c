@@ -118,6 +118,16 @@ double bench_pp_efficiency(const bench_result *r) {
     return bench_avg_ts(r) * bench_flops_per_token(r) / (bench_pp_peak(r, &int8) * 1e9);
 }
 
+/* --profile: ms a token in `kind`, and the rate the matmuls read their weights at (GB/s). */
+static double prof_ms_per_token(const bench_result *r, int kind) {
+    return r->prof.tokens ? (double)r->prof.ns[kind] * 1e-6 / (double)r->prof.tokens : NAN;
+}
+
+static double prof_matmul_gbs(const bench_result *r) {
+    const uint64_t ns = r->prof.ns[RECUR_PROF_MATMUL];
+    return ns ? (double)r->prof.matmul_bytes / (double)ns : NAN;
+}
+
 /* ---- fields -------------------------------------------------------------------------------- */
 
 static int result_fields(const bench_out *out, const bench_result *r, bench_field *f, double *ts) {
@@ -167,6 +177,14 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
     BENCH_I("rss_load_bytes", r->bm->rss_load);
     BENCH_I("rss_bytes", r->rss);
     BENCH_I("rss_peak_bytes", r->rss_peak);
+    if (r->prof.tokens > 0) {   /* --profile */
+        static const char *const ms_names[RECUR_PROF_KINDS] = {
+            "profile_matmul_ms", "profile_attention_ms", "profile_recurrent_ms",
+            "profile_norm_ms",   "profile_elementwise_ms", "profile_other_ms" };
+        BENCH_I("profile_tokens", r->prof.tokens);
+        for (int kind = 0; kind < RECUR_PROF_KINDS; kind++) BENCH_D(ms_names[kind], prof_ms_per_token(r, kind));
+        BENCH_D("profile_matmul_gbs", prof_matmul_gbs(r));
+    }
     for (int i = 0; i < r->n_samples; i++) ts[i] = samples_ts(r, i);
     f[k++] = (bench_field){ .name = "samples_ns", .kind = 'a', .u = r->samples_ns, .n = r->n_samples };
     f[k++] = (bench_field){ .name = "samples_ts", .kind = 'f', .f = ts, .n = r->n_samples };
@@ -360,6 +378,35 @@ static void md_efficiency(const bench_out *out) {
     printf("\n");
 }
 
+/* --profile: where a token's time went, by kind, in the timed runs. */
+static void md_profile(const bench_out *out) {
+    bool any = false;
+    for (int i = 0; i < out->n && !any; i++) any = out->r[i].prof.tokens > 0;
+    if (!any) return;
+    printf("\n| %-30s | %7s | %15s |", "model", "threads", "test");
+    for (int kind = 0; kind < RECUR_PROF_KINDS; kind++) printf(" %17s |", recur_prof_kind_name((recur_prof_kind)kind));
+    printf(" %10s | %11s |\n", "a token", "matmul read");
+    printf("| ------------------------------ | ------: | --------------: |");
+    for (int kind = 0; kind < RECUR_PROF_KINDS; kind++) printf(" ----------------: |");
+    printf(" ---------: | ----------: |\n");
+    for (int i = 0; i < out->n; i++) {
+        const bench_result *r = &out->r[i];
+        if (!r->prof.tokens) continue;
+        char test[48], gbs[32] = "-";
+        test_name(r, test, sizeof test);
+        printf("| %-30s | %7d | %15s |", r->bm->type, r->n_threads, test);
+        for (int kind = 0; kind < RECUR_PROF_KINDS; kind++)
+            printf(" %7.3f ms %4.1f %% |", prof_ms_per_token(r, kind),
+                   r->prof.total_ns ? 100.0 * (double)r->prof.ns[kind] / (double)r->prof.total_ns : 0.0);
+        if (!isnan(prof_matmul_gbs(r))) snprintf(gbs, sizeof gbs, "%.1f GB/s", prof_matmul_gbs(r));
+        printf(" %7.3f ms | %11s |\n", (double)r->prof.total_ns * 1e-6 / (double)r->prof.tokens, gbs);
+    }
+    printf("\nprofile (--profile): the timed runs' decode time a token (a prompt token for pp), by kind of step, and"
+           " its share; each step timed whole on the calling thread (the thread pool's hand-offs included); other ="
+           " what no other kind took (embedding rows, checks, MoE routing, logits copies). matmul read = the weight"
+           " bytes the matmuls read over their time.\n");
+}
+
 static void md_memory(const bench_out *out) {
     printf("\n| %-30s | %16s | %16s | %16s |\n", "model", "RSS after load", "RSS in tests", "peak RSS");
     printf("| ------------------------------ | ---------------: | ---------------: | ---------------: |\n");
@@ -397,7 +444,7 @@ void bench_out_test(bench_out *out, const bench_result *r) {
         md_row(out, r);
         fflush(stdout);
     } else {
-        bench_field f[48];
+        bench_field f[64];
         double *ts = malloc((size_t)(r->n_samples > 0 ? r->n_samples : 1) * sizeof *ts);
         if (!ts) return;
         bench_emit(out->o->fmt, f, result_fields(out, r, f, ts), out->n == 0);
@@ -417,6 +464,7 @@ void bench_out_end(bench_out *out) {
         printf("\n");
         md_efficiency(out);
         md_tokens(out);
+        md_profile(out);
         md_memory(out);
         printf("\nbuild: recur (kernels: %s, q8 order: %s)\n", recur_cpu_isa(), recur_q8_order_name(out->o->q8_order));
     }

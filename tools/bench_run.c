@@ -129,6 +129,7 @@ static int fill_depth(recur_ctx *ctx, const recur_model *m, const bench_result *
 
 int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *err, size_t err_len) {
     for (int k = 0; k < 4; k++) r->tok_ms[k] = NAN;
+    memset(&r->prof, 0, sizeof r->prof);
     recur_ctx_params cp = recur_ctx_default_params();
     cp.n_ctx = (uint32_t)(r->n_depth + r->n_prompt + r->n_gen);
     cp.n_seq_max = 1;
@@ -156,11 +157,13 @@ int bench_run_test(recur_model *m, const bench_opts *o, bench_result *r, char *e
         if (o->progress)
             fprintf(stderr, "recur-bench: %s: run %d/%d\n", r->bm->filename, i + 1, r->n_samples);
         if (fill_depth(ctx, m, r, &tok_state, err, err_len)) goto done;
+        if (o->profile) recur_ctx_set_profile(ctx, &r->prof);   /* the timed run only */
         const uint64_t t0 = bench_now_ns();
-        if (run_once(ctx, m, r->n_prompt, r->n_gen, n_batch, &tok_state, tok_ns ? tok_ns + (size_t)i * r->n_gen : NULL,
-                     err, err_len))
-            goto done;
+        const int bad = run_once(ctx, m, r->n_prompt, r->n_gen, n_batch, &tok_state,
+                                 tok_ns ? tok_ns + (size_t)i * r->n_gen : NULL, err, err_len);
         r->samples_ns[i] = bench_now_ns() - t0;
+        recur_ctx_set_profile(ctx, NULL);
+        if (bad) goto done;
     }
     if (tok_ns && r->n_samples > 0) token_times(r, tok_ns, r->n_samples * r->n_gen);
     recur_prefetch_calls(&r->pf_calls[0], &r->pf_calls[1]);

@@ -45,6 +45,12 @@ int recur_q8_order_parse(const char *name) {
     return -1;
 }
 
+const char *recur_prof_kind_name(recur_prof_kind kind) {
+    static const char *const names[RECUR_PROF_KINDS] = { "matmul", "attention", "recurrent",
+                                                         "norm",   "elementwise", "other" };
+    return kind >= 0 && kind < RECUR_PROF_KINDS ? names[kind] : NULL;
+}
+
 int recur_model_n_vocab(const recur_model *m) { return m->hp.n_vocab ? m->hp.n_vocab : vocab_n_tokens(m->vocab); }
 int recur_model_n_embd(const recur_model *m) { return m->hp.n_embd; }
 int recur_model_n_layer(const recur_model *m) { return m->hp.n_layer; }

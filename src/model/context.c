@@ -227,6 +227,7 @@ static void ubatch_logits(recur_ctx *c, const recur_batch *b, int32_t i0, int32_
     const model_hparams *hp = &c->m->hp;
     const bool kept = c->f.n_tok != n;
     int32_t n_out = 0, first_row = -1;
+    const int64_t t0 = fwd_prof_start(&c->f);
     for (int32_t t = 0; t < n; t++) {
         if (c->logit_row[i0 + t] < 0) continue;
         if (first_row < 0) first_row = c->logit_row[i0 + t];
@@ -236,6 +237,7 @@ static void ubatch_logits(recur_ctx *c, const recur_batch *b, int32_t i0, int32_
     }
     (void)b;
     if (!n_out) return;
+    fwd_prof_stop(&c->f, RECUR_PROF_NORM, t0, 0);
     const int32_t saved = c->f.n_tok;
     c->f.n_tok = n_out;   /* rows wanting logits are consecutive in the logits buffer */
     fwd_matmul(&c->f, &c->m->w.output, c->out_x, c->logits + (int64_t)first_row * hp->n_vocab);
@@ -255,6 +257,20 @@ static void capture_map(recur_ctx *c, const recur_batch *b, const recur_capture 
                 c->f.cap = c->cap;
             }
 }
+
+/* A decode of n tokens that took ns: OTHER is what no other kind took. */
+static void profile_decode(recur_profile *p, int32_t n, uint64_t ns) {
+    p->decodes++;
+    p->tokens += (uint64_t)n;
+    p->total_ns += ns;
+    uint64_t kinds = 0;
+    for (int k = 0; k < RECUR_PROF_KINDS; k++)
+        if (k != RECUR_PROF_OTHER) kinds += p->ns[k];
+    p->ns[RECUR_PROF_OTHER] = p->total_ns > kinds ? p->total_ns - kinds : 0;
+    p->steps[RECUR_PROF_OTHER] = p->decodes;
+}
+
+void recur_ctx_set_profile(recur_ctx *c, recur_profile *p) { c->f.prof = p; }
 
 static void ubatch_eval(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t n) {
     const recur_model *m = c->m;
@@ -324,6 +340,7 @@ recur_status recur_decode_capture(recur_ctx *c, const recur_batch *b, const recu
         c->logit_row[i] = want ? rows++ : -1;
     }
     c->n_batch_last = b->n_tokens;
+    const int64_t t0 = fwd_prof_start(&c->f);
     for (int32_t i0 = 0; i0 < b->n_tokens; i0 += (int32_t)c->p.n_ubatch) {
         const int32_t n = b->n_tokens - i0 < (int32_t)c->p.n_ubatch ? b->n_tokens - i0 : (int32_t)c->p.n_ubatch;
         capture_map(c, b, list, n_cap, i0, n);
@@ -333,6 +350,7 @@ recur_status recur_decode_capture(recur_ctx *c, const recur_batch *b, const recu
         if (c->kv && list[k].snap->kind == RECUR_SNAP_SEQUENCE) snap_put_kv(list[k].snap, c->kv, list[k].seq, list[k].pos);
         list[k].snap->pos = list[k].pos;
     }
+    if (c->f.prof) profile_decode(c->f.prof, b->n_tokens, (uint64_t)(rc_time_ns() - t0));
     return RECUR_OK;
 }
 

@@ -9,15 +9,38 @@
 #define FWD_MIN_PARALLEL 16384
 
 
+void fwd_prof_stop(model_fwd *f, recur_prof_kind kind, int64_t t0, uint64_t bytes) {
+    if (!f->prof || kind == RECUR_PROF_OTHER) return;   /* OTHER: the decode's remainder (context.c) */
+    f->prof->ns[kind] += (uint64_t)(rc_time_ns() - t0);
+    f->prof->steps[kind]++;
+    f->prof->matmul_bytes += bytes;
+}
+
+void fwd_job(model_fwd *f, recur_prof_kind kind, tp_pool *pool, tp_job_fn fn, void *arg, int n_shares) {
+    const int64_t t0 = fwd_prof_start(f);
+    tp_run_n(pool, fn, arg, n_shares > 0 ? n_shares : tp_n_threads(pool));
+    fwd_prof_stop(f, kind, t0, 0);
+}
+
+static uint64_t w_bytes(const model_w *w) { return (uint64_t)tensor_row_bytes(w->type, w->ne[0]) * (uint64_t)w->ne[1]; }
+
 void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y) {
+    const int64_t t0 = fwd_prof_start(f);
     tensor_matmul(f->pool, f->kern, model_w_wtype(w), w->data, w->ne[0], w->ne[1], X, f->n_tok, Y, w->ne[1],
                   f->mm_scratch);
+    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, f->n_tok > 0 ? w_bytes(w) : 0);
 }
 
 void fwd_matmul_n(model_fwd *f, const float *X, int n, const model_w *const *w, float *const *Y) {
+    const int64_t t0 = fwd_prof_start(f);
     tensor_mm mm[TENSOR_MM_MAX];
-    for (int i = 0; i < n; i++) mm[i] = (tensor_mm){ model_w_wtype(w[i]), w[i]->data, w[i]->ne[1], Y[i], w[i]->ne[1] };
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        mm[i] = (tensor_mm){ model_w_wtype(w[i]), w[i]->data, w[i]->ne[1], Y[i], w[i]->ne[1] };
+        bytes += w_bytes(w[i]);
+    }
     tensor_matmul_n(f->pool, f->kern, mm, n, w[0]->ne[0], X, f->n_tok, f->mm_scratch);
+    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, f->n_tok > 0 ? bytes : 0);
 }
 
 /* Row-wise ops over the ubatch's token rows, split among the threads (a row's result is the
@@ -56,7 +79,8 @@ static void fwd_rows_fn(void *arg, int ith, int nth) {
 static void fwd_rows(fwd_rows_job j) {
     if (!j.n_rows) j.n_rows = j.f->n_tok;
     const bool par = j.n_rows > 1 && (j.op == FWD_ROWS_NORM || j.n_rows * j.n >= FWD_MIN_PARALLEL);
-    tp_run(par ? j.f->pool : NULL, fwd_rows_fn, &j);
+    fwd_job(j.f, j.op == FWD_ROWS_NORM ? RECUR_PROF_NORM : RECUR_PROF_ELEMENTWISE, par ? j.f->pool : NULL, fwd_rows_fn,
+            &j, 0);
 }
 
 void fwd_rmsnorm_rows(model_fwd *f, float *out, const float *in, const model_w *w, int64_t n, float eps) {

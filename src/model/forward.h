@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/threadpool.h"
+#include "core/timing.h"
 #include "memory/kv.h"
 #include "memory/rs.h"
 #include "model/model.h"
@@ -63,12 +64,24 @@ typedef struct model_fwd {
      * (the layout of one sequence's whole state, rs.h invariant 3). See fwd_capture_conv. */
     float *const *cap;   /* [n_tok] */
 
+    /* recur_ctx_set_profile's counters (NULL: not profiling): the steps below add their time */
+    recur_profile        *prof;
+
     /* tools */
     kv_cache             *kv;     /* NULL without attention layers */
     rs_state             *rs;     /* NULL without recurrent layers */
     tp_pool              *pool;
     const tensor_kernels *kern;
 } model_fwd;
+
+/* Profiling (recur_ctx_set_profile): a step of `kind` that began at fwd_prof_start's time adds
+ * its wall time, and the weight bytes it read, at fwd_prof_stop; both do nothing unless the
+ * context profiles. */
+static inline int64_t fwd_prof_start(const model_fwd *f) { return f->prof ? rc_time_ns() : 0; }
+void fwd_prof_stop(model_fwd *f, recur_prof_kind kind, int64_t t0, uint64_t bytes);
+/* tp_run_n(pool, fn, arg, n_shares) (pool NULL: on the caller; n_shares 0: one per thread, as
+ * tp_run), profiled as `kind`. Blocks run their jobs through it. */
+void fwd_job(model_fwd *f, recur_prof_kind kind, tp_pool *pool, tp_job_fn fn, void *arg, int n_shares);
 
 /* Y[n_tok][w.ne[1]] = X[n_tok][w.ne[0]] * W^T */
 void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y);

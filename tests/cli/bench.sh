@@ -8,6 +8,7 @@
 # used experts per generated token; a generated token also reads its sequence's recurrent state
 # and the KV rows it attends (what recur-gguf info reports per sequence and per position), at
 # any -d depth; tg tests also time each token (percentiles, efficiency at the median);
+# --profile adds a table (and json fields) of where a token's time goes;
 # --checkpoints measures a recurrent model and says that a transformer has nothing to
 # checkpoint; --prefetch-ab prints its comparisons; --batched has llama-batched-bench's table and
 # fields.
@@ -235,6 +236,32 @@ python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; as
 "$bin" -m "$qwen3" --batched --checkpoints >/dev/null 2>&1 && fail "--batched with --checkpoints must fail"
 "$bin" -m "$qwen3" -p 8 -n 4 -c 64 >/dev/null 2>"$tmp/c.err" && fail "-c without --batched must fail"
 grep -q -- "-c is --batched's" "$tmp/c.err" || fail "-c without --batched: the message"
+
+# ---- --profile: a table of where a token's time goes, and its json fields ----
+"$bin" -m "$mamba2" "${small[@]}" --profile >"$tmp/prof.txt" 2>"$tmp/prof.err" || fail "--profile md: $(cat "$tmp/prof.err")"
+tr -s ' ' <"$tmp/prof.txt" |
+    grep -qxF '| model | threads | test | matmul | attention | recurrent | norm | elementwise | other | a token | matmul read |' ||
+    fail "--profile: the table's header"
+for t in pp16 tg4; do
+    grep -qE "^\| mamba2 .*\| +$t \|( +[0-9]+\.[0-9]{3} ms +[0-9.]+ % \|){6} +[0-9]+\.[0-9]{3} ms \| +[0-9.]+ GB/s \|\$" "$tmp/prof.txt" ||
+        fail "--profile: the $t row"
+done
+"$bin" -m "$mamba2" "${small[@]}" --profile -o json >"$tmp/prof.json" 2>"$tmp/prof.err" || fail "--profile json: $(cat "$tmp/prof.err")"
+"$bin" -m "$mamba2" "${small[@]}" -o json >"$tmp/noprof.json" 2>"$tmp/prof.err" || fail "json without --profile"
+python3 - "$tmp/prof.json" "$tmp/noprof.json" <<'PY' || fail "--profile json fields"
+import json, sys
+rows, plain = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+kinds = ["matmul", "attention", "recurrent", "norm", "elementwise", "other"]
+for r in rows:
+    toks = r["n_prompt"] + r["n_gen"]
+    assert r["profile_tokens"] == toks, (r["profile_tokens"], toks)
+    ms = [r[f"profile_{k}_ms"] for k in kinds]
+    assert all(v >= 0 for v in ms) and ms[0] > 0 and ms[2] > 0 and ms[1] == 0, ms   # mamba2: no attention
+    # the decodes' time, inside the run's
+    assert sum(ms) * toks <= r["samples_ns"][0] / 1e6 * 1.0001, (sum(ms) * toks, r["samples_ns"])
+    assert r["profile_matmul_gbs"] > 0
+assert not any(k.startswith("profile_") for r in plain for k in r), "profile fields without --profile"
+PY
 
 # ---- errors ----
 "$bin" -m "$qwen3" --no-such-option >/dev/null 2>&1 && fail "an unknown option must fail"

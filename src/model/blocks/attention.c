@@ -249,11 +249,11 @@ static void att_run(const struct recur_model *m, model_fwd *f, const model_layer
     const double work = (double)f->n_tok * m->hp.n_head * (f->pos[f->n_tok - 1] + 1) * m->hp.head_dim_k;
     tp_pool *pool = work < (1 << 15) ? NULL : f->pool;
     if (f->n_tok == 1) {
-        tp_run(pool, att_decode_fn, &j);
+        fwd_job(f, RECUR_PROF_ATTENTION, pool, att_decode_fn, &j, 0);
         return;
     }
-    tp_run(f->pool, att_prepare_fn, &j);
-    tp_run(pool, att_job_fn, &j);
+    fwd_job(f, RECUR_PROF_ATTENTION, f->pool, att_prepare_fn, &j, 0);
+    fwd_job(f, RECUR_PROF_ATTENTION, pool, att_job_fn, &j, 0);
 }
 
 void block_attention(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
@@ -297,9 +297,9 @@ void block_attention_gated(const struct recur_model *m, model_fwd *f, const mode
     const model_hparams *hp = &m->hp;
     tp_pool *pool = f->n_tok > 1 ? f->pool : NULL;
     fwd_matmul_n(f, f->xb, 3, (const model_w *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ f->qg, f->k, f->v });
-    tp_run(pool, att_gate_fn, &(att_gate_job){ hp, f, false });
+    fwd_job(f, RECUR_PROF_ATTENTION, pool, att_gate_fn, &(att_gate_job){ hp, f, false }, 0);
     att_run(m, f, L, kv_layer);
-    tp_run(pool, att_gate_fn, &(att_gate_job){ hp, f, true });
+    fwd_job(f, RECUR_PROF_ATTENTION, pool, att_gate_fn, &(att_gate_job){ hp, f, true }, 0);
     fwd_matmul(f, &L->wo, f->att, f->tmp);
     fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }

@@ -132,10 +132,9 @@ void block_deltanet(const struct recur_model *m, model_fwd *f, const model_layer
     else
         fwd_matmul_n(f, f->xb, 4, (const model_w *[]){ &L->wqkv, &L->attn_gate, &L->ssm_beta, &L->ssm_alpha },
                      (float *[]){ f->r_in, f->r_dt, f->r_xdb, f->r_xdb + (int64_t)f->n_tok * nv });
-    tp_run(f->pool, dn_conv_job, &j);
-    if (f->n_tok > 1) tp_run(f->pool, dn_l2norm_job, &j);
-    else dn_l2norm_job(&j, 0, 1);
-    tp_run_n(f->pool, dn_delta_job, &j, dn_scan_shares(f, nv));
+    fwd_job(f, RECUR_PROF_RECURRENT, f->pool, dn_conv_job, &j, 0);
+    fwd_job(f, RECUR_PROF_RECURRENT, f->n_tok > 1 ? f->pool : NULL, dn_l2norm_job, &j, 0);
+    fwd_job(f, RECUR_PROF_RECURRENT, f->pool, dn_delta_job, &j, dn_scan_shares(f, nv));
     fwd_matmul(f, &L->ssm_out, f->r_y, f->tmp);
     fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }

@@ -99,13 +99,13 @@ void block_mamba(const struct recur_model *m, model_fwd *f, const model_layer *L
     const int64_t di = hp->ssm_d_inner, r = hp->ssm_dt_rank, nx = r + 2 * (int64_t)hp->ssm_d_state;
     mb_job j = { m, f, L, rs_layer, 0 };   /* x | z */
     fwd_matmul(f, &L->ssm_in, f->xb, f->r_in);
-    tp_run(f->pool, mamba_conv_job, &j);
+    fwd_job(f, RECUR_PROF_RECURRENT, f->pool, mamba_conv_job, &j, 0);
     fwd_matmul(f, &L->ssm_x, f->r_conv, f->r_xdb);
     for (int32_t t = 0; t < f->n_tok; t++)   /* dt rows, packed for the matmul (r_y is free now) */
         memcpy(f->r_y + t * r, f->r_xdb + t * nx, (size_t)r * sizeof(float));
     fwd_matmul(f, &L->ssm_dt, f->r_y, f->r_dt);
     for (int32_t t = 0; t < f->n_tok; t++) op_add(f->r_dt + t * di, L->ssm_dt_b.data, di);
-    tp_run(f->pool, mamba_scan_job, &j);
+    fwd_job(f, RECUR_PROF_RECURRENT, f->pool, mamba_scan_job, &j, 0);
     fwd_matmul(f, &L->ssm_out, f->r_y, f->tmp);
     fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }
@@ -205,10 +205,9 @@ void block_mamba2(const struct recur_model *m, model_fwd *f, const model_layer *
     const int64_t di = hp->ssm_d_inner;
     mb_job j = { m, f, L, rs_layer, di };   /* z | xBC | dt */
     fwd_matmul(f, &L->ssm_in, f->xb, f->r_in);
-    tp_run(f->pool, mamba_conv_job, &j);
-    tp_run_n(f->pool, mamba2_scan_job, &j, mb_scan_shares(f, hp->ssm_dt_rank));
-    if (f->n_tok > 1) tp_run(f->pool, mamba2_norm_job, &j);
-    else mamba2_norm_job(&j, 0, 1);
+    fwd_job(f, RECUR_PROF_RECURRENT, f->pool, mamba_conv_job, &j, 0);
+    fwd_job(f, RECUR_PROF_RECURRENT, f->pool, mamba2_scan_job, &j, mb_scan_shares(f, hp->ssm_dt_rank));
+    fwd_job(f, RECUR_PROF_RECURRENT, f->n_tok > 1 ? f->pool : NULL, mamba2_norm_job, &j, 0);
     fwd_matmul(f, &L->ssm_out, f->r_y, f->tmp);
     fwd_add_rows(f, f->x, f->tmp, hp->n_embd);
 }

@@ -141,6 +141,11 @@ static int moe_groups(model_fwd *f, const int32_t *end, int64_t ne, const model_
     return n;
 }
 
+/* Weight bytes of n experts of an expert tensor {n_in, n_out, n_expert}. */
+static uint64_t moe_bytes(const model_w *w, int n) {
+    return (uint64_t)tensor_row_bytes(w->type, w->ne[0]) * (uint64_t)w->ne[1] * (uint64_t)n;
+}
+
 /* Every (token, selection) pair through its expert, the pairs sorted by expert (each
  * expert's weights read once per ubatch, not once per token): gate and up of all the experts
  * in one grouped matmul (the token rows gathered as they are quantized), SwiGLU row by row,
@@ -162,6 +167,7 @@ static void moe_experts(const struct recur_model *m, model_fwd *f, const model_l
         f->moe_tok[r] = (int32_t)(q / k);
     }
     const int n = moe_groups(f, start, ne, &L->ffn_gate_exps, &L->ffn_up_exps);   /* start[e]: expert e's end */
+    int64_t t0 = fwd_prof_start(f);
     if (L->ffn_gate_exps.type == L->ffn_up_exps.type) {
         tensor_matmul_grouped(f->pool, f->kern, L->ffn_gate_exps.type, E, F, f->moe_grp, n, 2, f->xb, f->moe_tok, pairs,
                               (float *[]){ f->moe_gate, f->moe_up }, f->mm_scratch);
@@ -172,10 +178,13 @@ static void moe_experts(const struct recur_model *m, model_fwd *f, const model_l
         tensor_matmul_grouped(f->pool, f->kern, L->ffn_up_exps.type, E, F, f->moe_grp, n, 1, f->xb, f->moe_tok, pairs,
                               (float *[]){ f->moe_up }, f->mm_scratch);
     }
+    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, moe_bytes(&L->ffn_gate_exps, n) + moe_bytes(&L->ffn_up_exps, n));
     fwd_swiglu_rows(f, f->moe_gate, f->moe_up, F, pairs);
     moe_groups(f, start, ne, &L->ffn_down_exps, &L->ffn_down_exps);
+    t0 = fwd_prof_start(f);
     tensor_matmul_grouped(f->pool, f->kern, L->ffn_down_exps.type, F, E, f->moe_grp, n, 1, f->moe_gate, NULL, pairs,
                           (float *[]){ f->moe_y }, f->mm_scratch);
+    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, moe_bytes(&L->ffn_down_exps, n));
 }
 
 /* x += each token's experts (summed in its selection order) + its gated shared expert. */
@@ -221,7 +230,7 @@ void block_ffn_moe(const struct recur_model *m, model_fwd *f, const model_layer 
         fwd_swiglu_rows(f, f->hb, f->hb2, S, f->n_tok);
         fwd_matmul(f, &L->ffn_down_shexp, f->hb, f->tmp);
     }
-    tp_run(pool, moe_route_job, &j);
+    fwd_job(f, RECUR_PROF_OTHER, pool, moe_route_job, &j, 0);
     moe_experts(m, f, L);
-    tp_run(pool, moe_combine_job, &j);
+    fwd_job(f, RECUR_PROF_ELEMENTWISE, pool, moe_combine_job, &j, 0);
 }

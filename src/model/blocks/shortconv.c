@@ -42,7 +42,7 @@ static void shortconv_job(void *arg, int ith, int nth) {
 void block_shortconv(const struct recur_model *m, model_fwd *f, const model_layer *L, int rs_layer) {
     fwd_matmul(f, &L->ssm_in, f->xb, f->r_in);
     sc_job j = { m, f, L, rs_layer };
-    tp_run(f->pool, shortconv_job, &j);
+    fwd_job(f, RECUR_PROF_RECURRENT, f->pool, shortconv_job, &j, 0);
     fwd_matmul(f, &L->ssm_out, f->r_y, f->tmp);
     fwd_add_rows(f, f->x, f->tmp, m->hp.n_embd);
 }
