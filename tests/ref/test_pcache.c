@@ -27,18 +27,7 @@
 #define NB 180
 #define SHARED 121
 
-static recur_ctx *new_ctx(recur_model *m) {
-    recur_ctx_params cp = recur_ctx_default_params();
-    cp.n_ctx = 2048;
-    cp.n_seq_max = 3;
-    cp.n_batch = 256;
-    cp.n_ubatch = 64;
-    cp.n_threads = 2;
-    recur_ctx *ctx;
-    char err[256];
-    if (recur_ctx_new(m, &cp, &ctx, err, sizeof err)) fail_msg("ctx: %s", err);
-    return ctx;
-}
+static recur_ctx *new_ctx(recur_model *m) { return ref_ctx(m, 2048, 3, 256, 64, 2); }
 
 /* Evaluates tok[p0 .. n) in seq with captures; logits of every position into out[pos]. */
 static void eval(recur_ctx *ctx, const recur_token *tok, int p0, int n, recur_seq_id seq, const recur_capture *caps,

@@ -54,18 +54,6 @@ static uint64_t matrix_bytes(const char *name) {
     return sum;
 }
 
-static recur_ctx *new_ctx(recur_model *m) {
-    recur_ctx_params cp = recur_ctx_default_params();
-    cp.n_ctx = 64;
-    cp.n_batch = 32;
-    cp.n_ubatch = 32;
-    cp.n_threads = 2;
-    recur_ctx *ctx = NULL;
-    char err[256];
-    assert_int_equal(recur_ctx_new(m, &cp, &ctx, err, sizeof err), RECUR_OK);
-    return ctx;
-}
-
 /* Tokens [p0, p0 + n) of the prompt into ctx as one decode (logits of the last). */
 static void decode(recur_ctx *ctx, int nv, int p0, int n) {
     recur_token tok[N_PREFILL];
@@ -81,7 +69,7 @@ static void check_model(const char *name, const steps_of *want, bool dense) {
     recur_model *m = ref_load(name);
     const int nv = recur_model_n_vocab(m), L = recur_model_n_layer(m);
     const recur_model_cost cost = recur_model_token_cost(m);
-    recur_ctx *prof_ctx = new_ctx(m), *plain = new_ctx(m);
+    recur_ctx *prof_ctx = ref_ctx(m, 64, 1, 32, 32, 2), *plain = ref_ctx(m, 64, 1, 32, 32, 2);
     const uint64_t matrices = dense ? matrix_bytes(name) : 0;
     for (int d = 0; d <= N_STEPS; d++) {
         const int p0 = d == 0 ? 0 : N_PREFILL + d - 1, n = d == 0 ? N_PREFILL : 1;
