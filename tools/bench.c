@@ -39,8 +39,8 @@ static void usage(FILE *f) {
         "  --no-warmup               skip the warmup run\n"
         "  --progress                print progress to stderr\n"
         "  --bw-mib N                bandwidth buffer in MiB (default 1024; 0 = skip the machine figures)\n"
-        "  --profile                 where the timed runs' time goes: matmuls (and the GB/s they read),\n"
-        "                            attention, recurrent mixers, norms, element-wise steps, the rest\n"
+        "  --profile                 where the pp / tg tests' time goes: matmuls (and the GB/s they\n"
+        "                            read), attention, recurrent mixers, norms, element-wise steps, the rest\n"
         "  --checkpoints             prefill with checkpoint capture on vs off, take / restore time\n"
         "  --ckpt-every N            --checkpoints: one checkpoint after every N-th prompt token (default 64)\n"
         "  --ckpt-ops N              --checkpoints: take / restore calls averaged (default 200)\n"
@@ -183,6 +183,11 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     }
     if ((o->batched ? 1 : 0) + (o->checkpoints ? 1 : 0) + (o->pf_ab > 0 ? 1 : 0) > 1) {
         fprintf(stderr, "recur-bench: --batched, --checkpoints and --prefetch-ab are separate benchmarks: one at a time\n");
+        return 2;
+    }
+    if (o->profile && (o->batched || o->checkpoints || o->pf_ab > 0)) {
+        fprintf(stderr, "recur-bench: --profile profiles the pp and tg tests, not --batched, --checkpoints or "
+                        "--prefetch-ab\n");
         return 2;
     }
     defaults(o);

@@ -262,6 +262,10 @@ for r in rows:
     assert r["profile_matmul_gbs"] > 0
 assert not any(k.startswith("profile_") for r in plain for k in r), "profile fields without --profile"
 PY
+for other in --batched --checkpoints "--prefetch-ab 1"; do   # benchmarks it does not profile: refused
+    "$bin" -m "$mamba2" --profile $other >/dev/null 2>"$tmp/prof.err" && fail "--profile with $other must fail"
+    grep -q -- "--profile profiles the pp and tg tests" "$tmp/prof.err" || fail "--profile with $other: the message"
+done
 
 # ---- errors ----
 "$bin" -m "$qwen3" --no-such-option >/dev/null 2>&1 && fail "an unknown option must fail"
