@@ -22,25 +22,24 @@ void fwd_job(model_fwd *f, recur_prof_kind kind, tp_pool *pool, tp_job_fn fn, vo
     fwd_prof_stop(f, kind, t0, 0);
 }
 
-static uint64_t w_bytes(const model_w *w) { return (uint64_t)tensor_row_bytes(w->type, w->ne[0]) * (uint64_t)w->ne[1]; }
+uint64_t fwd_w_bytes(const model_w *w) { return (uint64_t)tensor_row_bytes(w->type, w->ne[0]) * (uint64_t)w->ne[1]; }
 
 void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y) {
     const int64_t t0 = fwd_prof_start(f);
     tensor_matmul(f->pool, f->kern, model_w_wtype(w), w->data, w->ne[0], w->ne[1], X, f->n_tok, Y, w->ne[1],
                   f->mm_scratch);
-    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, f->n_tok > 0 ? w_bytes(w) : 0);
+    if (f->prof) fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, f->n_tok > 0 ? fwd_w_bytes(w) : 0);
 }
 
 void fwd_matmul_n(model_fwd *f, const float *X, int n, const model_w *const *w, float *const *Y) {
     const int64_t t0 = fwd_prof_start(f);
     tensor_mm mm[TENSOR_MM_MAX];
-    uint64_t bytes = 0;
-    for (int i = 0; i < n; i++) {
-        mm[i] = (tensor_mm){ model_w_wtype(w[i]), w[i]->data, w[i]->ne[1], Y[i], w[i]->ne[1] };
-        bytes += w_bytes(w[i]);
-    }
+    for (int i = 0; i < n; i++) mm[i] = (tensor_mm){ model_w_wtype(w[i]), w[i]->data, w[i]->ne[1], Y[i], w[i]->ne[1] };
     tensor_matmul_n(f->pool, f->kern, mm, n, w[0]->ne[0], X, f->n_tok, f->mm_scratch);
-    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, f->n_tok > 0 ? bytes : 0);
+    if (!f->prof) return;
+    uint64_t bytes = 0;
+    for (int i = 0; i < n && f->n_tok > 0; i++) bytes += fwd_w_bytes(w[i]);
+    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, bytes);
 }
 
 /* Row-wise ops over the ubatch's token rows, split among the threads (a row's result is the

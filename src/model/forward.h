@@ -79,6 +79,8 @@ typedef struct model_fwd {
  * context profiles. */
 static inline int64_t fwd_prof_start(const model_fwd *f) { return f->prof ? rc_time_ns() : 0; }
 void fwd_prof_stop(model_fwd *f, recur_prof_kind kind, int64_t t0, uint64_t bytes);
+/* The bytes of w's first matrix (ne[0] x ne[1]; an expert tensor holds ne[2] of them). */
+uint64_t fwd_w_bytes(const model_w *w);
 /* tp_run_n(pool, fn, arg, n_shares) (pool NULL: on the caller; n_shares 0: one per thread, as
  * tp_run), profiled as `kind`. Blocks run their jobs through it. */
 void fwd_job(model_fwd *f, recur_prof_kind kind, tp_pool *pool, tp_job_fn fn, void *arg, int n_shares);

@@ -141,11 +141,6 @@ static int moe_groups(model_fwd *f, const int32_t *end, int64_t ne, const model_
     return n;
 }
 
-/* Weight bytes of n experts of an expert tensor {n_in, n_out, n_expert}. */
-static uint64_t moe_bytes(const model_w *w, int n) {
-    return (uint64_t)tensor_row_bytes(w->type, w->ne[0]) * (uint64_t)w->ne[1] * (uint64_t)n;
-}
-
 /* Every (token, selection) pair through its expert, the pairs sorted by expert (each
  * expert's weights read once per ubatch, not once per token): gate and up of all the experts
  * in one grouped matmul (the token rows gathered as they are quantized), SwiGLU row by row,
@@ -178,13 +173,13 @@ static void moe_experts(const struct recur_model *m, model_fwd *f, const model_l
         tensor_matmul_grouped(f->pool, f->kern, L->ffn_up_exps.type, E, F, f->moe_grp, n, 1, f->xb, f->moe_tok, pairs,
                               (float *[]){ f->moe_up }, f->mm_scratch);
     }
-    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, moe_bytes(&L->ffn_gate_exps, n) + moe_bytes(&L->ffn_up_exps, n));
+    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, (fwd_w_bytes(&L->ffn_gate_exps) + fwd_w_bytes(&L->ffn_up_exps)) * (uint64_t)n);
     fwd_swiglu_rows(f, f->moe_gate, f->moe_up, F, pairs);
     moe_groups(f, start, ne, &L->ffn_down_exps, &L->ffn_down_exps);
     t0 = fwd_prof_start(f);
     tensor_matmul_grouped(f->pool, f->kern, L->ffn_down_exps.type, F, E, f->moe_grp, n, 1, f->moe_gate, NULL, pairs,
                           (float *[]){ f->moe_y }, f->mm_scratch);
-    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, moe_bytes(&L->ffn_down_exps, n));
+    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, fwd_w_bytes(&L->ffn_down_exps) * (uint64_t)n);
 }
 
 /* x += each token's experts (summed in its selection order) + its gated shared expert. */
