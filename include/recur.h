@@ -361,7 +361,8 @@ recur_status recur_decode_capture(recur_ctx *ctx, const recur_batch *batch, cons
 
 /* Where a context's decodes spend their time (recur-bench --profile). Each kind is the wall
  * time of the steps of that kind, thread pool hand-offs included:
- *  - MATMUL: the weight matmuls (lm head included), with the weight bytes they read;
+ *  - MATMUL: the weight matmuls (lm head included), with the weight bytes they read, also by
+ *    kind of call (recur_prof_mm);
  *  - ATTENTION: the attention jobs (q/k norms, RoPE, K/V stores, scores, softmax, sums, gates);
  *  - RECURRENT: the recurrent mixers' own steps (conv, scans, delta rule, their norms);
  *  - NORM: the RMSNorms of the residual stream;
@@ -377,6 +378,19 @@ typedef enum recur_prof_kind {
     RECUR_PROF_KINDS
 } recur_prof_kind;
 
+/* One kind of MATMUL step: the matrices that ran as one call (q/k/v of a layer: 3; a MoE
+ * layer's experts: gate and up, or down), alike in every such call. */
+typedef struct recur_prof_mm {
+    char     types[40];   /* the matrices' types in order, comma-separated: "Q4_K,Q4_K,Q6_K" */
+    int32_t  n_mats;      /* matrices in the call */
+    int32_t  experts;     /* 1: a MoE layer's expert matrices (rows and bytes: of all experts read) */
+    int64_t  rows, cols;  /* output rows of the call's matrices together (of one expert), input length */
+    uint64_t steps;       /* calls timed */
+    uint64_t ns;          /* their wall time */
+    uint64_t bytes;       /* weight bytes they read */
+} recur_prof_mm;
+#define RECUR_PROF_MM_MAX 48
+
 typedef struct recur_profile {
     uint64_t decodes;                  /* recur_decode / recur_decode_capture calls */
     uint64_t tokens;                   /* tokens they evaluated */
@@ -384,6 +398,12 @@ typedef struct recur_profile {
     uint64_t ns[RECUR_PROF_KINDS];     /* by kind; OTHER is total_ns less the others */
     uint64_t steps[RECUR_PROF_KINDS];  /* steps timed, by kind (OTHER: decodes) */
     uint64_t matmul_bytes;             /* weight bytes the matmuls read */
+    /* the MATMUL steps by kind of call, in the order first seen; steps of kinds past the
+     * first RECUR_PROF_MM_MAX are counted in mm_rest (types ""), so the mm entries and
+     * mm_rest add up to ns, steps and matmul_bytes of MATMUL */
+    int32_t       n_mm;
+    recur_prof_mm mm[RECUR_PROF_MM_MAX];
+    recur_prof_mm mm_rest;
 } recur_profile;
 
 /* While p is set, every decode of ctx adds to *p (zero it to start from nothing); NULL stops.

@@ -407,6 +407,40 @@ static void md_profile(const bench_out *out) {
            " bytes the matmuls read over their time.\n");
 }
 
+/* One kind of matmul call of a profiled test: its steps a token, time and read rate. */
+static void md_profile_mm_row(const bench_result *r, const char *test, const recur_prof_mm *e, const char *types) {
+    const double tok = (double)r->prof.tokens, all = (double)r->prof.ns[RECUR_PROF_MATMUL];
+    char shape[48], gbs[32] = "-";
+    snprintf(shape, sizeof shape, e->n_mats ? "%d x %lld x %lld%s" : "-", (int)e->n_mats, (long long)e->rows,
+             (long long)e->cols, e->experts ? " (experts)" : "");
+    if (e->ns > 0) snprintf(gbs, sizeof gbs, "%.1f GB/s", (double)e->bytes / (double)e->ns);
+    printf("| %-30s | %15s | %-24s | %-28s | %9.3f | %9.2f | %9.3f ms | %5.1f %% | %11s |\n", r->bm->type, test, types,
+           shape, (double)e->steps / tok, e->steps ? (double)e->ns * 1e-3 / (double)e->steps : 0.0,
+           (double)e->ns * 1e-6 / tok, all > 0 ? 100.0 * (double)e->ns / all : 0.0, gbs);
+}
+
+/* --profile: the matmul time by kind of call (recur_profile.mm), in the order first seen. */
+static void md_profile_mm(const bench_out *out) {
+    bool any = false;
+    for (int i = 0; i < out->n && !any; i++) any = out->r[i].prof.n_mm > 0;
+    if (!any) return;
+    printf("\n| %-30s | %15s | %-24s | %-28s | %9s | %9s | %12s | %7s | %11s |\n", "model", "test", "types",
+           "matrices x rows x cols", "a token", "us a call", "a token", "matmul", "read");
+    printf("| ------------------------------ | --------------: | ------------------------ | ---------------------------- |"
+           " --------: | --------: | -----------: | ------: | ----------: |\n");
+    for (int i = 0; i < out->n; i++) {
+        const bench_result *r = &out->r[i];
+        if (!r->prof.tokens) continue;
+        char test[48];
+        test_name(r, test, sizeof test);
+        for (int k = 0; k < r->prof.n_mm; k++) md_profile_mm_row(r, test, &r->prof.mm[k], r->prof.mm[k].types);
+        if (r->prof.mm_rest.steps) md_profile_mm_row(r, test, &r->prof.mm_rest, "(other kinds)");
+    }
+    printf("\nmatmul calls by kind (--profile): the matrices that ran as one call (q/k/v together, gate/up together,"
+           " a MoE layer's experts), their output rows together and input length; calls and ms a token; their share"
+           " of the matmul time; the rate they read their weights at.\n");
+}
+
 static void md_memory(const bench_out *out) {
     printf("\n| %-30s | %16s | %16s | %16s |\n", "model", "RSS after load", "RSS in tests", "peak RSS");
     printf("| ------------------------------ | ---------------: | ---------------: | ---------------: |\n");
@@ -465,6 +499,7 @@ void bench_out_end(bench_out *out) {
         md_efficiency(out);
         md_tokens(out);
         md_profile(out);
+        md_profile_mm(out);
         md_memory(out);
         printf("\nbuild: recur (kernels: %s, q8 order: %s)\n", recur_cpu_isa(), recur_q8_order_name(out->o->q8_order));
     }

@@ -237,7 +237,7 @@ static void ubatch_logits(recur_ctx *c, const recur_batch *b, int32_t i0, int32_
     }
     (void)b;
     if (!n_out) return;
-    fwd_prof_stop(&c->f, RECUR_PROF_NORM, t0, 0);
+    fwd_prof_stop(&c->f, RECUR_PROF_NORM, t0);
     const int32_t saved = c->f.n_tok;
     c->f.n_tok = n_out;   /* rows wanting logits are consecutive in the logits buffer */
     fwd_matmul(&c->f, &c->m->w.output, c->out_x, c->logits + (int64_t)first_row * hp->n_vocab);

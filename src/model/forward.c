@@ -1,5 +1,6 @@
 #include "model/forward.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "tensor/ops.h"
@@ -9,17 +10,49 @@
 #define FWD_MIN_PARALLEL 16384
 
 
-void fwd_prof_stop(model_fwd *f, recur_prof_kind kind, int64_t t0, uint64_t bytes) {
+void fwd_prof_stop(model_fwd *f, recur_prof_kind kind, int64_t t0) {
     if (!f->prof || kind == RECUR_PROF_OTHER) return;   /* OTHER: the decode's remainder (context.c) */
     f->prof->ns[kind] += (uint64_t)(rc_time_ns() - t0);
     f->prof->steps[kind]++;
-    f->prof->matmul_bytes += bytes;
+}
+
+/* The entry of p->mm that calls like *key add to: found, else new, else p->mm_rest. */
+static recur_prof_mm *prof_mm_entry(recur_profile *p, const recur_prof_mm *key) {
+    for (int32_t i = 0; i < p->n_mm; i++) {
+        const recur_prof_mm *e = &p->mm[i];
+        if (e->rows == key->rows && e->cols == key->cols && e->n_mats == key->n_mats && e->experts == key->experts &&
+            !strcmp(e->types, key->types))
+            return &p->mm[i];
+    }
+    if (p->n_mm == RECUR_PROF_MM_MAX) return &p->mm_rest;
+    p->mm[p->n_mm] = *key;
+    return &p->mm[p->n_mm++];
+}
+
+void fwd_prof_matmul(model_fwd *f, int64_t t0, const model_w *const *w, int n, bool experts, uint64_t bytes) {
+    if (!f->prof) return;
+    const uint64_t ns = (uint64_t)(rc_time_ns() - t0);
+    recur_profile *p = f->prof;
+    p->ns[RECUR_PROF_MATMUL] += ns;
+    p->steps[RECUR_PROF_MATMUL]++;
+    p->matmul_bytes += bytes;
+    recur_prof_mm key = { .n_mats = n, .experts = experts, .cols = w[0]->ne[0] };
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        key.rows += w[i]->ne[1];
+        const int k = snprintf(key.types + len, sizeof key.types - len, "%s%s", i ? "," : "", gguf_type_name(w[i]->type));
+        if (k > 0) len = len + (size_t)k < sizeof key.types ? len + (size_t)k : sizeof key.types - 1;
+    }
+    recur_prof_mm *e = prof_mm_entry(p, &key);
+    e->steps++;
+    e->ns += ns;
+    e->bytes += bytes;
 }
 
 void fwd_job(model_fwd *f, recur_prof_kind kind, tp_pool *pool, tp_job_fn fn, void *arg, int n_shares) {
     const int64_t t0 = fwd_prof_start(f);
     tp_run_n(pool, fn, arg, n_shares > 0 ? n_shares : tp_n_threads(pool));
-    fwd_prof_stop(f, kind, t0, 0);
+    fwd_prof_stop(f, kind, t0);
 }
 
 uint64_t fwd_w_bytes(const model_w *w) { return (uint64_t)tensor_row_bytes(w->type, w->ne[0]) * (uint64_t)w->ne[1]; }
@@ -28,7 +61,7 @@ void fwd_matmul(model_fwd *f, const model_w *w, const float *X, float *Y) {
     const int64_t t0 = fwd_prof_start(f);
     tensor_matmul(f->pool, f->kern, model_w_wtype(w), w->data, w->ne[0], w->ne[1], X, f->n_tok, Y, w->ne[1],
                   f->mm_scratch);
-    if (f->prof) fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, f->n_tok > 0 ? fwd_w_bytes(w) : 0);
+    if (f->prof) fwd_prof_matmul(f, t0, &w, 1, false, f->n_tok > 0 ? fwd_w_bytes(w) : 0);
 }
 
 void fwd_matmul_n(model_fwd *f, const float *X, int n, const model_w *const *w, float *const *Y) {
@@ -39,7 +72,7 @@ void fwd_matmul_n(model_fwd *f, const float *X, int n, const model_w *const *w, 
     if (!f->prof) return;
     uint64_t bytes = 0;
     for (int i = 0; i < n && f->n_tok > 0; i++) bytes += fwd_w_bytes(w[i]);
-    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, bytes);
+    fwd_prof_matmul(f, t0, w, n, false, bytes);
 }
 
 /* Row-wise ops over the ubatch's token rows, split among the threads (a row's result is the

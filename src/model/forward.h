@@ -75,10 +75,12 @@ typedef struct model_fwd {
 } model_fwd;
 
 /* Profiling (recur_ctx_set_profile): a step of `kind` that began at fwd_prof_start's time adds
- * its wall time, and the weight bytes it read, at fwd_prof_stop; both do nothing unless the
- * context profiles. */
+ * its wall time at fwd_prof_stop; a matmul step, at fwd_prof_matmul, also the weight bytes it
+ * read, under its kind of call: its n matrices w (experts: a MoE layer's expert tensors, whose
+ * first matrix is one expert's). All do nothing unless the context profiles. */
 static inline int64_t fwd_prof_start(const model_fwd *f) { return f->prof ? rc_time_ns() : 0; }
-void fwd_prof_stop(model_fwd *f, recur_prof_kind kind, int64_t t0, uint64_t bytes);
+void fwd_prof_stop(model_fwd *f, recur_prof_kind kind, int64_t t0);
+void fwd_prof_matmul(model_fwd *f, int64_t t0, const model_w *const *w, int n, bool experts, uint64_t bytes);
 /* The bytes of w's first matrix (ne[0] x ne[1]; an expert tensor holds ne[2] of them). */
 uint64_t fwd_w_bytes(const model_w *w);
 /* tp_run_n(pool, fn, arg, n_shares) (pool NULL: on the caller; n_shares 0: one per thread, as

@@ -8,7 +8,8 @@
 # used experts per generated token; a generated token also reads its sequence's recurrent state
 # and the KV rows it attends (what recur-gguf info reports per sequence and per position), at
 # any -d depth; tg tests also time each token (percentiles, efficiency at the median);
-# --profile adds a table (and json fields) of where a token's time goes;
+# --profile adds a table (and json fields) of where a token's time goes, and one of the matmul
+# calls by kind;
 # --checkpoints measures a recurrent model and says that a transformer has nothing to
 # checkpoint; --prefetch-ab prints its comparisons; --batched has llama-batched-bench's table and
 # fields.
@@ -246,6 +247,23 @@ for t in pp16 tg4; do
     grep -qE "^\| mamba2 .*\| +$t \|( +[0-9]+\.[0-9]{3} ms +[0-9.]+ % \|){6} +[0-9]+\.[0-9]{3} ms \| +[0-9.]+ GB/s \|\$" "$tmp/prof.txt" ||
         fail "--profile: the $t row"
 done
+# the matmul calls by kind: per test, ms a token adding up to the matmul column, and 2 calls a
+# layer + the head (mamba2) a token
+python3 - "$tmp/prof.txt" <<'PY' || fail "--profile: the matmul calls table"
+import re, sys
+rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in open(sys.argv[1]) if l.startswith("| mamba2")]
+kinds = [r for r in rows if len(r) == 9 and re.fullmatch(r"\d+ x \d+ x \d+", r[3])]
+prof = {r[2]: r for r in rows if len(r) == 11}
+for test in ("pp16", "tg4"):
+    mine = [r for r in kinds if r[1] == test]
+    assert mine, ("no calls of", test)
+    ms = sum(float(r[6].split()[0]) for r in mine)
+    want = float(prof[test][3].split()[0])
+    assert abs(ms - want) <= 0.001 * (len(mine) + 1), (test, ms, want)
+    if test == "tg4":
+        calls = sum(float(r[4]) for r in mine)
+        assert calls == int(calls) and calls % 2 == 1 and calls >= 3, calls
+PY
 "$bin" -m "$mamba2" "${small[@]}" --profile -o json >"$tmp/prof.json" 2>"$tmp/prof.err" || fail "--profile json: $(cat "$tmp/prof.err")"
 "$bin" -m "$mamba2" "${small[@]}" -o json >"$tmp/noprof.json" 2>"$tmp/prof.err" || fail "json without --profile"
 python3 - "$tmp/prof.json" "$tmp/noprof.json" <<'PY' || fail "--profile json fields"

@@ -173,13 +173,14 @@ static void moe_experts(const struct recur_model *m, model_fwd *f, const model_l
         tensor_matmul_grouped(f->pool, f->kern, L->ffn_up_exps.type, E, F, f->moe_grp, n, 1, f->xb, f->moe_tok, pairs,
                               (float *[]){ f->moe_up }, f->mm_scratch);
     }
-    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, (fwd_w_bytes(&L->ffn_gate_exps) + fwd_w_bytes(&L->ffn_up_exps)) * (uint64_t)n);
+    fwd_prof_matmul(f, t0, (const model_w *[]){ &L->ffn_gate_exps, &L->ffn_up_exps }, 2, true,
+                    (fwd_w_bytes(&L->ffn_gate_exps) + fwd_w_bytes(&L->ffn_up_exps)) * (uint64_t)n);
     fwd_swiglu_rows(f, f->moe_gate, f->moe_up, F, pairs);
     moe_groups(f, start, ne, &L->ffn_down_exps, &L->ffn_down_exps);
     t0 = fwd_prof_start(f);
     tensor_matmul_grouped(f->pool, f->kern, L->ffn_down_exps.type, F, E, f->moe_grp, n, 1, f->moe_gate, NULL, pairs,
                           (float *[]){ f->moe_y }, f->mm_scratch);
-    fwd_prof_stop(f, RECUR_PROF_MATMUL, t0, fwd_w_bytes(&L->ffn_down_exps) * (uint64_t)n);
+    fwd_prof_matmul(f, t0, (const model_w *[]){ &L->ffn_down_exps }, 1, true, fwd_w_bytes(&L->ffn_down_exps) * (uint64_t)n);
 }
 
 /* x += each token's experts (summed in its selection order) + its gated shared expert. */
