@@ -888,6 +888,61 @@ static void test_bf16_gemv(void **state) {
     if (tensor_kernels_avx2()) assert_true(checked >= 1 + (tensor_kernels_avx512() != NULL));
 }
 
+/* gemv[F16] (a single token) against its table's vec_dot[F16], bit for bit (the F16 dots of
+ * the tables differ: the scalar one sums in double): rows of gaussian,
+ * tiny (products that underflow) and mixed values with F16 subnormals, against an ordinary
+ * token and one with tiny and subnormal values; row counts around its groups of 4 (every
+ * tail: the 0-3 rows it takes one at a time), a padded stride at an odd address, lengths with
+ * and without whole 64-element blocks and a masked tail; the groups in pieces too. */
+static void test_f16_gemv(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    int checked = 0;
+    rng r = { 31 };
+    enum { ROWS = 23, PADW = 3 };
+    const int64_t lens[] = { 64, 1056, 8224, 48, 71, 5 };
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        const int64_t n = lens[l], ws = n + PADW;   /* in F16 values */
+        uint16_t *buf = xalloc((size_t)ws * ROWS * 2 + 2), *x = xalloc((size_t)n * 2 * 2);
+        uint8_t *w = (uint8_t *)buf + 1;   /* rows at an odd address */
+        for (int64_t o = 0; o < ROWS; o++)
+            for (int64_t i = 0; i < n; i++) {
+                const int kind = (int)(o % 3), e = (int)(rng_u64(&r) % 8);
+                const uint16_t h = kind == 2 && e == 0 ? (uint16_t)(rng_u64(&r) & 0x83ff)   /* subnormal or zero */
+                                                       : rt_f32_to_f16(rng_gauss(&r) * (kind == 1 ? 0x1p-12f : 1.0f));
+                memcpy(w + 2 * (o * ws + i), &h, 2);
+            }
+        for (int64_t i = 0; i < 2 * n; i++) {   /* tokens: ordinary; with tiny and subnormal values */
+            const int e = (int)(rng_u64(&r) % 8);
+            x[i] = i >= n && e == 0 ? (uint16_t)(rng_u64(&r) & 0x83ff)
+                                    : rt_f32_to_f16(rng_gauss(&r) * (i >= n && e == 1 ? 0x1p-12f : 1.0f));
+        }
+        for (int k = 0; k < nt; k++) {
+            const tensor_gemv gemv = tab[k]->gemv[GGUF_T_F16];
+            if (!gemv.fn) continue;
+            checked += n == lens[0];
+            for (int tok = 0; tok < 2; tok++)
+                for (int64_t rows = 0; rows <= ROWS; rows += rows < 9 ? 1 : 7) {
+                    float y[ROWS + 1];
+                    for (int o = 0; o <= ROWS; o++) y[o] = -7.0f;
+                    gemv.fn(n, w, (size_t)ws * 2, rows, 0, tensor_gemv_groups(rows, gemv.group), x + tok * n, y);
+                    char what[64];
+                    snprintf(what, sizeof what, "%s f16 gemv n %lld token %d", tab[k]->isa, (long long)n, tok);
+                    check_gemv_pieces(gemv, n, w, (size_t)ws * 2, x + tok * n, rows, y, &r, what);
+                    for (int64_t o = 0; o <= ROWS; o++) {
+                        const float want = o < rows ? tab[k]->vec_dot[GGUF_T_F16](n, w + 2 * o * ws, x + tok * n) : -7.0f;
+                        if (memcmp(&want, &y[o], 4) != 0)
+                            fail_msg("%s: f16 gemv n %lld rows %lld token %d: y[%lld] %a vs %a", tab[k]->isa,
+                                     (long long)n, (long long)rows, tok, (long long)o, y[o], want);
+                    }
+                }
+        }
+        free(buf); free(x);
+    }
+    if (tensor_kernels_avx512()) assert_int_equal(checked, 1);   /* the AVX-512 table has it */
+}
+
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
 typedef struct mm_case {
@@ -1189,6 +1244,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bf16_dot),
         cmocka_unit_test(test_bf16_gemm),
         cmocka_unit_test(test_bf16_gemv),
+        cmocka_unit_test(test_f16_gemv),
         cmocka_unit_test(test_f32_dot_order),
         cmocka_unit_test(test_sumsq_rows),
         cmocka_unit_test(test_matmul),

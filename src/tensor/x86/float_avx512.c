@@ -48,6 +48,65 @@ static float vec_dot_f32(int64_t n, const void *w, const void *x) { return dot_b
 static float vec_dot_f16(int64_t n, const void *w, const void *x) { return dot_body(n, w, x, ld_f16, ld_f16); }
 
 
+/* Bytes ahead that each F16 row stream of gemv_f16 is fetched (the Q8_0 streams' distance). */
+#define F16_PF X86_Q8_PF
+
+/* dot_body(ld_f16, ld_f16) of rows w[0..3] against x, side by side: each row's accumulators
+ * take exactly its FMAs in its order, and its sum the same reduction, so y[j] is vec_dot_f16's
+ * bits; x's 16 elements are loaded and widened once for the four rows, and each row stream is
+ * fetched F16_PF bytes ahead (a line every 32 elements). y[j] NULL: not stored. */
+static inline __attribute__((always_inline)) void f16_rows4(int64_t n, const uint8_t *const w[4], const uint16_t *x,
+                                                            float *const y[4]) {
+    const __mmask16 all = 0xFFFF;
+    __m512 s[4][4];
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 xv[4];
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < 4; c++) xv[c] = ld_f16(x, i + 16 * c, all);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; j++) {
+            _mm_prefetch((const char *)(w[j] + 2 * i + F16_PF), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w[j] + 2 * i + F16_PF + 64), _MM_HINT_T0);
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < 4; c++) s[j][c] = _mm512_fmadd_ps(ld_f16(w[j], i + 16 * c, all), xv[c], s[j][c]);
+        }
+    }
+    for (; i + 16 <= n; i += 16) {
+        const __m512 xv = ld_f16(x, i, all);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; j++) s[j][0] = _mm512_fmadd_ps(ld_f16(w[j], i, all), xv, s[j][0]);
+    }
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        const __m512 xv = ld_f16(x, i, m);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; j++) s[j][1] = _mm512_fmadd_ps(ld_f16(w[j], i, m), xv, s[j][1]);
+    }
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++)
+        if (y[j]) *y[j] = hsum16(_mm512_add_ps(_mm512_add_ps(s[j][0], s[j][1]), _mm512_add_ps(s[j][2], s[j][3])));
+}
+
+/* gemv[F16]: group r < q = n_rows / 4 is rows r, r + q, r + 2q, r + 3q (four streams, each
+ * straight through a quarter of the matrix, as gemv_q8_0's); group q the 0-3 rows left, one
+ * at a time (given four times, stored once). Row by row, vec_dot_f16's bits. */
+static void gemv_f16(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                     float *y) {
+    const uint8_t *W = w;
+    const int64_t q = n_rows / 4, e = g1 < q ? g1 : q;
+    for (int64_t r = g0; r < e; r++)
+        f16_rows4(n, (const uint8_t *const[4]){ W + (size_t)r * ws, W + (size_t)(r + q) * ws, W + (size_t)(r + 2 * q) * ws,
+                                                W + (size_t)(r + 3 * q) * ws },
+                  x, (float *const[4]){ y + r, y + r + q, y + r + 2 * q, y + r + 3 * q });
+    for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) {
+        const uint8_t *row = W + (size_t)r * ws;
+        f16_rows4(n, (const uint8_t *const[4]){ row, row, row, row }, x, (float *const[4]){ y + r, NULL, NULL, NULL });
+    }
+}
+
 /* rt_dot_f16_f32's order: one 16-lane accumulator (lanes past a tail keep their value),
  * reduced as rt_hsum16_ggml (written out: the compiler's reduce intrinsic may differ). */
 static float dot_f16_f32(int64_t n, const uint16_t *a, const float *b) {
@@ -121,6 +180,7 @@ static void axpy4_f16(int64_t n, const float alpha[4], const uint16_t *x, float 
 void rt_fill_float_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_F32] = vec_dot_f32;
     k->vec_dot[GGUF_T_F16] = vec_dot_f16;
+    k->gemv[GGUF_T_F16] = (tensor_gemv){ gemv_f16, 4, NULL, 0, NULL, 0 };
     k->dot_f16_f32 = dot_f16_f32;
     k->axpy_f16 = axpy_f16;
     k->dot4_f16_f32 = dot4_f16_f32;
