@@ -77,12 +77,51 @@ static void dot4_native(int64_t n, const void *w, const void *x, size_t xs, floa
     dot4_body(n, w, x, xs, out, step_native);
 }
 
+/* Bytes ahead that each BF16 row stream of gemv_bf16_native is fetched (the Q8_0 streams'). */
+#define BF16_PF X86_Q8_PF
+
+/* gemv[BF16] with vdpbf16ps: group r < q = n_rows / 4 is rows r, r + q, r + 2q, r + 3q, four
+ * streams each straight through a quarter of the matrix (gemv_q8_0's), each row with its own
+ * accumulator chain taking dot_body's steps in its order (so vec_dot's bits), x's vector
+ * loaded once for the four, every stream fetched BF16_PF bytes ahead; group q is the 0-3 rows
+ * left, one dot each, as are rows whose length the dot takes to the scalar reference. One row
+ * at a time, a dot is one vdpbf16ps chain, bound by the instruction's latency rather than by
+ * memory: this keeps four chains in flight. */
+static void gemv_bf16_native(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                             const void *x, float *y) {
+    const uint8_t *W = w, *X = x;
+    const int64_t q = n_rows / 4, e = g1 < q ? g1 : q;
+    for (int64_t r = g0; r < e; r++) {
+        const uint8_t *a0 = W + (size_t)r * ws, *a1 = W + (size_t)(r + q) * ws;
+        const uint8_t *a2 = W + (size_t)(r + 2 * q) * ws, *a3 = W + (size_t)(r + 3 * q) * ws;
+        if (n % RT_BF16_BLOCK != 0) {
+            y[r] = dot_native(n, a0, X), y[r + q] = dot_native(n, a1, X);
+            y[r + 2 * q] = dot_native(n, a2, X), y[r + 3 * q] = dot_native(n, a3, X);
+            continue;
+        }
+        __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+        for (int64_t i = 0; i < n; i += RT_BF16_BLOCK) {
+            const size_t o = (size_t)(2 * i);
+            _mm_prefetch((const char *)(a0 + o + BF16_PF), _MM_HINT_T0);
+            _mm_prefetch((const char *)(a1 + o + BF16_PF), _MM_HINT_T0);
+            _mm_prefetch((const char *)(a2 + o + BF16_PF), _MM_HINT_T0);
+            _mm_prefetch((const char *)(a3 + o + BF16_PF), _MM_HINT_T0);
+            const __m512i xv = _mm512_loadu_si512(X + o);
+            c0 = step_native(c0, _mm512_loadu_si512(a0 + o), xv);
+            c1 = step_native(c1, _mm512_loadu_si512(a1 + o), xv);
+            c2 = step_native(c2, _mm512_loadu_si512(a2 + o), xv);
+            c3 = step_native(c3, _mm512_loadu_si512(a3 + o), xv);
+        }
+        y[r] = hsum16(c0), y[r + q] = hsum16(c1), y[r + 2 * q] = hsum16(c2), y[r + 3 * q] = hsum16(c3);
+    }
+    for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) y[r] = dot_native(n, W + (size_t)r * ws, X);
+}
+
 void rt_fill_bf16_avx512(tensor_kernels *k, bool native) {
     k->vec_dot[GGUF_T_BF16] = native ? dot_native : dot_fma;
     k->vec_dot4[GGUF_T_BF16] = native ? dot4_native : dot4_fma;
     /* vdpbf16ps tiles (gemm_f16_avx512.c), or the AVX2 tiles of the same FMA steps */
     k->gemm[GGUF_T_BF16] = native ? rt_gemm_bf16_avx512 : rt_gemm_bf16_avx2;
-    /* one vdpbf16ps a step keeps up with memory row by row; the emulation does not */
-    k->gemv[GGUF_T_BF16] =
-        native ? (tensor_gemv){ 0 } : (tensor_gemv){ rt_gemv_bf16_avx2, RT_GEMV_BF16_GROUP, NULL, 0, NULL, 0 };
+    k->gemv[GGUF_T_BF16] = native ? (tensor_gemv){ gemv_bf16_native, 4, NULL, 0, NULL, 0 }
+                                  : (tensor_gemv){ rt_gemv_bf16_avx2, RT_GEMV_BF16_GROUP, NULL, 0, NULL, 0 };
 }
