@@ -84,6 +84,47 @@ static float vec_dot_f16(int64_t n, const void *w, const void *x) {
     return s;
 }
 
+/* gemv[F16]: group r < q = n_rows / 2 is rows r and r + q (two streams, each straight through
+ * half the matrix; four rows' accumulators would not fit the 16 registers), group q the odd
+ * row left. Each row takes vec_dot_f16's operations in its order (so its bits), x widened once
+ * for both, each stream fetched X86_Q8_PF bytes ahead. */
+static void gemv_f16(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
+                     float *y) {
+    const uint8_t *W = w, *b = x;
+    const int64_t q = n_rows / 2, e = g1 < q ? g1 : q;
+    for (int64_t r = g0; r < e; r++) {
+        const uint8_t *a0 = W + (size_t)r * ws, *a1 = W + (size_t)(r + q) * ws;
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, t0 = s0, t1 = s0, t2 = s0, t3 = s0;
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            _mm_prefetch((const char *)(a0 + 2 * i + X86_Q8_PF), _MM_HINT_T0);
+            _mm_prefetch((const char *)(a1 + 2 * i + X86_Q8_PF), _MM_HINT_T0);
+            const __m256 x0 = ld_f16x8(b + 2 * i), x1 = ld_f16x8(b + 2 * i + 16);
+            const __m256 x2 = ld_f16x8(b + 2 * i + 32), x3 = ld_f16x8(b + 2 * i + 48);
+            s0 = _mm256_fmadd_ps(ld_f16x8(a0 + 2 * i), x0, s0);
+            s1 = _mm256_fmadd_ps(ld_f16x8(a0 + 2 * i + 16), x1, s1);
+            s2 = _mm256_fmadd_ps(ld_f16x8(a0 + 2 * i + 32), x2, s2);
+            s3 = _mm256_fmadd_ps(ld_f16x8(a0 + 2 * i + 48), x3, s3);
+            t0 = _mm256_fmadd_ps(ld_f16x8(a1 + 2 * i), x0, t0);
+            t1 = _mm256_fmadd_ps(ld_f16x8(a1 + 2 * i + 16), x1, t1);
+            t2 = _mm256_fmadd_ps(ld_f16x8(a1 + 2 * i + 32), x2, t2);
+            t3 = _mm256_fmadd_ps(ld_f16x8(a1 + 2 * i + 48), x3, t3);
+        }
+        for (; i + 8 <= n; i += 8) {
+            const __m256 xv = ld_f16x8(b + 2 * i);
+            s0 = _mm256_fmadd_ps(ld_f16x8(a0 + 2 * i), xv, s0);
+            t0 = _mm256_fmadd_ps(ld_f16x8(a1 + 2 * i), xv, t0);
+        }
+        float u = reduce4(s0, s1, s2, s3), v = reduce4(t0, t1, t2, t3);
+        for (; i < n; i++) {
+            u += x86_f16(a0 + 2 * i) * x86_f16(b + 2 * i);
+            v += x86_f16(a1 + 2 * i) * x86_f16(b + 2 * i);
+        }
+        y[r] = u, y[r + q] = v;
+    }
+    if (g1 > q && n_rows % 2) y[n_rows - 1] = vec_dot_f16(n, W + (size_t)(n_rows - 1) * ws, x);
+}
+
 /* rt_dot_f16_f32's order: lanes 0-7 and 8-15 of the 16 are lo and hi; x86_hsum_ps of
  * lo + hi is rt_hsum16_ggml. A tail (n % 16) goes lane by lane in scalar FMAs. */
 static float dot_f16_f32(int64_t n, const uint16_t *a16, const float *b) {
@@ -457,6 +498,7 @@ static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float 
 void rt_fill_float_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_F32] = vec_dot_f32;
     k->vec_dot[GGUF_T_F16] = vec_dot_f16;
+    k->gemv[GGUF_T_F16] = (tensor_gemv){ gemv_f16, 2, NULL, 0, NULL, 0 };
     k->dot_f16_f32 = dot_f16_f32;
     k->axpy_f16 = axpy_f16;
     k->dot4_f16_f32 = dot4_f16_f32;
