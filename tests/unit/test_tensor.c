@@ -830,6 +830,25 @@ static void test_bf16_gemm(void **state) {
     assert_int_equal(checked, (tensor_kernels_avx2() != NULL) + 2 * (tensor_kernels_avx512() != NULL));
 }
 
+/* A float-type gemv over 0..max_rows rows of the 16-bit rows at w (ws values apart) against
+ * the 16-bit token x equals dot row by row, bit for bit; y past the rows is untouched; the
+ * groups in pieces give the same (check_gemv_pieces). `what` names the case. */
+enum { GV16_MAX_ROWS = 23 };
+static void check_gemv16(tensor_gemv gemv, tensor_vec_dot_fn dot, int64_t n, const uint8_t *w, int64_t ws,
+                         const uint16_t *x, rng *r, const char *what) {
+    for (int64_t rows = 0; rows <= GV16_MAX_ROWS; rows += rows < 9 ? 1 : 7) {
+        float y[GV16_MAX_ROWS + 1];
+        for (int o = 0; o <= GV16_MAX_ROWS; o++) y[o] = -7.0f;
+        gemv.fn(n, w, (size_t)ws * 2, rows, 0, tensor_gemv_groups(rows, gemv.group), x, y);
+        check_gemv_pieces(gemv, n, w, (size_t)ws * 2, x, rows, y, r, what);
+        for (int64_t o = 0; o <= GV16_MAX_ROWS; o++) {
+            const float want = o < rows ? dot(n, w + 2 * o * ws, x) : -7.0f;
+            if (memcmp(&want, &y[o], 4) != 0)
+                fail_msg("%s: rows %lld: y[%lld] %a vs %a", what, (long long)rows, (long long)o, y[o], want);
+        }
+    }
+}
+
 /* gemv[BF16] (a single token) against the scalar dot, bit for bit: rows of test_bf16_gemm's
  * kinds (ordinary, tiny, subnormal and mixed) in one call, so its plain-FMA rows and the rows it
  * must compute again both run; an ordinary token, a tiny one (sums that underflow) and one with
@@ -843,7 +862,7 @@ static void test_bf16_gemv(void **state) {
     const int nt = bf16_tables(tab, &emu);
     int checked = 0;
     rng r = { 29 };
-    enum { ROWS = 23, PADW = 3 };
+    enum { ROWS = GV16_MAX_ROWS, PADW = 3 };
     const int64_t lens[] = { 32, 96, 1056, 8224, 48 };
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
         const int64_t n = lens[l], ws = n + PADW;   /* in BF16 values */
@@ -865,22 +884,12 @@ static void test_bf16_gemv(void **state) {
             const tensor_gemv gemv = tab[k]->gemv[GGUF_T_BF16];
             if (!gemv.fn) continue;
             checked += n == lens[0];
-            for (int tok = 0; tok < 3; tok++)
-                for (int64_t rows = 0; rows <= ROWS; rows += rows < 9 ? 1 : 7) {
-                    float y[ROWS + 1];
-                    for (int o = 0; o <= ROWS; o++) y[o] = -7.0f;
-                    gemv.fn(n, w, (size_t)ws * 2, rows, 0, tensor_gemv_groups(rows, gemv.group), x + tok * n, y);
-                    char what[64];
-                    snprintf(what, sizeof what, "%s bf16 gemv n %lld token %d", tab[k]->isa, (long long)n, tok);
-                    check_gemv_pieces(gemv, n, w, (size_t)ws * 2, x + tok * n, rows, y, &r, what);
-                    for (int64_t o = 0; o <= ROWS; o++) {
-                        const float want = o < rows ? tab[0]->vec_dot[GGUF_T_BF16](n, w + 2 * o * ws, x + tok * n) : -7.0f;
-                        if (memcmp(&want, &y[o], 4) != 0)
-                            fail_msg("%s%s: bf16 gemv n %lld rows %lld token %d: y[%lld] %a vs %a", tab[k]->isa,
-                                     tab[k] == &emu ? " (emulated)" : "", (long long)n, (long long)rows, tok,
-                                     (long long)o, y[o], want);
-                    }
-                }
+            for (int tok = 0; tok < 3; tok++) {
+                char what[80];
+                snprintf(what, sizeof what, "%s%s bf16 gemv n %lld token %d", tab[k]->isa,
+                         tab[k] == &emu ? " (emulated)" : "", (long long)n, tok);
+                check_gemv16(gemv, tab[0]->vec_dot[GGUF_T_BF16], n, w, ws, x + tok * n, &r, what);
+            }
         }
         free(buf); free(x);
     }
@@ -900,7 +909,7 @@ static void test_f16_gemv(void **state) {
     const int nt = get_tables(tab);
     int checked = 0;
     rng r = { 31 };
-    enum { ROWS = 23, PADW = 3 };
+    enum { ROWS = GV16_MAX_ROWS, PADW = 3 };
     const int64_t lens[] = { 64, 1056, 8224, 48, 71, 5 };
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
         const int64_t n = lens[l], ws = n + PADW;   /* in F16 values */
@@ -922,21 +931,11 @@ static void test_f16_gemv(void **state) {
             const tensor_gemv gemv = tab[k]->gemv[GGUF_T_F16];
             if (!gemv.fn) continue;
             checked += n == lens[0];
-            for (int tok = 0; tok < 2; tok++)
-                for (int64_t rows = 0; rows <= ROWS; rows += rows < 9 ? 1 : 7) {
-                    float y[ROWS + 1];
-                    for (int o = 0; o <= ROWS; o++) y[o] = -7.0f;
-                    gemv.fn(n, w, (size_t)ws * 2, rows, 0, tensor_gemv_groups(rows, gemv.group), x + tok * n, y);
-                    char what[64];
-                    snprintf(what, sizeof what, "%s f16 gemv n %lld token %d", tab[k]->isa, (long long)n, tok);
-                    check_gemv_pieces(gemv, n, w, (size_t)ws * 2, x + tok * n, rows, y, &r, what);
-                    for (int64_t o = 0; o <= ROWS; o++) {
-                        const float want = o < rows ? tab[k]->vec_dot[GGUF_T_F16](n, w + 2 * o * ws, x + tok * n) : -7.0f;
-                        if (memcmp(&want, &y[o], 4) != 0)
-                            fail_msg("%s: f16 gemv n %lld rows %lld token %d: y[%lld] %a vs %a", tab[k]->isa,
-                                     (long long)n, (long long)rows, tok, (long long)o, y[o], want);
-                    }
-                }
+            for (int tok = 0; tok < 2; tok++) {
+                char what[64];
+                snprintf(what, sizeof what, "%s f16 gemv n %lld token %d", tab[k]->isa, (long long)n, tok);
+                check_gemv16(gemv, tab[k]->vec_dot[GGUF_T_F16], n, w, ws, x + tok * n, &r, what);
+            }
         }
         free(buf); free(x);
     }
