@@ -15,7 +15,11 @@
  * A/B, 2 threads, 20 matrices of 6144 x 1024), so each block prefetches the lines R16_PF bytes
  * ahead: recur-bench tg64, qwen3-0.6b Q4_K_M, 8 alternating rounds against 4 blocks ahead:
  * 2 blocks 1.01x, 6 blocks 0.99x. While the machine's neighbours keep memory busy it costs more
- * than it brings (tensor/prefetch.c), so the kernel also comes without it (gemv_q4_K_r16_lean). */
+ * than it brings (tensor/prefetch.c), so the kernel also comes without it (gemv_q4_K_r16_lean).
+ * Several streams, as the file layout's kernels read (gemv_avx512.c), do not pay here: two or
+ * four groups from far apart taken block by block (a harness outside the repo, 2 threads, a
+ * 1 GiB matrix, medians of 14 passes) read at 23-27 GB/s without the prefetch and 40-54 with
+ * it, against 43-60 for this one stream in the same minutes. */
 #include "tensor/x86/simd_x86.h"
 
 /* Two blocks ahead since the machine class moved to Zen 5 (family 26): tokens of one process
