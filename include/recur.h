@@ -387,6 +387,7 @@ typedef struct recur_prof_mm {
     int64_t  rows, cols;  /* output rows of the call's matrices together (of one expert), input length */
     uint64_t steps;       /* calls timed */
     uint64_t ns;          /* their wall time */
+    uint64_t job_ns;      /* of which in thread-pool jobs (recur_profile.job_ns) */
     uint64_t bytes;       /* weight bytes they read */
 } recur_prof_mm;
 #define RECUR_PROF_MM_MAX 48
@@ -398,6 +399,13 @@ typedef struct recur_profile {
     uint64_t ns[RECUR_PROF_KINDS];     /* by kind; OTHER is total_ns less the others */
     uint64_t steps[RECUR_PROF_KINDS];  /* steps timed, by kind (OTHER: decodes) */
     uint64_t matmul_bytes;             /* weight bytes the matmuls read */
+    /* the thread pool's share of ns, by kind (OTHER: none): the jobs that ran on several
+     * threads, their time on the calling thread from publishing to return, and the part of it
+     * the caller waited for the other threads' last shares; ns less job_ns is the caller's
+     * own work (quantizing activations, planning a matmul, the steps it runs alone) */
+    uint64_t jobs[RECUR_PROF_KINDS];
+    uint64_t job_ns[RECUR_PROF_KINDS];
+    uint64_t wait_ns[RECUR_PROF_KINDS];
     /* the MATMUL steps by kind of call, in the order first seen; steps of kinds past the
      * first RECUR_PROF_MM_MAX are counted in mm_rest (types ""), so the mm entries and
      * mm_rest add up to ns, steps and matmul_bytes of MATMUL */

@@ -128,6 +128,17 @@ static double prof_matmul_gbs(const bench_result *r) {
     return ns ? (double)r->prof.matmul_bytes / (double)ns : NAN;
 }
 
+/* --profile: ms a token inside the thread pool's jobs of `kind`, and the rate the matmuls read
+ * their weights at inside their jobs (the kernels' rate, without the caller's own work). */
+static double prof_job_ms_per_token(const bench_result *r, int kind) {
+    return r->prof.tokens ? (double)r->prof.job_ns[kind] * 1e-6 / (double)r->prof.tokens : NAN;
+}
+
+static double prof_matmul_job_gbs(const bench_result *r) {
+    const uint64_t ns = r->prof.job_ns[RECUR_PROF_MATMUL];
+    return ns ? (double)r->prof.matmul_bytes / (double)ns : NAN;
+}
+
 /* ---- fields -------------------------------------------------------------------------------- */
 
 static int result_fields(const bench_out *out, const bench_result *r, bench_field *f, double *ts) {
@@ -184,6 +195,16 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
         BENCH_I("profile_tokens", r->prof.tokens);
         for (int kind = 0; kind < RECUR_PROF_KINDS; kind++) BENCH_D(ms_names[kind], prof_ms_per_token(r, kind));
         BENCH_D("profile_matmul_gbs", prof_matmul_gbs(r));
+        static const char *const job_names[RECUR_PROF_OTHER] = {
+            "profile_matmul_job_ms", "profile_attention_job_ms", "profile_recurrent_job_ms",
+            "profile_norm_job_ms",   "profile_elementwise_job_ms" };
+        uint64_t wait = 0;
+        for (int kind = 0; kind < RECUR_PROF_OTHER; kind++) {
+            BENCH_D(job_names[kind], prof_job_ms_per_token(r, kind));
+            wait += r->prof.wait_ns[kind];
+        }
+        BENCH_D("profile_matmul_job_gbs", prof_matmul_job_gbs(r));
+        BENCH_D("profile_pool_wait_ms", (double)wait * 1e-6 / (double)r->prof.tokens);
     }
     for (int i = 0; i < r->n_samples; i++) ts[i] = samples_ts(r, i);
     f[k++] = (bench_field){ .name = "samples_ns", .kind = 'a', .u = r->samples_ns, .n = r->n_samples };
@@ -413,10 +434,14 @@ static void md_profile_mm_row(const bench_result *r, const char *test, const rec
     char shape[48], gbs[32] = "-";
     snprintf(shape, sizeof shape, e->n_mats ? "%d x %lld x %lld%s" : "-", (int)e->n_mats, (long long)e->rows,
              (long long)e->cols, e->experts ? " (experts)" : "");
+    char job_gbs[32] = "-";
     if (e->ns > 0) snprintf(gbs, sizeof gbs, "%.1f GB/s", (double)e->bytes / (double)e->ns);
-    printf("| %-30s | %15s | %-24s | %-28s | %9.3f | %9.2f | %9.3f ms | %5.1f %% | %11s |\n", r->bm->type, test, types,
-           shape, (double)e->steps / tok, e->steps ? (double)e->ns * 1e-3 / (double)e->steps : 0.0,
-           (double)e->ns * 1e-6 / tok, all > 0 ? 100.0 * (double)e->ns / all : 0.0, gbs);
+    if (e->job_ns > 0) snprintf(job_gbs, sizeof job_gbs, "%.1f GB/s", (double)e->bytes / (double)e->job_ns);
+    printf("| %-30s | %15s | %-24s | %-28s | %9.3f | %9.2f | %9.2f | %9.3f ms | %5.1f %% | %11s | %11s |\n",
+           r->bm->type, test, types, shape, (double)e->steps / tok,
+           e->steps ? (double)e->ns * 1e-3 / (double)e->steps : 0.0,
+           e->steps ? (double)e->job_ns * 1e-3 / (double)e->steps : 0.0, (double)e->ns * 1e-6 / tok,
+           all > 0 ? 100.0 * (double)e->ns / all : 0.0, gbs, job_gbs);
 }
 
 /* --profile: the matmul time by kind of call (recur_profile.mm), in the order first seen. */
@@ -424,10 +449,11 @@ static void md_profile_mm(const bench_out *out) {
     bool any = false;
     for (int i = 0; i < out->n && !any; i++) any = out->r[i].prof.n_mm > 0;
     if (!any) return;
-    printf("\n| %-30s | %15s | %-24s | %-28s | %9s | %9s | %12s | %7s | %11s |\n", "model", "test", "types",
-           "matrices x rows x cols", "a token", "us a call", "a token", "matmul", "read");
+    printf("\n| %-30s | %15s | %-24s | %-28s | %9s | %9s | %9s | %12s | %7s | %11s | %11s |\n", "model", "test",
+           "types", "matrices x rows x cols", "a token", "us a call", "in job", "a token", "matmul", "read",
+           "read in job");
     printf("| ------------------------------ | --------------: | ------------------------ | ---------------------------- |"
-           " --------: | --------: | -----------: | ------: | ----------: |\n");
+           " --------: | --------: | --------: | -----------: | ------: | ----------: | ----------: |\n");
     for (int i = 0; i < out->n; i++) {
         const bench_result *r = &out->r[i];
         if (!r->prof.tokens) continue;
@@ -438,7 +464,43 @@ static void md_profile_mm(const bench_out *out) {
     }
     printf("\nmatmul calls by kind (--profile): the matrices that ran as one call (q/k/v together, gate/up together,"
            " a MoE layer's experts), their output rows together and input length; calls and ms a token; their share"
-           " of the matmul time; the rate they read their weights at.\n");
+           " of the matmul time; the rate they read their weights at. in job: the part of a call inside its thread-pool"
+           " job (the kernels' shares; the rest is the caller quantizing the activations and planning the shares), and"
+           " the rate the weights were read at in it.\n");
+}
+
+/* --profile: the thread pool's part of each kind's time: the jobs spread over the threads. */
+static void md_profile_pool(const bench_out *out) {
+    bool any = false;
+    for (int i = 0; i < out->n && !any; i++)
+        for (int kind = 0; kind < RECUR_PROF_OTHER && !any; kind++) any = out->r[i].prof.jobs[kind] > 0;
+    if (!any) return;
+    printf("\n| %-30s | %15s | %-11s | %9s | %10s | %12s | %9s | %11s | %14s |\n", "model", "test", "kind",
+           "jobs", "us a job", "in jobs", "of kind", "caller wait", "outside jobs");
+    printf("| ------------------------------ | --------------: | ----------- | --------: | ---------: | -----------: |"
+           " --------: | ----------: | -------------: |\n");
+    for (int i = 0; i < out->n; i++) {
+        const bench_result *r = &out->r[i];
+        if (!r->prof.tokens) continue;
+        char test[48];
+        test_name(r, test, sizeof test);
+        const double tok = (double)r->prof.tokens;
+        for (int kind = 0; kind < RECUR_PROF_OTHER; kind++) {
+            const uint64_t n = r->prof.jobs[kind];
+            if (!n) continue;
+            printf("| %-30s | %15s | %-11s | %9.2f | %10.2f | %9.3f ms | %7.1f %% | %8.2f us | %11.3f ms |\n",
+                   r->bm->type, test, recur_prof_kind_name((recur_prof_kind)kind), (double)n / tok,
+                   (double)r->prof.job_ns[kind] * 1e-3 / (double)n, (double)r->prof.job_ns[kind] * 1e-6 / tok,
+                   r->prof.ns[kind] ? 100.0 * (double)r->prof.job_ns[kind] / (double)r->prof.ns[kind] : 0.0,
+                   (double)r->prof.wait_ns[kind] * 1e-3 / (double)n,
+                   (double)(r->prof.ns[kind] - r->prof.job_ns[kind]) * 1e-6 / tok);
+        }
+    }
+    printf("\nthread pool (--profile): a token's jobs that ran on several threads, by kind of step; their time on the"
+           " calling thread from handing the job out to its end, a job and a token, and its share of the kind's time;"
+           " the part of a job the caller waited for the other threads' last shares after running out of its own"
+           " (the threads ending apart); the kind's time outside its jobs (the caller alone: quantizing activations,"
+           " planning, the steps it runs alone).\n");
 }
 
 static void md_memory(const bench_out *out) {
@@ -478,7 +540,7 @@ void bench_out_test(bench_out *out, const bench_result *r) {
         md_row(out, r);
         fflush(stdout);
     } else {
-        bench_field f[64];
+        bench_field f[80];
         double *ts = malloc((size_t)(r->n_samples > 0 ? r->n_samples : 1) * sizeof *ts);
         if (!ts) return;
         bench_emit(out->o->fmt, f, result_fields(out, r, f, ts), out->n == 0);
@@ -500,6 +562,7 @@ void bench_out_end(bench_out *out) {
         md_tokens(out);
         md_profile(out);
         md_profile_mm(out);
+        md_profile_pool(out);
         md_memory(out);
         printf("\nbuild: recur (kernels: %s, q8 order: %s)\n", recur_cpu_isa(), recur_q8_order_name(out->o->q8_order));
     }

@@ -16,6 +16,8 @@
  * `sleeping`, so a job wakes them with a broadcast only when one sleeps). */
 #include "core/threadpool.h"
 
+#include "core/timing.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -40,6 +42,8 @@ struct tp_pool {
     _Atomic(tp_job_fn)   fn;         /* the job: written only while no share can be claimed */
     _Atomic(void *)      arg;
     atomic_long          n_shares;
+    bool                 timing;     /* tp_set_timing: the caller's fields below count */
+    tp_times             times;
 };
 
 typedef struct { tp_pool *p; } tp_worker_arg;
@@ -149,6 +153,7 @@ int tp_n_threads(const tp_pool *p) { return p ? p->n_threads : 1; }
 
 void tp_run_n(tp_pool *p, tp_job_fn fn, void *arg, int n_shares) {
     if (!p || p->n_threads == 1 || n_shares <= 1) { fn(arg, 0, 1); return; }
+    const int64_t t0 = p->timing ? rc_time_ns() : 0;
     /* the word is closed (TP_CLOSED): no share can be claimed while the fields change */
     const uint32_t g = gen_of(atomic_load(&p->claim)) + 1;
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
@@ -163,6 +168,7 @@ void tp_run_n(tp_pool *p, tp_job_fn fn, void *arg, int n_shares) {
     }
 
     run_shares(p, g);
+    const int64_t t1 = p->timing ? rc_time_ns() : 0;
 
     int spins = 0;
     while (atomic_load_explicit(&p->done, memory_order_acquire) != n_shares) {
@@ -174,7 +180,19 @@ void tp_run_n(tp_pool *p, tp_job_fn fn, void *arg, int n_shares) {
         pthread_mutex_unlock(&p->mu);
     }
     atomic_store(&p->claim, (uint64_t)g << 32 | TP_CLOSED);
+    if (p->timing) {
+        const int64_t t2 = rc_time_ns();
+        p->times.jobs++;
+        p->times.job_ns += (uint64_t)(t2 - t0);
+        p->times.wait_ns += (uint64_t)(t2 - t1);
+    }
 }
+
+void tp_set_timing(tp_pool *p, bool on) {
+    if (p) p->timing = on;
+}
+
+tp_times tp_get_times(const tp_pool *p) { return p ? p->times : (tp_times){ 0 }; }
 
 void tp_run(tp_pool *p, tp_job_fn fn, void *arg) { tp_run_n(p, fn, arg, tp_n_threads(p)); }
 

@@ -16,6 +16,9 @@
 #ifndef RECUR_CORE_THREADPOOL_H
 #define RECUR_CORE_THREADPOOL_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 typedef struct tp_pool tp_pool;
 
 /* A job body: computes share ith of nth (any thread may run any share). */
@@ -32,6 +35,19 @@ void tp_run(tp_pool *p, tp_job_fn fn, void *arg);
 /* The same with n_shares shares (more than threads: a thread the OS does not schedule holds
  * back less of the job). n_shares <= 1 or a pool of one thread: fn(arg, 0, 1) on the caller. */
 void tp_run_n(tp_pool *p, tp_job_fn fn, void *arg, int n_shares);
+
+/* Job timing, off until asked for (recur-bench --profile). While on, every job that runs on
+ * several threads (not the ones tp_run_n runs on the caller alone) adds its time on the caller:
+ * from publishing the job to tp_run_n's return, and the part of that the caller spent waiting
+ * for the other threads' last shares once it found none left. Only the caller writes them
+ * (invariant 4), so read them on the caller. */
+typedef struct tp_times {
+    uint64_t jobs;      /* jobs run on several threads */
+    uint64_t job_ns;    /* their time on the caller, publishing to return */
+    uint64_t wait_ns;   /* of which waiting for the other threads' shares */
+} tp_times;
+void     tp_set_timing(tp_pool *p, bool on);   /* p NULL: nothing */
+tp_times tp_get_times(const tp_pool *p);       /* p NULL: zeros */
 
 /* Splits [0, n) into nth contiguous ranges; share ith is [*lo, *hi). Ranges are rounded to
  * multiples of `unit` (except the last) so SIMD tiles stay whole. */

@@ -270,7 +270,10 @@ static void profile_decode(recur_profile *p, int32_t n, uint64_t ns) {
     p->steps[RECUR_PROF_OTHER] = p->decodes;
 }
 
-void recur_ctx_set_profile(recur_ctx *c, recur_profile *p) { c->f.prof = p; }
+void recur_ctx_set_profile(recur_ctx *c, recur_profile *p) {
+    c->f.prof = p;
+    tp_set_timing(c->pool, p != NULL);   /* the job times profiling reads (tp_get_times) */
+}
 
 static void ubatch_eval(recur_ctx *c, const recur_batch *b, int32_t i0, int32_t n) {
     const recur_model *m = c->m;

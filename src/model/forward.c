@@ -10,10 +10,20 @@
 #define FWD_MIN_PARALLEL 16384
 
 
+/* The pool's job times since fwd_prof_start, added to kind's; returns the job time. */
+static uint64_t prof_pool(model_fwd *f, recur_prof_kind kind) {
+    const tp_times now = tp_get_times(f->pool), *was = &f->prof_tp;
+    f->prof->jobs[kind] += now.jobs - was->jobs;
+    f->prof->job_ns[kind] += now.job_ns - was->job_ns;
+    f->prof->wait_ns[kind] += now.wait_ns - was->wait_ns;
+    return now.job_ns - was->job_ns;
+}
+
 void fwd_prof_stop(model_fwd *f, recur_prof_kind kind, int64_t t0) {
     if (!f->prof || kind == RECUR_PROF_OTHER) return;   /* OTHER: the decode's remainder (context.c) */
     f->prof->ns[kind] += (uint64_t)(rc_time_ns() - t0);
     f->prof->steps[kind]++;
+    prof_pool(f, kind);
 }
 
 /* The entry of p->mm that calls like *key add to: found, else new, else p->mm_rest. */
@@ -31,7 +41,7 @@ static recur_prof_mm *prof_mm_entry(recur_profile *p, const recur_prof_mm *key) 
 
 void fwd_prof_matmul(model_fwd *f, int64_t t0, const model_w *const *w, int n, bool experts, uint64_t bytes) {
     if (!f->prof) return;
-    const uint64_t ns = (uint64_t)(rc_time_ns() - t0);
+    const uint64_t ns = (uint64_t)(rc_time_ns() - t0), job_ns = prof_pool(f, RECUR_PROF_MATMUL);
     recur_profile *p = f->prof;
     p->ns[RECUR_PROF_MATMUL] += ns;
     p->steps[RECUR_PROF_MATMUL]++;
@@ -46,6 +56,7 @@ void fwd_prof_matmul(model_fwd *f, int64_t t0, const model_w *const *w, int n, b
     recur_prof_mm *e = prof_mm_entry(p, &key);
     e->steps++;
     e->ns += ns;
+    e->job_ns += job_ns;
     e->bytes += bytes;
 }
 

@@ -66,6 +66,7 @@ typedef struct model_fwd {
 
     /* recur_ctx_set_profile's counters (NULL: not profiling): the steps below add their time */
     recur_profile        *prof;
+    tp_times              prof_tp;   /* the pool's job times at the last fwd_prof_start */
 
     /* tools */
     kv_cache             *kv;     /* NULL without attention layers */
@@ -75,10 +76,16 @@ typedef struct model_fwd {
 } model_fwd;
 
 /* Profiling (recur_ctx_set_profile): a step of `kind` that began at fwd_prof_start's time adds
- * its wall time at fwd_prof_stop; a matmul step, at fwd_prof_matmul, also the weight bytes it
- * read, under its kind of call: its n matrices w (experts: a MoE layer's expert tensors, whose
- * first matrix is one expert's). All do nothing unless the context profiles. */
-static inline int64_t fwd_prof_start(const model_fwd *f) { return f->prof ? rc_time_ns() : 0; }
+ * its wall time, and the pool's job times since (tp_get_times), at fwd_prof_stop; a matmul
+ * step, at fwd_prof_matmul, also the weight bytes it read, under its kind of call: its n
+ * matrices w (experts: a MoE layer's expert tensors, whose first matrix is one expert's). All
+ * do nothing unless the context profiles. */
+static inline int64_t fwd_prof_start(model_fwd *f) {
+    if (!f->prof) return 0;
+    /* steps do not nest, except in the decode's own span (OTHER), which takes no pool times */
+    f->prof_tp = tp_get_times(f->pool);
+    return rc_time_ns();
+}
 void fwd_prof_stop(model_fwd *f, recur_prof_kind kind, int64_t t0);
 void fwd_prof_matmul(model_fwd *f, int64_t t0, const model_w *const *w, int n, bool experts, uint64_t bytes);
 /* The bytes of w's first matrix (ne[0] x ne[1]; an expert tensor holds ne[2] of them). */

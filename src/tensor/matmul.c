@@ -354,7 +354,17 @@ static int mm_shares(int64_t n_out, int nth, int64_t n_tok) {
  * from inside the attention job, 1.00-1.02x (slower); a thread's 4 streams laid out to run on
  * from one call into the next (a copy of a token's matrices in a harness): no difference. */
 /* Weight bytes of the smallest claim. 8, 16 and 64 KiB against 32 (tokens alternating in runs
- * of 8, qwen3-0.6b Q8_0 and Q4_K_M): 0.998-1.009x the time a token, no gain. */
+ * of 8, qwen3-0.6b Q8_0 and Q4_K_M): 0.998-1.009x the time a token, no gain. With 4 KiB the two
+ * threads end 1.04-1.18 us apart a call against 1.39-1.56 (qwen3-0.6b Q4_K_M tg128, per-call
+ * timer outside the repo): ~0.2 us of one thread a call, too little to see in a token.
+ * The same timer: the worker starts its share 0.15-0.19 us after the caller; which thread
+ * takes more groups from the other's back changes from run to run (0.1-9.8 groups a call);
+ * giving share 0 (the caller's) 16 or 32 KiB more: 1.000x and 1.004-1.006x the time a token.
+ * Inside the jobs the kernels read at 93-97 % of the probe's rate; quantizing X before the job
+ * takes 0.5-0.6 us for 1024 values the caller wrote itself and 1.3-1.4 us for the 2048 or 3072
+ * the two threads wrote (0.18 us per 1024 in a loop over warm data): its cost is fetching X,
+ * not converting it (a second scratch for every other call, so X is written to lines the
+ * other thread has not read: no change). */
 #define MM_CHUNK  (32 << 10)
 #define MM_GV_MAX 64           /* shares of one job; more threads than that find none */
 

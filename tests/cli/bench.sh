@@ -247,22 +247,32 @@ for t in pp16 tg4; do
     grep -qE "^\| mamba2 .*\| +$t \|( +[0-9]+\.[0-9]{3} ms +[0-9.]+ % \|){6} +[0-9]+\.[0-9]{3} ms \| +[0-9.]+ GB/s \|\$" "$tmp/prof.txt" ||
         fail "--profile: the $t row"
 done
-# the matmul calls by kind: per test, ms a token adding up to the matmul column, and 2 calls a
-# layer + the head (mamba2) a token
-python3 - "$tmp/prof.txt" <<'PY' || fail "--profile: the matmul calls table"
+# the matmul calls by kind: per test, ms a token adding up to the matmul column, 2 calls a
+# layer + the head (mamba2) a token, and a call's time in its pool job within its time; the
+# thread pool table: per test and kind, the jobs' time within the kind's, the caller's wait
+# within a job's time, and pp16's matmuls spread over the 2 threads
+python3 - "$tmp/prof.txt" <<'PY' || fail "--profile: the matmul calls and thread pool tables"
 import re, sys
 rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in open(sys.argv[1]) if l.startswith("| mamba2")]
-kinds = [r for r in rows if len(r) == 9 and re.fullmatch(r"\d+ x \d+ x \d+", r[3])]
-prof = {r[2]: r for r in rows if len(r) == 11}
+kinds = [r for r in rows if len(r) == 11 and re.fullmatch(r"\d+ x \d+ x \d+", r[3])]
+prof = {r[2]: r for r in rows if len(r) == 11 and r[1].isdigit()}
+pool = [r for r in rows if len(r) == 9 and r[2] in ("matmul", "attention", "recurrent", "norm", "elementwise")]
 for test in ("pp16", "tg4"):
     mine = [r for r in kinds if r[1] == test]
     assert mine, ("no calls of", test)
-    ms = sum(float(r[6].split()[0]) for r in mine)
+    ms = sum(float(r[7].split()[0]) for r in mine)
     want = float(prof[test][3].split()[0])
     assert abs(ms - want) <= 0.001 * (len(mine) + 1), (test, ms, want)
+    for r in mine:
+        assert 0 <= float(r[6]) <= float(r[5]) + 0.01, r   # in job within the call
     if test == "tg4":
         calls = sum(float(r[4]) for r in mine)
         assert calls == int(calls) and calls % 2 == 1 and calls >= 3, calls
+for r in pool:
+    assert r[1] in ("pp16", "tg4"), r
+    jobs, us, share, wait = float(r[3]), float(r[4]), float(r[6].rstrip(" %")), float(r[7].split()[0])
+    assert jobs > 0 and us > 0 and 0 < share <= 100.05 and 0 <= wait <= us + 0.01, r
+assert any(r[1] == "pp16" and r[2] == "matmul" for r in pool), pool
 PY
 "$bin" -m "$mamba2" "${small[@]}" --profile -o json >"$tmp/prof.json" 2>"$tmp/prof.err" || fail "--profile json: $(cat "$tmp/prof.err")"
 "$bin" -m "$mamba2" "${small[@]}" -o json >"$tmp/noprof.json" 2>"$tmp/prof.err" || fail "json without --profile"
@@ -278,6 +288,12 @@ for r in rows:
     # the decodes' time, inside the run's
     assert sum(ms) * toks <= r["samples_ns"][0] / 1e6 * 1.0001, (sum(ms) * toks, r["samples_ns"])
     assert r["profile_matmul_gbs"] > 0
+    # the thread pool's part of each kind (other has none): within the kind's time
+    jobs = [r[f"profile_{k}_job_ms"] for k in kinds[:-1]]
+    assert all(0 <= j <= m * 1.0001 + 1e-6 for j, m in zip(jobs, ms)), (jobs, ms)
+    assert 0 <= r["profile_pool_wait_ms"] <= sum(jobs) * 1.0001 + 1e-6, r["profile_pool_wait_ms"]
+    if jobs[0] > 0: assert r["profile_matmul_job_gbs"] >= r["profile_matmul_gbs"] * 0.9999, r
+    if r["n_prompt"]: assert jobs[0] > 0, jobs   # pp16's matmuls: over the 2 threads
 assert not any(k.startswith("profile_") for r in plain for k in r), "profile fields without --profile"
 PY
 for other in --batched --checkpoints "--prefetch-ab 1"; do   # benchmarks it does not profile: refused

@@ -15,6 +15,9 @@
  *    call (its type and shape from the file) is one a decode; qwen3's joint q/k/v call (the
  *    types and rows of blk.0's three matrices) is one for each layer whose three matrices
  *    have those types and shapes; the MoE model's experts are gate with up and down;
+ *  - the thread pool's part (recur_profile.jobs, job_ns, wait_ns): within each kind's time,
+ *    the caller's waits within the jobs', none for OTHER, and the matmul calls' job times
+ *    adding up to the MATMUL one;
  *  - the kind names. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -114,14 +117,16 @@ static const recur_prof_mm *mm_find(const recur_profile *p, const recur_prof_mm 
 /* The kinds of call add up to the MATMUL totals; where the file says which calls a token
  * makes, they are there. */
 static void check_mm(const recur_profile *p, const mm_want *want, int L, bool single) {
-    uint64_t ns = p->mm_rest.ns, steps = p->mm_rest.steps, bytes = p->mm_rest.bytes;
+    uint64_t ns = p->mm_rest.ns, steps = p->mm_rest.steps, bytes = p->mm_rest.bytes, job_ns = p->mm_rest.job_ns;
     assert_true(p->n_mm > 0 && p->n_mm <= RECUR_PROF_MM_MAX);
     for (int i = 0; i < p->n_mm; i++) {
         assert_true(p->mm[i].steps > 0);
-        ns += p->mm[i].ns, steps += p->mm[i].steps, bytes += p->mm[i].bytes;
+        ns += p->mm[i].ns, steps += p->mm[i].steps, bytes += p->mm[i].bytes, job_ns += p->mm[i].job_ns;
+        assert_true(p->mm[i].job_ns <= p->mm[i].ns);
     }
     assert_int_equal(ns, p->ns[RECUR_PROF_MATMUL]);
     assert_int_equal(steps, p->steps[RECUR_PROF_MATMUL]);
+    assert_int_equal(job_ns, p->job_ns[RECUR_PROF_MATMUL]);
     assert_int_equal(bytes, p->matmul_bytes);
     if (!want) {   /* MoE: the expert calls are there, gate with up and down */
         bool pair = false, one = false;
@@ -181,6 +186,15 @@ static void check_model(const char *name, const steps_of *want, bool dense, bool
         for (int k = 0; k < RECUR_PROF_KINDS; k++) sum += p.ns[k];
         assert_int_equal(sum, p.total_ns);   /* other = the remainder, never negative */
         assert_int_equal(p.steps[RECUR_PROF_OTHER], 1);
+        /* the pool's part of each kind: within its time, the caller's waits within the jobs;
+         * a prompt's matmuls are big enough to be spread over the 2 threads */
+        for (int k = 0; k < RECUR_PROF_KINDS; k++) {
+            assert_true(p.job_ns[k] <= p.ns[k]);
+            assert_true(p.wait_ns[k] <= p.job_ns[k]);
+            assert_true(p.jobs[k] <= 4 * p.steps[k] || k == RECUR_PROF_MATMUL);
+        }
+        assert_true(p.jobs[RECUR_PROF_OTHER] == 0 && p.job_ns[RECUR_PROF_OTHER] == 0);
+        if (n > 1) assert_true(p.jobs[RECUR_PROF_MATMUL] > 0 && p.job_ns[RECUR_PROF_MATMUL] > 0);
         if (n == 1)
             for (int k = 0; k < RECUR_PROF_KINDS; k++) {
                 if (want->a[k] < 0) continue;

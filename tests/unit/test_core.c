@@ -1,4 +1,5 @@
-/* test_core.c — the thread pool splits work by outputs and waits for every share. */
+/* test_core.c — the thread pool splits work by outputs, waits for every share and times its jobs
+ * when asked. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,6 +110,42 @@ static void test_split_tapered(void **state) {
     assert_int_equal(hi - lo, 16);
 }
 
+/* Job timing: nothing counts while off; on, each job spread over the threads counts once, the
+ * caller's wait within the job's time; a job the caller runs alone (one share, a pool of one
+ * thread) does not count. */
+static void busy_share(void *arg, int ith, int nth) {
+    (void)nth;
+    volatile long *sink = arg;
+    for (long i = 0; i < 20000L * (ith + 1); i++) *sink += i;
+}
+
+static void test_timing(void **state) {
+    (void)state;
+    volatile long sink = 0;
+    tp_pool *p = tp_new(2);
+    assert_non_null(p);
+    tp_run(p, busy_share, (void *)&sink);
+    tp_times t = tp_get_times(p);
+    assert_true(t.jobs == 0 && t.job_ns == 0 && t.wait_ns == 0);
+    tp_set_timing(p, true);
+    for (int i = 0; i < 10; i++) tp_run(p, busy_share, (void *)&sink);
+    tp_run_n(p, busy_share, (void *)&sink, 1);   /* on the caller alone */
+    t = tp_get_times(p);
+    assert_int_equal(t.jobs, 10);
+    assert_true(t.job_ns > 0 && t.wait_ns <= t.job_ns);
+    tp_set_timing(p, false);
+    tp_run(p, busy_share, (void *)&sink);
+    assert_int_equal(tp_get_times(p).jobs, 10);
+    tp_free(p);
+    tp_pool *one = tp_new(1);
+    tp_set_timing(one, true);
+    tp_run(one, busy_share, (void *)&sink);
+    assert_int_equal(tp_get_times(one).jobs, 0);
+    tp_free(one);
+    tp_set_timing(NULL, true);
+    assert_int_equal(tp_get_times(NULL).jobs, 0);
+}
+
 static void test_alloc(void **state) {
     (void)state;
     void *p = rc_alloc_aligned(100);
@@ -142,7 +179,10 @@ static void test_alloc_huge(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split_covers_once), cmocka_unit_test(test_shares), cmocka_unit_test(test_split_units), cmocka_unit_test(test_split_tapered), cmocka_unit_test(test_alloc), cmocka_unit_test(test_alloc_huge),
+        cmocka_unit_test(test_split_covers_once), cmocka_unit_test(test_shares),
+        cmocka_unit_test(test_split_units),       cmocka_unit_test(test_split_tapered),
+        cmocka_unit_test(test_timing),            cmocka_unit_test(test_alloc),
+        cmocka_unit_test(test_alloc_huge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,7 +198,21 @@ static void att_prepare_fn(void *arg, int ith, int nth) {
  * attend (timer outside the repo). Preparing all of a thread's groups first (their norms side
  * by side in one sumsq_rows call), with each group's rows fetched ahead of the group before
  * it, changed nothing (tokens alternating in runs of 8: 1.000x and 1.003x the time a token);
- * fetching every group's rows before the preparation was slower (1.010-1.013x). */
+ * fetching every group's rows before the preparation was slower (1.010-1.013x).
+ * Why the job costs what it does (qwen3-0.6b Q4_K_M tg128, 2 threads, ~20 us a layer, each
+ * thread busy ~18.6: listing and fetching 3.4, preparing 4.5 of which the norms 3.1, the
+ * groups 10.7; a group's scores 0.8 us, softmax 0.2, weighted sums 1.1): its K/V rows come from
+ * memory at the rate the L1 miss buffers allow. A plain read of one thread's rows of a layer
+ * at depth 64 (8 runs of 16 KiB, cold, 2 MiB pages; a program outside the repo) takes 11 us,
+ * ~12 GB/s, against ~30 that a weight stream gets with the L2 prefetchers' help. Moving that
+ * wait elsewhere did not pay (tokens alternating in runs of 8, medians, time a token): the rows
+ * fetched during the last 256 or 512 KiB of the thread's q/k/v matmul share cut the job from
+ * 18-25 to 14-17 us but slowed the matmul as much (0.997-1.015x); the o-projection's first
+ * 128-512 KiB fetched from here made this job 12 us longer and the o-projection only 4 us
+ * shorter (1.012-1.051x); the listing's fetches as T1 (1.002-1.017x), or only 0, 16 or 32
+ * positions ahead (1.016-1.024x). The caller waits 3-5 us a job for the other thread's last
+ * head (recur-bench --profile, the thread pool table): the heads' times vary, not the starts
+ * (the worker starts 0.4 us after the caller). */
 
 /* One token (a decode step): each thread takes whole KV heads, and for each prepares its
  * query and key heads, stores its K/V row and computes its query heads' outputs — one job per

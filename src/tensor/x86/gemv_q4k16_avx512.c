@@ -26,7 +26,13 @@
  * alternating between distances in runs of 8 (a patch outside the repo; recur-bench -t 2 -p 0
  * -n 128 -r 5, median time a token), 2 blocks against 4 with the Q6_K head at 2:
  * qwen3-0.6b Q4_K_M 0.982 and 0.966, qwen35-0.8b Q4_K_M 0.978 and 0.989; 1 block against 2:
- * 1.06 and 1.04 (slower), 3 against 2: 1.002-1.007. */
+ * 1.06 and 1.04 (slower), 3 against 2: 1.002-1.007.
+ * Later (a program outside the repo: a qwen3-0.6b token's 112 matrices as packed Q4_K, 248 MB,
+ * 2 threads, a spin barrier a call, variants alternating pass by pass, medians of 16-20): this
+ * kernel read at 51-59 GB/s where a plain two-stream read of the same halves did 53-66 (the
+ * calls' barriers cost the plain read 5-10 % against one pass without them); the fetches as T1
+ * (2, 4, 8 blocks ahead) 42-46, as NTA 56-60 (4 blocks) but tokens 1.010x the time (Q8_0 too),
+ * a thread's share read as two streams interleaved group by group 56-57 against 59. */
 #define R16_PF (2 * TENSOR_R16_BLOCK)
 
 /* The 16 bytes of 128-bit lane l of v as 16 int32 lanes (byte i -> lane i): the scale (or
