@@ -88,9 +88,10 @@ static size_t act_stride(uint32_t wtype, int64_t n_in) {
 }
 
 /* The file type of a wtype tensor_matmul takes (TENSOR_T_Q4_K_R16 is Q4_K rearranged,
- * TENSOR_T_Q6_K_R16 Q6_K, TENSOR_T_Q8_0_R16 Q8_0). */
+ * TENSOR_T_Q6_K_R16 Q6_K, TENSOR_T_Q8_0_R16 Q8_0, TENSOR_T_Q4_0_R16 Q4_0). */
 static bool mm_packed(uint32_t wtype) {
-    return wtype == TENSOR_T_Q4_K_R16 || wtype == TENSOR_T_Q6_K_R16 || wtype == TENSOR_T_Q8_0_R16;
+    return wtype == TENSOR_T_Q4_K_R16 || wtype == TENSOR_T_Q6_K_R16 || wtype == TENSOR_T_Q8_0_R16 ||
+           wtype == TENSOR_T_Q4_0_R16;
 }
 static uint32_t mm_file_type(uint32_t wtype) { return mm_packed(wtype) ? wtype & 0xFFu : wtype; }
 
@@ -254,10 +255,12 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
         return;
     }
     uint8_t *buf = malloc((size_t)MM_R16_SLAB * j->w_stride);
-    const bool q4 = j->wtype == GGUF_T_Q4_K, q6 = j->wtype == GGUF_T_Q6_K;
-    void (*unpack)(const void *, int64_t, void *, size_t) =
-        q4 ? tensor_q4_K_r16_unpack : q6 ? tensor_q6_K_r16_unpack : tensor_q8_0_r16_unpack;
-    const rt_dot_r16_fn dot = q4 ? rt_dot_q4_K_r16 : q6 ? rt_dot_q6_K_r16
+    const bool q4 = j->wtype == GGUF_T_Q4_K, q6 = j->wtype == GGUF_T_Q6_K, q40 = j->wtype == GGUF_T_Q4_0;
+    void (*unpack)(const void *, int64_t, void *, size_t) = q4    ? tensor_q4_K_r16_unpack
+                                                           : q6  ? tensor_q6_K_r16_unpack
+                                                           : q40 ? tensor_q4_0_r16_unpack
+                                                                 : tensor_q8_0_r16_unpack;
+    const rt_dot_r16_fn dot = q4 ? rt_dot_q4_K_r16 : q6 ? rt_dot_q6_K_r16 : q40 ? rt_dot_q4_0_r16
                             : j->k->q8_block ? rt_dot_q8_0_blk_r16 : rt_dot_q8_0_r16;
     for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
         const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
@@ -300,7 +303,10 @@ static mm_job mm_job_of(const tensor_kernels *k, const tensor_mm *m, int64_t n_i
         .w_stride = tensor_row_bytes(wt, n_in), .x_stride = act_stride(wt, n_in),
         .n_in = n_in, .n_out = m->n_out, .n_tok = n_tok, .ldy = m->ldy, .X = X, .Y = m->Y, .Xq = scratch,
         .dot = dot, .gemm = plain ? k->gemm[wt] : rp ? k->gemm_q4_K_rp : NULL,
-        .gemv = r16 ? (wt == GGUF_T_Q4_K ? k->gemv_q4_K_r16 : wt == GGUF_T_Q6_K ? k->gemv_q6_K_r16 : k->gemv_q8_0_r16)
+        .gemv = r16 ? (wt == GGUF_T_Q4_K   ? k->gemv_q4_K_r16
+                       : wt == GGUF_T_Q6_K ? k->gemv_q6_K_r16
+                       : wt == GGUF_T_Q4_0 ? k->gemv_q4_0_r16
+                                           : k->gemv_q8_0_r16)
               : plain ? k->gemv[wt] : rp ? k->gemv_q4_K_rp : (tensor_gemv){ 0 },
     };
 }

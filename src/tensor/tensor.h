@@ -238,6 +238,10 @@ typedef struct tensor_kernels {
      * each element with gemm[Q8_0]'s bits; w a group's start, n_rows a multiple of 16,
      * w_stride the Q8_0 row bytes. */
     tensor_gemm_fn       gemm_q8_0_r16;
+    /* Q4_0 rows packed 16 to a group (tensor_q4_0_r16_pack): row r gets vec_dot[Q4_0]'s bits
+     * for the row it was. Only a table whose Q4_0 dot it reproduces has it (AVX-512). */
+    tensor_gemv          gemv_q4_0_r16;
+    bool                 q4_0_r16_native;   /* gemv_q4_0_r16 is a SIMD kernel */
 
     /* Q8_0 x Q8_0 in the block order (tensor_kernels_q8blk's twins): its activation tails
      * (tensor_act_quantize) are laid out for those kernels. */
@@ -310,6 +314,23 @@ void tensor_q8_0_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_st
 /* Row r (0..15) of the group at group, as the Q8_0 row it was, into dst. */
 void tensor_q8_0_r16_unpack_row(const void *group, int64_t n, int r, void *dst);
 
+/* ---- Q4_0 packed 16 rows to a group -------------------------------------------------------
+ *
+ * As Q8_0 above, for the single-token Q4_0 kernel (x86/gemv_q40_avx512.c), whose file-layout
+ * kernel is bound by its vector work (unpacking each row's nibbles and scales), not by memory.
+ * Block i of 16 rows is one run of TENSOR_Q40R16_BLOCK bytes with one lane per row:
+ *   [0, 32)       d of rows 0..15 (fp16)
+ *   [32, 288)     quant bytes 4u..4u+3 (u = 0..3; their low nibbles are elements 4u..4u+3,
+ *                 their high ones 16 + 4u..) of row r at 32 + 64u + 4r
+ * and group g is blocks 0..n/32-1 of those runs in order (16 rows' bytes). */
+#define TENSOR_Q40R16_BLOCK 288
+/* Whether Q4_0 matrices should be packed for table k: where it has the packed kernel. */
+bool tensor_q4_0_r16_preferred(const tensor_kernels *k);
+/* Packs 16 Q4_0 rows of n elements (n a multiple of 32), src_stride bytes apart, into dst. */
+void tensor_q4_0_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst);
+/* The inverse: the 16 rows of the group at src, to dst_stride bytes apart. */
+void tensor_q4_0_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride);
+
 /* Fills the tables; safe to call more than once (recur_init calls it). */
 void tensor_init(void);
 const tensor_kernels *tensor_kernels_scalar(void);
@@ -375,6 +396,8 @@ size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
 #define TENSOR_T_Q6_K_R16 TENSOR_T_R16(GGUF_T_Q6_K)
 /* And for a Q8_0 W packed by tensor_q8_0_r16_pack (tensor_get_row takes it too). */
 #define TENSOR_T_Q8_0_R16 TENSOR_T_R16(GGUF_T_Q8_0)
+/* And for a Q4_0 W packed by tensor_q4_0_r16_pack (never a token embedding: no tensor_get_row). */
+#define TENSOR_T_Q4_0_R16 TENSOR_T_R16(GGUF_T_Q4_0)
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                      float *Y, int64_t ldy, void *scratch);

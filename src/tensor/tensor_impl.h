@@ -45,6 +45,8 @@ enum {
     Q6R16_D = 0, Q6R16_SCALES = 32, Q6R16_Q = 288, Q6R16_RUN = 192,
     /* offsets in a packed Q8_0 run of 16 rows (tensor.h) */
     Q8R16_D = 0, Q8R16_QS = 32,
+    /* offsets in a packed Q4_0 run of 16 rows (tensor.h) */
+    Q40R16_D = 0, Q40R16_QS = 32,
 };
 
 /* The 16 non-uniform levels of IQ4_NL / IQ4_XS. */
@@ -261,6 +263,10 @@ void rt_fill_q6k_r16(tensor_kernels *k);
 /* Row r of a packed Q8_0 group (tensor.h) against x: rt_dot_q8_0's bits for the row it was,
  * and rt_dot_q8_0_blk's. */
 float rt_dot_q8_0_r16(int64_t n, const void *group, int r, const void *x);
+/* Row r of a packed Q4_0 group in the AVX-512 table's dot_q4_0 order (dot_avx512.c): 16 int32
+ * lanes per pair of blocks (4 elements each), scaled into 16 float chains, their 16-lane tree,
+ * then an odd last block's 8 scaled lanes by their own tree. The oracle of gemv_q4_0_r16. */
+float rt_dot_q4_0_r16(int64_t n, const void *group, int r, const void *x);
 float rt_dot_q8_0_blk_r16(int64_t n, const void *group, int r, const void *x);
 /* The scalar gemv_q8_0_r16 of the table's Q8_0 order (k->q8_block: the block order). */
 void rt_fill_q8_0_r16(tensor_kernels *k);

@@ -1,6 +1,7 @@
-/* test_tensor_r16.c — tensor/: Q4_K, Q6_K and Q8_0 rows packed 16 to a group (tensor.h
- * tensor_q4_K_r16_pack, tensor_q6_K_r16_pack, tensor_q8_0_r16_pack) and the single-token
- * kernels over them (gemv_q4_K_r16, gemv_q6_K_r16, gemv_q8_0_r16 of every table; Q8_0: of the
+/* test_tensor_r16.c — tensor/: Q4_K, Q6_K, Q8_0 and Q4_0 rows packed 16 to a group (tensor.h
+ * tensor_q4_K_r16_pack, tensor_q6_K_r16_pack, tensor_q8_0_r16_pack, tensor_q4_0_r16_pack) and
+ * the single-token kernels over them (gemv_q4_K_r16, gemv_q6_K_r16, gemv_q8_0_r16 of every
+ * table, gemv_q4_0_r16 of the tables that have it, against their own vec_dot[Q4_0]; Q8_0: of the
  * q8blk tables too, in the block order), for each of the three types:
  *
  *  - packing then unpacking gives the rows back byte for byte (Q6_K, Q8_0: one row at a time
@@ -32,20 +33,22 @@
 
 #define GROUPS 4   /* packed groups per matrix: 64 rows */
 
-#define N_TYPES 3
-static const uint32_t types[N_TYPES] = { GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_Q8_0 };
+#define N_TYPES 4
+static const uint32_t types[N_TYPES] = { GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_Q8_0, GGUF_T_Q4_0 };
 
 static uint32_t packed_type(uint32_t t) { return TENSOR_T_R16(t); }
 
 static void pack16(uint32_t t, const void *src, size_t stride, int64_t n, void *dst) {
     (t == GGUF_T_Q4_K   ? tensor_q4_K_r16_pack
      : t == GGUF_T_Q6_K ? tensor_q6_K_r16_pack
+     : t == GGUF_T_Q4_0 ? tensor_q4_0_r16_pack
                         : tensor_q8_0_r16_pack)(src, stride, n, dst);
 }
 
 static void unpack16(uint32_t t, const void *src, int64_t n, void *dst, size_t stride) {
     (t == GGUF_T_Q4_K   ? tensor_q4_K_r16_unpack
      : t == GGUF_T_Q6_K ? tensor_q6_K_r16_unpack
+     : t == GGUF_T_Q4_0 ? tensor_q4_0_r16_unpack
                         : tensor_q8_0_r16_unpack)(src, n, dst, stride);
 }
 
@@ -54,12 +57,23 @@ static void unpack_row16(uint32_t t, const void *group, int64_t n, int r, void *
 }
 
 static tensor_gemv gemv16(const tensor_kernels *k, uint32_t t) {
-    return t == GGUF_T_Q4_K ? k->gemv_q4_K_r16 : t == GGUF_T_Q6_K ? k->gemv_q6_K_r16 : k->gemv_q8_0_r16;
+    return t == GGUF_T_Q4_K   ? k->gemv_q4_K_r16
+           : t == GGUF_T_Q6_K ? k->gemv_q6_K_r16
+           : t == GGUF_T_Q4_0 ? k->gemv_q4_0_r16
+                              : k->gemv_q8_0_r16;
 }
 
-/* The tables to test with type t: every ISA's, and for Q8_0 their block-order twins. */
+/* The tables to test with type t: every ISA's, and for Q8_0 their block-order twins; for Q4_0
+ * those with the packed kernel (only they pack it, model/repack.c), and their twins. */
 static int tables_for(uint32_t t, const tensor_kernels *tab[6]) {
-    const int n = get_tables(tab);
+    int n = get_tables(tab);
+    if (t == GGUF_T_Q4_0) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (tab[i]->q4_0_r16_native) tab[m++] = tab[i];
+        for (int i = 0; i < m; i++) tab[m + i] = tensor_kernels_q8blk(tab[i]);
+        return 2 * m;
+    }
     if (t != GGUF_T_Q8_0) return n;
     for (int i = 0; i < n; i++) tab[n + i] = tensor_kernels_q8blk(tab[i]);
     return 2 * n;
@@ -69,11 +83,14 @@ static int tables_for(uint32_t t, const tensor_kernels *tab[6]) {
 static float want_dot(const tensor_kernels *k, uint32_t t, int64_t n, const void *w, const void *x) {
     const tensor_kernels *s = tensor_kernels_scalar();
     if (t == GGUF_T_Q8_0 && k->q8_block) s = tensor_kernels_q8blk(s);
+    if (t == GGUF_T_Q4_0) s = k;   /* its own order (the scalar table's sums in double) */
     return t == GGUF_T_Q4_K ? s->dot_q4_K_rp(n, w, x) : s->vec_dot[t](n, w, x);
 }
 
 /* bytes of a block of type t, and where its (first) fp16 scale sits */
-static size_t block_bytes(uint32_t t) { return t == GGUF_T_Q4_K ? 144 : t == GGUF_T_Q6_K ? 210 : 34; }
+static size_t block_bytes(uint32_t t) {
+    return t == GGUF_T_Q4_K ? 144 : t == GGUF_T_Q6_K ? 210 : t == GGUF_T_Q4_0 ? 18 : 34;
+}
 static size_t scale_at(uint32_t t) { return t == GGUF_T_Q6_K ? 208 : 0; }
 
 /* rows of type t: quantized rough values, or random bytes with finite fp16 scales (Q4_K d
@@ -117,12 +134,12 @@ static void test_pack_round_trip(void **state) {
         unpack16(t, p, n, u, ws);
         for (int row = 0; row < TENSOR_R16_ROWS; row++)
             assert_memory_equal(w + (size_t)row * ws, u + (size_t)row * ws, wb);
-        for (int row = 0; t != GGUF_T_Q4_K && row < TENSOR_R16_ROWS; row++) {
+        for (int row = 0; (t == GGUF_T_Q6_K || t == GGUF_T_Q8_0) && row < TENSOR_R16_ROWS; row++) {
             memset(u, 0xA5, wb);
             unpack_row16(t, p, n, row, u);
             assert_memory_equal(w + (size_t)row * ws, u, wb);
         }
-        /* Q4_K, Q8_0: a permutation of the bytes, the same count of every value (Q6_K's values
+        /* Q4_K, Q8_0, Q4_0: a permutation of the bytes, the same count of every value (Q6_K's values
          * are regrouped bit by bit: the round trips above) */
         size_t cw[256] = { 0 }, cp[256] = { 0 };
         for (int row = 0; row < TENSOR_R16_ROWS; row++)
@@ -143,8 +160,12 @@ static void test_gemv_r16_bits(void **state) {
         const uint32_t t = types[l % N_TYPES], vt = tensor_vec_dot_type(t);
         const tensor_kernels *tab[6];
         const int nt = tables_for(t, tab);
-        const char *tn = t == GGUF_T_Q4_K ? "gemv_q4_K_r16" : t == GGUF_T_Q6_K ? "gemv_q6_K_r16" : "gemv_q8_0_r16";
-        const int64_t n = ns[l / N_TYPES];
+        const char *tn = t == GGUF_T_Q4_K   ? "gemv_q4_K_r16"
+                         : t == GGUF_T_Q6_K ? "gemv_q6_K_r16"
+                         : t == GGUF_T_Q4_0 ? "gemv_q4_0_r16"
+                                            : "gemv_q8_0_r16";
+        /* Q4_0: an odd count of blocks, so the dot's odd last block is taken too */
+        const int64_t n = ns[l / N_TYPES] + (t == GGUF_T_Q4_0 ? 32 : 0);
         const size_t wb = tensor_row_bytes(t, n), ws = wb + 3;
         const size_t xb = tensor_act_row_bytes(vt, n);
         uint8_t *w = xalloc(ws * (size_t)rows), *p = xalloc(wb * (size_t)rows), *x = xalloc(xb);
@@ -268,7 +289,8 @@ static void test_matmul_r16(void **state) {
     }
 }
 
-/* tensor_get_row of a packed Q6_K or Q8_0 matrix: every row's floats as from the unpacked one. */
+/* tensor_get_row of a packed Q6_K or Q8_0 matrix: every row's floats as from the unpacked one
+ * (Q4_K and Q4_0 token embeddings are not packed). */
 static void test_get_row_r16(void **state) {
     (void)state;
     rng r = { 77 };
@@ -277,6 +299,7 @@ static void test_get_row_r16(void **state) {
     const int64_t n = 768, rows = GROUPS * TENSOR_R16_ROWS;
     for (int ti = 1; ti < N_TYPES; ti++) {
         const uint32_t t = types[ti];
+        if (t == GGUF_T_Q4_0) continue;
         const size_t wb = tensor_row_bytes(t, n);
         uint8_t *w = xalloc(wb * rows), *p = xalloc(wb * rows);
         float *a = xalloc((size_t)n * 4), *b = xalloc((size_t)n * 4);

@@ -18,9 +18,10 @@
  * (nib_pair, scale_pair) instead of 128-bit loads put together and two scalar loads
  * broadcast: 1.05-1.08x from L2; recur-bench tg128 qwen3-0.6b Q4_0, 3 alternating process
  * pairs, 89.0-92.5 -> 93.4-104.7 t/s. Four rows side by side instead of two ran slower
- * (0.9x). What would change the picture is fewer operations a byte: rows packed 16 to a
- * group as Q8_0's (q8_0_r16.c), which this kernel's order allows (its 16 lanes a row
- * accumulate independently). */
+ * (0.9x). Fewer operations a byte needed the rows packed 16 to a group, which this kernel's
+ * order allows (its 16 lanes a row accumulate independently): gemv_q4_0_r16 below, which the
+ * AVX-512 table's models take (model/repack.c); this one stays for the file's layout
+ * (RECUR_NO_REPACK). */
 #include "tensor/x86/simd_x86.h"
 
 #define PF_DIST 8192   /* bytes of software prefetch ahead of the rows being read */
@@ -119,6 +120,89 @@ static inline __attribute__((always_inline)) void gemv_q4_0_pf(int64_t n, const 
 
 X86_GEMV_PF_TWINS(gemv_q4_0)
 
+/* ---- rows packed 16 to a group (tensor.h tensor_q4_0_r16_pack) ------------------------------
+ *
+ * One lane per row: each packed vector holds 4 quant bytes of the 16 rows, whose low nibbles
+ * are the dot's int32 lane u of the block and high ones lane u + 4, so one dpbusd against
+ * those 4 activation bytes (broadcast), started from their −8·Σ4 y, gives all 16 rows' lane
+ * exactly; converted and FMAed with the rows' d·dx into that lane's chain (16 chains: lanes
+ * 0-7 the even blocks, 8-15 the odd ones, as dot_q4_0 pairs them), whose tree is then taken
+ * lane by lane, and an odd last block's scaled lanes by theirs (rt_dot_q4_0_r16 is the
+ * oracle). No nibble shuffles, no scale permutations, no sums across lanes. One thread, a
+ * 1024 x 512 matrix from L2 (a program outside the repo, best of 200): 36 GB/s in the file's
+ * layout, 51 packed. recur-bench tg128 qwen3-0.6b Q4_0 (Q6_K head), 2 threads, 4 alternating
+ * process pairs against RECUR_NO_REPACK=q40: 102.2-118.0 -> 122.8-146.9 t/s (4 won), median
+ * token 7.70-8.99 -> 6.39-7.75 ms.
+ * The software prefetch runs Q40R16_PF bytes ahead: tokens of one process alternating between
+ * distances in runs of 8 (a patch outside the repo, RECUR_PREFETCH=on, median time a token,
+ * two runs each): 16 blocks against 4 0.87-0.90, 24 against 16 0.97, 32 against 16 0.96, 12
+ * against 16 1.03-1.04, 48 against 32 1.03, 64 against 32 1.01-1.02. */
+#define Q40R16_PF (32 * TENSOR_Q40R16_BLOCK)
+
+/* Block h's 8 lanes for the 16 rows (the block's int32 lanes as floats), against activation
+ * block b. */
+static inline __attribute__((always_inline)) void q40r16_lanes(const uint8_t *h, const uint8_t *b, __m512 p[8]) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    const __m256i yv = _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS));
+    int32_t c[8], y4[8];
+    _mm256_storeu_si256((__m256i *)c, _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), yv)));
+    _mm256_storeu_si256((__m256i *)y4, yv);
+    _Pragma("GCC unroll 4")
+    for (int u = 0; u < 4; u++) {
+        const __m512i q = _mm512_loadu_si512(h + Q40R16_QS + 64 * u);
+        const __m512i ql = _mm512_and_si512(q, lo4), qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
+        p[u] = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_set1_epi32(c[u]), ql, _mm512_set1_epi32(y4[u])));
+        p[u + 4] = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_set1_epi32(c[u + 4]), qh, _mm512_set1_epi32(y4[u + 4])));
+    }
+}
+
+/* x86_hsum_ps's tree over 8 vectors, lane by lane. */
+static inline __m512 q40r16_tree8(const __m512 v[8]) {
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                         _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+}
+
+static inline __attribute__((always_inline)) void q40r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
+                                                               bool pf) {
+    __m512 acc[16], p[8];
+    _Pragma("GCC unroll 16")
+    for (int l = 0; l < 16; l++) acc[l] = _mm512_setzero_ps();
+    const int64_t ne = nb & ~(int64_t)1;
+    for (int64_t i = 0; i < ne; i++) {
+        const uint8_t *h = w + (size_t)i * TENSOR_Q40R16_BLOCK, *b = x + (size_t)i * Q8_0_BYTES;
+        for (int o = 0; pf && o < TENSOR_Q40R16_BLOCK; o += 64)
+            _mm_prefetch((const char *)(h + Q40R16_PF + o), _MM_HINT_T0);
+        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + Q40R16_D))),
+                                       _mm512_set1_ps(x86_f16(b)));
+        q40r16_lanes(h, b, p);
+        if (i & 1)
+            _Pragma("GCC unroll 8")
+            for (int l = 0; l < 8; l++) acc[8 + l] = _mm512_fmadd_ps(d, p[l], acc[8 + l]);
+        else
+            _Pragma("GCC unroll 8")
+            for (int l = 0; l < 8; l++) acc[l] = _mm512_fmadd_ps(d, p[l], acc[l]);
+    }
+    __m512 v[8];
+    _Pragma("GCC unroll 8")
+    for (int l = 0; l < 8; l++) v[l] = _mm512_add_ps(acc[l], acc[l + 8]);   /* hsum512's halves */
+    __m512 s = q40r16_tree8(v);
+    if (nb & 1) {   /* the odd last block: its lanes scaled, then their own tree */
+        const uint8_t *h = w + (size_t)ne * TENSOR_Q40R16_BLOCK, *b = x + (size_t)ne * Q8_0_BYTES;
+        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + Q40R16_D))),
+                                       _mm512_set1_ps(x86_f16(b)));
+        q40r16_lanes(h, b, p);
+        _Pragma("GCC unroll 8")
+        for (int l = 0; l < 8; l++) p[l] = _mm512_mul_ps(d, p[l]);
+        s = _mm512_add_ps(s, q40r16_tree8(p));
+    }
+    _mm512_storeu_ps(y, s);
+}
+
+X86_GEMV_R16_TWINS(gemv_q4_0_r16, q40r16_group, QK4_0)
+
 void rt_fill_gemv_q40_avx512(tensor_kernels *k) {
     k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 2, gemv_q4_0_lean, 0, NULL, 0 };
+    k->gemv_q4_0_r16 = (tensor_gemv){ gemv_q4_0_r16, TENSOR_R16_ROWS, gemv_q4_0_r16_lean, 0, NULL, 0 };
+    k->q4_0_r16_native = true;
 }
