@@ -28,6 +28,17 @@ typedef struct att_job {
 
 /* Query rows computed together (the attention tiles take up to 4). */
 #define ATT_ROWS 4
+/* Tried for long contexts, no gain: a batch's rows in runs of up to 32 (one sequence, one KV
+ * head) whose tiles take the positions a block at a time (K 64 positions, V 512, the weighted
+ * sums' lanes kept between blocks by a range-taking att_wsum4), so that a block of K/V rows
+ * serves every tile of the run from L1/L2 instead of each tile reading the whole context from
+ * L3. qwen3-0.6b Q4_K_M pp512 at a depth of 4096, 2 threads, attention 4.6-5.7 -> 5.0-6.3 ms
+ * a token (3 alternating pairs; blocks of 512/1024 and 1024/4096 positions slower too). The
+ * tiles' own work bounds them, not the reads: one thread on warm rows (a harness outside the
+ * repo) scores at ~145 GFLOP/s and weighs V at ~135 of ~250 peak (each score's 16-lane sum
+ * reduced across lanes, each lane's accumulators parked between blocks), and K/V converted to
+ * F32 beforehand was no faster. That depth's pp512 was then ~160 t/s, ik_llama.cpp's (flash
+ * attention, its pp4608 - pp4096 time) ~159 and llama.cpp's 72-96. */
 
 /* One query row (token t, head h) of a group, and its slice of the thread's workspace. */
 typedef struct att_row {
