@@ -37,13 +37,6 @@ static int q40r16_lane(const uint8_t *h, int r, int l, const int8_t *y) {
     return s;
 }
 
-/* x86_hsum_ps's tree over 8 lanes: (l0+l4) + (l2+l6), (l1+l5) + (l3+l7), then those two. */
-static float q40r16_hsum8(const float v[8]) {
-    float s4[4];
-    for (int i = 0; i < 4; i++) s4[i] = v[i] + v[i + 4];
-    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
-}
-
 float rt_dot_q4_0_r16(int64_t n, const void *group, int r, const void *x) {
     const uint8_t *g = group, *b = x;
     const int64_t nb = n / QK4_0;
@@ -58,12 +51,12 @@ float rt_dot_q4_0_r16(int64_t n, const void *group, int r, const void *x) {
         }
     float v[8];
     for (int l = 0; l < 8; l++) v[l] = acc[l] + acc[l + 8];
-    float s = q40r16_hsum8(v);
+    float s = rt_hsum8_ggml(v);
     if (i < nb) {   /* the odd last block: its scaled lanes, then their tree */
         const uint8_t *h = g + (size_t)i * TENSOR_Q40R16_BLOCK, *bk = b + (size_t)i * Q8_0_BYTES;
         const float d = rd_f16(h + Q40R16_D + 2 * r) * rd_f16(bk);
         for (int l = 0; l < 8; l++) v[l] = d * (float)q40r16_lane(h, r, l, (const int8_t *)(bk + Q8_0_QS));
-        s += q40r16_hsum8(v);
+        s += rt_hsum8_ggml(v);
     }
     return s;
 }

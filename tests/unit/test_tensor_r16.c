@@ -29,6 +29,7 @@
 
 #include "core/threadpool.h"
 #include "tensor/tensor.h"
+#include "tensor/tensor_impl.h"   /* rt_dot_q4_0_r16, the packed Q4_0 oracle */
 #include "tensor_test_util.h"
 
 #define GROUPS 4   /* packed groups per matrix: 64 rows */
@@ -184,6 +185,13 @@ static void test_gemv_r16_bits(void **state) {
                     distinct += o > 0 && memcmp(&want[o], &want[o - 1], 4) != 0;
                 }
                 assert_true(distinct >= rows / 2);
+                for (int64_t o = 0; t == GGUF_T_Q4_0 && k < nt && o < rows; o++) {   /* the scalar oracle too */
+                    const float d = rt_dot_q4_0_r16(n, p + (size_t)(o / TENSOR_R16_ROWS) * TENSOR_R16_ROWS * wb,
+                                                    (int)(o % TENSOR_R16_ROWS), x);
+                    if (memcmp(&d, &want[o], 4) != 0)
+                        fail_msg("rt_dot_q4_0_r16 n %lld raw %d row %lld: %a, want %a", (long long)n, raw, (long long)o,
+                                 d, want[o]);
+                }
                 tensor_gemv gv = gemv16(tab[k % nt], t);
                 if (k >= nt) {
                     if (!gv.lean) continue;
