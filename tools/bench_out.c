@@ -516,9 +516,10 @@ static void md_memory(const bench_out *out) {
                (double)out->r[i].rss_peak / 1048576.0);
     }
     printf("\nRSS from /proc/self/status (VmRSS; peak = VmHWM of the process so far); weights are mapped from the"
-           " file, so their pages count once touched, except Q4_K, Q6_K, Q8_0 and Q4_0 matrices packed at load (in"
-           " memory of their own from the start; RECUR_NO_REPACK=1 keeps them in the file's layout,"
-           " RECUR_NO_REPACK=q6, q8, q6,q8 or q40 the Q6_K ones, the Q8_0 ones, both or the Q4_0 ones).\n");
+           " file, so their pages count once touched, except Q4_K, Q6_K, Q8_0, Q4_0 and Q5_K matrices packed at load"
+           " (in memory of their own from the start; RECUR_NO_REPACK=1 keeps them in the file's layout,"
+           " RECUR_NO_REPACK=q6, q8, q6,q8, q40 or q5 the Q6_K ones, the Q8_0 ones, both, the Q4_0 ones or the Q5_K"
+           " ones).\n");
 }
 
 /* ---- the printer --------------------------------------------------------------------------- */

@@ -26,11 +26,11 @@ typedef struct model_w {
     uint32_t    type;       /* GGUF_T_* */
     const void *data;
     int64_t     ne[GGUF_MAX_DIMS];
-    bool        r16;        /* Q4_K, Q6_K, Q8_0 or Q4_0 packed 16 rows to a group at data (model/repack.c) */
+    bool        r16;        /* Q4_K, Q6_K, Q8_0, Q4_0 or Q5_K packed 16 rows to a group at data (model/repack.c) */
 } model_w;
 
 /* The wtype tensor_matmul and tensor_get_row take for w (packed: TENSOR_T_Q4_K_R16,
- * TENSOR_T_Q6_K_R16, TENSOR_T_Q8_0_R16 or TENSOR_T_Q4_0_R16). */
+ * TENSOR_T_Q6_K_R16, TENSOR_T_Q8_0_R16, TENSOR_T_Q4_0_R16 or TENSOR_T_Q5_K_R16). */
 static inline uint32_t model_w_wtype(const model_w *w) {
     return w->r16 ? TENSOR_T_R16(w->type) : w->type;
 }
@@ -157,6 +157,7 @@ struct recur_model {
     bool               repack_q6;   /* and Q6_K */
     bool               repack_q8;   /* and Q8_0 */
     bool               repack_q40;  /* and Q4_0 */
+    bool               repack_q5;   /* and Q5_K */
     void             **packed;      /* the packed weights' arena chunks [n_packed] */
     int                n_packed, cap_packed;
     uint8_t           *pack_at;     /* the free part of the last chunk */
@@ -183,7 +184,7 @@ recur_status model_layout(struct recur_model *m, char *err, size_t err_len);
 /* Packs w (just bound) 16 rows to a group when it is a matrix of a multiple of 16 rows and
  * Q4_K (m->repack; not where `lookup`: rows looked up one by one, the token embedding) or
  * Q6_K or Q8_0 (m->repack_q6, m->repack_q8; tensor_get_row reads their packed rows) or Q4_0
- * (m->repack_q40; not where `lookup`)
+ * or Q5_K (m->repack_q40, m->repack_q5; not where `lookup`)
  * (model/repack.c); a weight that cannot be packed (or no memory) stays as bound, or, when
  * its 2 MiB pages of the file are mostly packed ones', is copied next to them. */
 void model_repack(struct recur_model *m, model_w *w, bool lookup);

@@ -287,20 +287,22 @@ static recur_status model_open(struct recur_model *m, const char *path, const re
     memcpy(m->hp.arch, arch.ptr, arch.len);
     m->hp.arch[arch.len] = 0;
     if (p->vocab_only) return RECUR_OK;
-    /* RECUR_NO_REPACK: unset, empty or 0 packs; "q6", "q8", "q6,q8" or "q40" leave those types
+    /* RECUR_NO_REPACK: unset, empty or 0 packs; "q6", "q8", "q6,q8", "q40" or "q5" leave those types
      * unpacked (to compare); anything else packs none. RECUR_REPACK_Q8=1 packs Q8_0 where the
      * table has the packed kernel but prefers the file's layout (to compare). */
     const char *nr = getenv("RECUR_NO_REPACK"), *rq8 = getenv("RECUR_REPACK_Q8");
     const bool q6_off = nr && (strcmp(nr, "q6") == 0 || strcmp(nr, "q6,q8") == 0);
     const bool q8_off = nr && (strcmp(nr, "q8") == 0 || strcmp(nr, "q6,q8") == 0);
     const bool q40_off = nr && strcmp(nr, "q40") == 0;
+    const bool q5_off = nr && strcmp(nr, "q5") == 0;
     const tensor_kernels *kt = tensor_kernels_active();
-    m->repack = !p->no_repack && !(nr && *nr && strcmp(nr, "0") != 0 && !q6_off && !q8_off && !q40_off) &&
+    m->repack = !p->no_repack && !(nr && *nr && strcmp(nr, "0") != 0 && !q6_off && !q8_off && !q40_off && !q5_off) &&
                 tensor_q4_K_r16_preferred(kt);
     m->repack_q6 = m->repack && !q6_off && tensor_q6_K_r16_preferred(kt);
     m->repack_q8 = m->repack && !q8_off &&
                    (tensor_q8_0_r16_preferred(kt) || (rq8 && strcmp(rq8, "1") == 0 && kt->q8_0_r16_native));
     m->repack_q40 = m->repack && !q40_off && tensor_q4_0_r16_preferred(kt);
+    m->repack_q5 = m->repack && !q5_off && tensor_q5_K_r16_preferred(kt);
     /* every page now, in 2 MiB pages where it can (gguf_map.c), as decode reads them all; and
      * before packing unmaps the packed matrices' pages */
     gguf_map_all(m->g);

@@ -1,7 +1,8 @@
-/* repack.c — Q4_K, Q6_K, Q8_0 and Q4_0 matrices packed 16 rows to a group at load (tensor.h
- * tensor_q4_K_r16_pack, tensor_q6_K_r16_pack, tensor_q8_0_r16_pack, tensor_q4_0_r16_pack;
- * Q6_K, Q8_0 and Q4_0: their kernels, x86/gemv_q6k16_avx512.c, x86/gemv_q8016_avx512.c and
- * x86/gemv_q40_avx512.c, say why).
+/* repack.c — Q4_K, Q6_K, Q8_0, Q4_0 and Q5_K matrices packed 16 rows to a group at load
+ * (tensor.h tensor_q4_K_r16_pack, tensor_q6_K_r16_pack, tensor_q8_0_r16_pack,
+ * tensor_q4_0_r16_pack, tensor_q5_K_r16_pack; Q6_K, Q8_0, Q4_0 and Q5_K: their kernels,
+ * x86/gemv_q6k16_avx512.c, x86/gemv_q8016_avx512.c, x86/gemv_q40_avx512.c and
+ * x86/gemv_q5k16_avx512.c, say why).
  *
  * A token's matmuls read every weight byte once; the Q4_K ones in the file's layout cost the
  * single-token kernel a scale unpack and a sum across lanes per row and block, which on the
@@ -17,7 +18,7 @@
  * keeps its bits (tensor_matmul takes TENSOR_T_Q4_K_R16).
  * Only where the kernel table has the packed kernel (recur.h recur_model_params; Q8_0 where it
  * also prefers it, tensor.h tensor_q8_0_r16_preferred), and never
- * a Q4_K or Q4_0 token embedding, whose rows are looked up one by one (a packed Q6_K or Q8_0 one is:
+ * a Q4_K, Q4_0 or Q5_K token embedding, whose rows are looked up one by one (a packed Q6_K or Q8_0 one is:
  * the output head of tied models, a third of a Q4_K_M token's bytes, and tensor_get_row
  * unpacks a row). Other matrices stay in the file's mapping, except those whose 2 MiB pages are
  * mostly the packed ones' (move_to_huge_pages). */
@@ -64,6 +65,7 @@ static bool packs_matrix(const struct recur_model *m, uint32_t type, const int64
     const bool kind = type == GGUF_T_Q4_K   ? m->repack && !lookup
                     : type == GGUF_T_Q6_K ? m->repack_q6
                     : type == GGUF_T_Q4_0 ? m->repack_q40 && !lookup
+                    : type == GGUF_T_Q5_K ? m->repack_q5 && !lookup
                                           : type == GGUF_T_Q8_0 && m->repack_q8;
     return kind && ne[1] > 0 && ne[1] % TENSOR_R16_ROWS == 0 && ne[2] == 1 && ne[3] == 1;
 }
@@ -127,6 +129,7 @@ void model_repack(struct recur_model *m, model_w *w, bool lookup) {
     void (*pack)(const void *, size_t, int64_t, void *) = w->type == GGUF_T_Q4_K   ? tensor_q4_K_r16_pack
                                                         : w->type == GGUF_T_Q6_K ? tensor_q6_K_r16_pack
                                                         : w->type == GGUF_T_Q4_0 ? tensor_q4_0_r16_pack
+                                                        : w->type == GGUF_T_Q5_K ? tensor_q5_K_r16_pack
                                                                                  : tensor_q8_0_r16_pack;
     size_t dropped = 0;   /* the file's bytes already let go: a big matrix (a 200 MB token
                            * embedding) would otherwise hold both copies at its end */

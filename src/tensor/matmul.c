@@ -88,10 +88,11 @@ static size_t act_stride(uint32_t wtype, int64_t n_in) {
 }
 
 /* The file type of a wtype tensor_matmul takes (TENSOR_T_Q4_K_R16 is Q4_K rearranged,
- * TENSOR_T_Q6_K_R16 Q6_K, TENSOR_T_Q8_0_R16 Q8_0, TENSOR_T_Q4_0_R16 Q4_0). */
+ * TENSOR_T_Q6_K_R16 Q6_K, TENSOR_T_Q8_0_R16 Q8_0, TENSOR_T_Q4_0_R16 Q4_0, TENSOR_T_Q5_K_R16
+ * Q5_K). */
 static bool mm_packed(uint32_t wtype) {
     return wtype == TENSOR_T_Q4_K_R16 || wtype == TENSOR_T_Q6_K_R16 || wtype == TENSOR_T_Q8_0_R16 ||
-           wtype == TENSOR_T_Q4_0_R16;
+           wtype == TENSOR_T_Q4_0_R16 || wtype == TENSOR_T_Q5_K_R16;
 }
 static uint32_t mm_file_type(uint32_t wtype) { return mm_packed(wtype) ? wtype & 0xFFu : wtype; }
 
@@ -228,13 +229,14 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
 static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     const bool gemm_q8 = j->wtype == GGUF_T_Q8_0 && j->k->gemm_q8_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q8_0];
     const bool gemm_q4 = j->wtype == GGUF_T_Q4_K && j->k->gemm_q4_K_rp_r16 && j->gemm == j->k->gemm_q4_K_rp;
+    const bool gemm_q5 = j->wtype == GGUF_T_Q5_K && j->k->gemm_q5_K_r16 && j->gemm == j->k->gemm[GGUF_T_Q5_K];
     if (j->gemv.tokens && (!j->gemv.tokens_max || j->n_tok < j->gemv.tokens_max) &&
         (gemm_q4 ? j->n_tok < MM_R16_TOKENS_Q4_GEMM : !gemm_q8 || j->n_tok < MM_R16_TOKENS_Q8_GEMM)) {
         j->gemv.tokens(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok,
                        j->Y + lo, j->ldy);
         return;
     }
-    if (j->gemv.fn && j->n_tok < (gemm_q8 || gemm_q4 ? MM_R16_GEMV_TOK : MM_R16_GEMV_TOK_UNPACK)) {
+    if (j->gemv.fn && j->n_tok < (gemm_q8 || gemm_q4 || gemm_q5 ? MM_R16_GEMV_TOK : MM_R16_GEMV_TOK_UNPACK)) {
         for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
             const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
             for (int64_t t = 0; t < j->n_tok; t++)
@@ -254,14 +256,21 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
                                j->n_tok, j->Y + lo, j->ldy);
         return;
     }
+    if (gemm_q5) {
+        j->k->gemm_q5_K_r16(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride,
+                            j->n_tok, j->Y + lo, j->ldy);
+        return;
+    }
     uint8_t *buf = malloc((size_t)MM_R16_SLAB * j->w_stride);
     const bool q4 = j->wtype == GGUF_T_Q4_K, q6 = j->wtype == GGUF_T_Q6_K, q40 = j->wtype == GGUF_T_Q4_0;
+    const bool q5 = j->wtype == GGUF_T_Q5_K;
     void (*unpack)(const void *, int64_t, void *, size_t) = q4    ? tensor_q4_K_r16_unpack
                                                            : q6  ? tensor_q6_K_r16_unpack
                                                            : q40 ? tensor_q4_0_r16_unpack
+                                                           : q5  ? tensor_q5_K_r16_unpack
                                                                  : tensor_q8_0_r16_unpack;
     const rt_dot_r16_fn dot = q4 ? rt_dot_q4_K_r16 : q6 ? rt_dot_q6_K_r16 : q40 ? rt_dot_q4_0_r16
-                            : j->k->q8_block ? rt_dot_q8_0_blk_r16 : rt_dot_q8_0_r16;
+                            : q5 ? rt_dot_q5_K_r16 : j->k->q8_block ? rt_dot_q8_0_blk_r16 : rt_dot_q8_0_r16;
     for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
         const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
         if (buf) {
@@ -306,6 +315,7 @@ static mm_job mm_job_of(const tensor_kernels *k, const tensor_mm *m, int64_t n_i
         .gemv = r16 ? (wt == GGUF_T_Q4_K   ? k->gemv_q4_K_r16
                        : wt == GGUF_T_Q6_K ? k->gemv_q6_K_r16
                        : wt == GGUF_T_Q4_0 ? k->gemv_q4_0_r16
+                       : wt == GGUF_T_Q5_K ? k->gemv_q5_K_r16
                                            : k->gemv_q8_0_r16)
               : plain ? k->gemv[wt] : rp ? k->gemv_q4_K_rp : (tensor_gemv){ 0 },
     };

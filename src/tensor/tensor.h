@@ -242,6 +242,14 @@ typedef struct tensor_kernels {
      * for the row it was. Only a table whose Q4_0 dot it reproduces has it (AVX-512). */
     tensor_gemv          gemv_q4_0_r16;
     bool                 q4_0_r16_native;   /* gemv_q4_0_r16 is a SIMD kernel */
+    /* Q5_K rows packed 16 to a group (tensor_q5_K_r16_pack): row r gets vec_dot[Q5_K]'s bits
+     * for the row it was. Only a table whose Q5_K dot it reproduces has it (AVX-512). */
+    tensor_gemv          gemv_q5_K_r16;
+    bool                 q5_K_r16_native;   /* gemv_q5_K_r16 is a SIMD kernel */
+    /* optional (NULL: matmul unpacks the rows for gemm[Q5_K]): gemm[Q5_K] over rows packed so,
+     * each element with gemm[Q5_K]'s bits; w a group's start, n_rows a multiple of 16,
+     * w_stride the Q5_K row bytes. */
+    tensor_gemm_fn       gemm_q5_K_r16;
 
     /* Q8_0 x Q8_0 in the block order (tensor_kernels_q8blk's twins): its activation tails
      * (tensor_act_quantize) are laid out for those kernels. */
@@ -331,6 +339,27 @@ void tensor_q4_0_r16_pack(const void *src, size_t src_stride, int64_t n, void *d
 /* The inverse: the 16 rows of the group at src, to dst_stride bytes apart. */
 void tensor_q4_0_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride);
 
+/* ---- Q5_K packed 16 rows to a group -------------------------------------------------------
+ *
+ * As Q4_0 above, for the single-token Q5_K kernel (x86/gemv_q5k16_avx512.c), whose file-layout
+ * kernel is bound by its vector work (each row's fifth bits, scales and lane sums), not by
+ * memory. Block i of 16 rows is one run of TENSOR_Q5R16_BLOCK bytes with one lane per row:
+ *   [0, 32)       d of rows 0..15 (fp16)        [32, 64)  dmin of rows 0..15
+ *   [64, 256)     scale byte k (0..11) of row r at 64 + 16k + r
+ *   [256, 768)    the fifth bits: for chunk j (sub-blocks 2j, 2j+1), u = 0..7 and half h (0:
+ *                 sub-block 2j, 1: 2j+1), a 64-bit little-endian mask at 256 + 16(8j + u) + 8h
+ *                 whose bit 4r + e is that of row r's element 4u + e of the sub-block
+ *   [768, 2816)   qs bytes 4u..4u+3 of chunk j (32 bytes each) of row r at 768 + 64(8j + u) + 4r
+ * (Q4_K's packed places, with the masks between), and group g is blocks 0..n/256-1 of those
+ * runs in order (16 rows' bytes). */
+#define TENSOR_Q5R16_BLOCK 2816
+/* Whether Q5_K matrices should be packed for table k: where it has the packed kernel. */
+bool tensor_q5_K_r16_preferred(const tensor_kernels *k);
+/* Packs 16 Q5_K rows of n elements (n a multiple of 256), src_stride bytes apart, into dst. */
+void tensor_q5_K_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst);
+/* The inverse: the 16 rows of the group at src, to dst_stride bytes apart. */
+void tensor_q5_K_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride);
+
 /* Fills the tables; safe to call more than once (recur_init calls it). */
 void tensor_init(void);
 const tensor_kernels *tensor_kernels_scalar(void);
@@ -398,6 +427,8 @@ size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
 #define TENSOR_T_Q8_0_R16 TENSOR_T_R16(GGUF_T_Q8_0)
 /* And for a Q4_0 W packed by tensor_q4_0_r16_pack (never a token embedding: no tensor_get_row). */
 #define TENSOR_T_Q4_0_R16 TENSOR_T_R16(GGUF_T_Q4_0)
+/* And for a Q5_K W packed by tensor_q5_K_r16_pack (never a token embedding: no tensor_get_row). */
+#define TENSOR_T_Q5_K_R16 TENSOR_T_R16(GGUF_T_Q5_K)
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,
                      float *Y, int64_t ldy, void *scratch);

@@ -47,6 +47,8 @@ enum {
     Q8R16_D = 0, Q8R16_QS = 32,
     /* offsets in a packed Q4_0 run of 16 rows (tensor.h) */
     Q40R16_D = 0, Q40R16_QS = 32,
+    /* offsets in a packed Q5_K run of 16 rows (tensor.h) */
+    Q5R16_D = 0, Q5R16_DMIN = 32, Q5R16_SCALES = 64, Q5R16_QH = 256, Q5R16_QS = 768,
 };
 
 /* The 16 non-uniform levels of IQ4_NL / IQ4_XS. */
@@ -267,6 +269,10 @@ float rt_dot_q8_0_r16(int64_t n, const void *group, int r, const void *x);
  * lanes per pair of blocks (4 elements each), scaled into 16 float chains, their 16-lane tree,
  * then an odd last block's 8 scaled lanes by their own tree. The oracle of gemv_q4_0_r16. */
 float rt_dot_q4_0_r16(int64_t n, const void *group, int r, const void *x);
+/* Row r of a packed Q5_K group in the AVX-512 table's Q5_K order (dot_avx512.c): per block 16
+ * int32 lanes (4 elements of each chunk times their scale) into 16 float chains and 8 min
+ * lanes into 8, then the two trees. The oracle of gemv_q5_K_r16. */
+float rt_dot_q5_K_r16(int64_t n, const void *group, int r, const void *x);
 float rt_dot_q8_0_blk_r16(int64_t n, const void *group, int r, const void *x);
 /* The scalar gemv_q8_0_r16 of the table's Q8_0 order (k->q8_block: the block order). */
 void rt_fill_q8_0_r16(tensor_kernels *k);

@@ -1,8 +1,10 @@
-/* test_tensor_r16.c — tensor/: Q4_K, Q6_K, Q8_0 and Q4_0 rows packed 16 to a group (tensor.h
- * tensor_q4_K_r16_pack, tensor_q6_K_r16_pack, tensor_q8_0_r16_pack, tensor_q4_0_r16_pack) and
- * the single-token kernels over them (gemv_q4_K_r16, gemv_q6_K_r16, gemv_q8_0_r16 of every
- * table, gemv_q4_0_r16 of the tables that have it, against their own vec_dot[Q4_0]; Q8_0: of the
- * q8blk tables too, in the block order), for each of the three types:
+/* test_tensor_r16.c — tensor/: Q4_K, Q6_K, Q8_0, Q4_0 and Q5_K rows packed 16 to a group
+ * (tensor.h tensor_q4_K_r16_pack, tensor_q6_K_r16_pack, tensor_q8_0_r16_pack,
+ * tensor_q4_0_r16_pack, tensor_q5_K_r16_pack) and the single-token kernels over them
+ * (gemv_q4_K_r16, gemv_q6_K_r16, gemv_q8_0_r16 of every table, gemv_q4_0_r16 and gemv_q5_K_r16
+ * of the tables that have them, against their own vec_dot[Q4_0] / vec_dot[Q5_K], and the scalar
+ * oracles rt_dot_q4_0_r16 / rt_dot_q5_K_r16 too; Q8_0: of the q8blk tables too, in the block
+ * order), for each type:
  *
  *  - packing then unpacking gives the rows back byte for byte (Q6_K, Q8_0: one row at a time
  *    too), and a packed Q4_K or Q8_0 group holds the same bytes as its 16 rows (a permutation);
@@ -12,7 +14,8 @@
  *    scales), short and long rows, whole calls and group pieces;
  *  - the rows differ: a kernel reading the wrong row of a group would fail above;
  *  - tensor_matmul and tensor_matmul_n over a packed matrix (TENSOR_T_Q4_K_R16,
- *    TENSOR_T_Q6_K_R16, TENSOR_T_Q8_0_R16) give the bits of the unpacked one, for one token
+ *    TENSOR_T_Q6_K_R16, TENSOR_T_Q8_0_R16, TENSOR_T_Q4_0_R16, TENSOR_T_Q5_K_R16) give the bits
+ *    of the unpacked one, for one token
  *    (the packed kernel) and for batches (the packed Q8_0 gemm of the tables that have one,
  *    slabs unpacked for the gemm otherwise; rows within and past its panel), on 1-3 threads,
  *    alone and next to a matrix of another type in one job;
@@ -29,13 +32,17 @@
 
 #include "core/threadpool.h"
 #include "tensor/tensor.h"
-#include "tensor/tensor_impl.h"   /* rt_dot_q4_0_r16, the packed Q4_0 oracle */
+#include "tensor/tensor_impl.h"   /* rt_dot_q4_0_r16, rt_dot_q5_K_r16: the packed oracles */
 #include "tensor_test_util.h"
 
 #define GROUPS 4   /* packed groups per matrix: 64 rows */
 
-#define N_TYPES 4
-static const uint32_t types[N_TYPES] = { GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_Q8_0, GGUF_T_Q4_0 };
+#define N_TYPES 5
+static const uint32_t types[N_TYPES] = { GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_Q8_0, GGUF_T_Q4_0, GGUF_T_Q5_K };
+
+/* Q4_0 and Q5_K: packed only for the tables with their packed kernels, in those tables' own
+ * dot orders */
+static bool own_order(uint32_t t) { return t == GGUF_T_Q4_0 || t == GGUF_T_Q5_K; }
 
 static uint32_t packed_type(uint32_t t) { return TENSOR_T_R16(t); }
 
@@ -43,6 +50,7 @@ static void pack16(uint32_t t, const void *src, size_t stride, int64_t n, void *
     (t == GGUF_T_Q4_K   ? tensor_q4_K_r16_pack
      : t == GGUF_T_Q6_K ? tensor_q6_K_r16_pack
      : t == GGUF_T_Q4_0 ? tensor_q4_0_r16_pack
+     : t == GGUF_T_Q5_K ? tensor_q5_K_r16_pack
                         : tensor_q8_0_r16_pack)(src, stride, n, dst);
 }
 
@@ -50,6 +58,7 @@ static void unpack16(uint32_t t, const void *src, int64_t n, void *dst, size_t s
     (t == GGUF_T_Q4_K   ? tensor_q4_K_r16_unpack
      : t == GGUF_T_Q6_K ? tensor_q6_K_r16_unpack
      : t == GGUF_T_Q4_0 ? tensor_q4_0_r16_unpack
+     : t == GGUF_T_Q5_K ? tensor_q5_K_r16_unpack
                         : tensor_q8_0_r16_unpack)(src, n, dst, stride);
 }
 
@@ -61,17 +70,18 @@ static tensor_gemv gemv16(const tensor_kernels *k, uint32_t t) {
     return t == GGUF_T_Q4_K   ? k->gemv_q4_K_r16
            : t == GGUF_T_Q6_K ? k->gemv_q6_K_r16
            : t == GGUF_T_Q4_0 ? k->gemv_q4_0_r16
+           : t == GGUF_T_Q5_K ? k->gemv_q5_K_r16
                               : k->gemv_q8_0_r16;
 }
 
 /* The tables to test with type t: every ISA's, and for Q8_0 their block-order twins; for Q4_0
- * those with the packed kernel (only they pack it, model/repack.c), and their twins. */
+ * and Q5_K those with the packed kernel (only they pack it, model/repack.c), and their twins. */
 static int tables_for(uint32_t t, const tensor_kernels *tab[6]) {
     int n = get_tables(tab);
-    if (t == GGUF_T_Q4_0) {
+    if (own_order(t)) {
         int m = 0;
         for (int i = 0; i < n; i++)
-            if (tab[i]->q4_0_r16_native) tab[m++] = tab[i];
+            if (t == GGUF_T_Q4_0 ? tab[i]->q4_0_r16_native : tab[i]->q5_K_r16_native) tab[m++] = tab[i];
         for (int i = 0; i < m; i++) tab[m + i] = tensor_kernels_q8blk(tab[i]);
         return 2 * m;
     }
@@ -84,13 +94,13 @@ static int tables_for(uint32_t t, const tensor_kernels *tab[6]) {
 static float want_dot(const tensor_kernels *k, uint32_t t, int64_t n, const void *w, const void *x) {
     const tensor_kernels *s = tensor_kernels_scalar();
     if (t == GGUF_T_Q8_0 && k->q8_block) s = tensor_kernels_q8blk(s);
-    if (t == GGUF_T_Q4_0) s = k;   /* its own order (the scalar table's sums in double) */
+    if (own_order(t)) s = k;   /* its own order (the scalar table's sums differ) */
     return t == GGUF_T_Q4_K ? s->dot_q4_K_rp(n, w, x) : s->vec_dot[t](n, w, x);
 }
 
 /* bytes of a block of type t, and where its (first) fp16 scale sits */
 static size_t block_bytes(uint32_t t) {
-    return t == GGUF_T_Q4_K ? 144 : t == GGUF_T_Q6_K ? 210 : t == GGUF_T_Q4_0 ? 18 : 34;
+    return t == GGUF_T_Q4_K ? 144 : t == GGUF_T_Q6_K ? 210 : t == GGUF_T_Q4_0 ? 18 : t == GGUF_T_Q5_K ? 176 : 34;
 }
 static size_t scale_at(uint32_t t) { return t == GGUF_T_Q6_K ? 208 : 0; }
 
@@ -108,7 +118,7 @@ static void fill_rows(rng *r, uint32_t t, bool raw, uint8_t *w, int64_t n, int64
     const size_t bb = block_bytes(t), d0 = scale_at(t);
     for (size_t i = 0; i < wb * (size_t)rows; i++) w[i] = (uint8_t)rng_u64(r);
     for (size_t b = 0; b < wb * (size_t)rows / bb; b++)
-        for (int f = 0; f < (t == GGUF_T_Q4_K ? 2 : 1); f++) {
+        for (int f = 0; f < (t == GGUF_T_Q4_K || t == GGUF_T_Q5_K ? 2 : 1); f++) {
             const uint16_t h = rand_scale(r);
             memcpy(w + b * bb + d0 + 2 * f, &h, 2);
         }
@@ -141,12 +151,12 @@ static void test_pack_round_trip(void **state) {
             assert_memory_equal(w + (size_t)row * ws, u, wb);
         }
         /* Q4_K, Q8_0, Q4_0: a permutation of the bytes, the same count of every value (Q6_K's values
-         * are regrouped bit by bit: the round trips above) */
+         * and Q5_K's fifth bits are regrouped bit by bit: the round trips above) */
         size_t cw[256] = { 0 }, cp[256] = { 0 };
         for (int row = 0; row < TENSOR_R16_ROWS; row++)
             for (size_t i = 0; i < wb; i++) cw[w[(size_t)row * ws + i]]++;
         for (size_t i = 0; i < wb * TENSOR_R16_ROWS; i++) cp[p[i]]++;
-        if (t != GGUF_T_Q6_K) assert_memory_equal(cw, cp, sizeof cw);
+        if (t != GGUF_T_Q6_K && t != GGUF_T_Q5_K) assert_memory_equal(cw, cp, sizeof cw);
         free(w); free(p); free(u);
     }
 }
@@ -164,6 +174,7 @@ static void test_gemv_r16_bits(void **state) {
         const char *tn = t == GGUF_T_Q4_K   ? "gemv_q4_K_r16"
                          : t == GGUF_T_Q6_K ? "gemv_q6_K_r16"
                          : t == GGUF_T_Q4_0 ? "gemv_q4_0_r16"
+                         : t == GGUF_T_Q5_K ? "gemv_q5_K_r16"
                                             : "gemv_q8_0_r16";
         /* Q4_0: an odd count of blocks, so the dot's odd last block is taken too */
         const int64_t n = ns[l / N_TYPES] + (t == GGUF_T_Q4_0 ? 32 : 0);
@@ -185,11 +196,11 @@ static void test_gemv_r16_bits(void **state) {
                     distinct += o > 0 && memcmp(&want[o], &want[o - 1], 4) != 0;
                 }
                 assert_true(distinct >= rows / 2);
-                for (int64_t o = 0; t == GGUF_T_Q4_0 && k < nt && o < rows; o++) {   /* the scalar oracle too */
-                    const float d = rt_dot_q4_0_r16(n, p + (size_t)(o / TENSOR_R16_ROWS) * TENSOR_R16_ROWS * wb,
-                                                    (int)(o % TENSOR_R16_ROWS), x);
+                for (int64_t o = 0; own_order(t) && k < nt && o < rows; o++) {   /* the scalar oracle too */
+                    const float d = (t == GGUF_T_Q4_0 ? rt_dot_q4_0_r16 : rt_dot_q5_K_r16)(
+                        n, p + (size_t)(o / TENSOR_R16_ROWS) * TENSOR_R16_ROWS * wb, (int)(o % TENSOR_R16_ROWS), x);
                     if (memcmp(&d, &want[o], 4) != 0)
-                        fail_msg("rt_dot_q4_0_r16 n %lld raw %d row %lld: %a, want %a", (long long)n, raw, (long long)o,
+                        fail_msg("%s oracle n %lld raw %d row %lld: %a, want %a", tn, (long long)n, raw, (long long)o,
                                  d, want[o]);
                 }
                 tensor_gemv gv = gemv16(tab[k % nt], t);
@@ -298,7 +309,7 @@ static void test_matmul_r16(void **state) {
 }
 
 /* tensor_get_row of a packed Q6_K or Q8_0 matrix: every row's floats as from the unpacked one
- * (Q4_K and Q4_0 token embeddings are not packed). */
+ * (Q4_K, Q4_0 and Q5_K token embeddings are not packed). */
 static void test_get_row_r16(void **state) {
     (void)state;
     rng r = { 77 };
@@ -307,7 +318,7 @@ static void test_get_row_r16(void **state) {
     const int64_t n = 768, rows = GROUPS * TENSOR_R16_ROWS;
     for (int ti = 1; ti < N_TYPES; ti++) {
         const uint32_t t = types[ti];
-        if (t == GGUF_T_Q4_0) continue;
+        if (own_order(t)) continue;
         const size_t wb = tensor_row_bytes(t, n);
         uint8_t *w = xalloc(wb * rows), *p = xalloc(wb * rows);
         float *a = xalloc((size_t)n * 4), *b = xalloc((size_t)n * 4);

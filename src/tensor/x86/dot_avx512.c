@@ -291,6 +291,7 @@ void tensor_fill_avx512(tensor_kernels *k) {
     rt_fill_gemm_q40_avx512(k);
     rt_fill_gemv_q40_avx512(k);
     rt_fill_gemv_q5k_avx512(k);
+    rt_fill_gemv_q5k16_avx512(k);
     rt_fill_gemv_q4k16_avx512(k);
     rt_fill_gemv_q6k16_avx512(k);
     rt_fill_gemv_q8016_avx512(k);

@@ -60,27 +60,35 @@ static inline float hsum512(__m512 v) {
     return x86_hsum_ps(s);
 }
 
-/* Decodes the nb blocks of the Q5_K row a into p[0..nb). */
-static void pack_row(q5k_pent *p, const uint8_t *a, int64_t nb) {
-    const __m512i lo4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+/* The entry's scales, biases, mins, d and dmin from the block's 12 scale bytes at q and its
+ * fp16 d and dmin at d and dm. */
+static inline void pent_scales(q5k_pent *p, const uint8_t *q, const uint8_t *d, const uint8_t *dm) {
     const __m512i cidx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i sidx = _mm512_set_epi16(3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1,
                                           2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0);
+    uint64_t sc, m;
+    rt_k4_scales_u64(q, &sc, &m);
+    /* lane l takes sub-block 2j + (l >= 8) of chunk j: s[q] pairs (sc[4q+h], sc[4q+2+h]),
+     * c = −16384 · (sc[h] + sc[4+h]) */
+    const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    _mm512_store_si512(p->s[0], _mm512_permutexvar_epi16(sidx, s16));
+    _mm512_store_si512(p->s[1], _mm512_permutexvar_epi16(_mm512_add_epi16(sidx, _mm512_set1_epi16(4)), s16));
+    const __m512i s32 = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
+    const __m512i c0 = _mm512_add_epi32(_mm512_permutexvar_epi32(cidx, s32),
+                                        _mm512_permutexvar_epi32(_mm512_add_epi32(cidx, _mm512_set1_epi32(4)), s32));
+    _mm512_store_si512(p->c, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(c0, 14)));
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
+    const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+    _mm512_store_si512(p->m, join256(m16, m16));
+    p->d = x86_f16(d);
+    p->dmin = x86_f16(dm);
+}
+
+/* Decodes the nb blocks of the Q5_K row a into p[0..nb). */
+static void pack_row(q5k_pent *p, const uint8_t *a, int64_t nb) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
     for (int64_t b = 0; b < nb; b++, p++, a += Q5_K_BYTES) {
-        uint64_t sc, m;
-        rt_k4_scales_u64(a + Q5_K_SCALES, &sc, &m);
-        /* lane l takes sub-block 2j + (l >= 8) of chunk j: s[q] pairs (sc[4q+h], sc[4q+2+h]),
-         * c = −16384 · (sc[h] + sc[4+h]) */
-        const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-        _mm512_store_si512(p->s[0], _mm512_permutexvar_epi16(sidx, s16));
-        _mm512_store_si512(p->s[1], _mm512_permutexvar_epi16(_mm512_add_epi16(sidx, _mm512_set1_epi16(4)), s16));
-        const __m512i s32 = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
-        const __m512i c0 = _mm512_add_epi32(_mm512_permutexvar_epi32(cidx, s32),
-                                            _mm512_permutexvar_epi32(_mm512_add_epi32(cidx, _mm512_set1_epi32(4)), s32));
-        _mm512_store_si512(p->c, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(c0, 14)));
-        const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
-        const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
-        _mm512_store_si512(p->m, join256(m16, m16));
+        pent_scales(p, a + Q5_K_SCALES, a, a + Q5_K_DMIN);
         const __m256i h256 = _mm256_loadu_si256((const __m256i *)(a + Q5_K_QH));
         const __m512i h = join256(h256, _mm256_srli_epi16(h256, 1));   /* bit 2j serves both halves */
         for (int j = 0; j < 4; j++) {
@@ -90,8 +98,79 @@ static void pack_row(q5k_pent *p, const uint8_t *a, int64_t nb) {
             const __m512i q5 = _mm512_or_si512(v, _mm512_slli_epi16(hb, 4));
             _mm512_store_si512(p->q[j], j % 2 ? _mm512_slli_epi16(q5, 2) : q5);   /* 4q <= 124 */
         }
-        p->d = x86_f16(a);
-        p->dmin = x86_f16(a + Q5_K_DMIN);
+    }
+}
+
+/* v[0..16) as a 16 x 16 matrix of 32-bit words, transposed in place (word k of v[r] <-> word
+ * r of v[k]). */
+static inline __attribute__((always_inline)) void transpose16x16(__m512i v[16]) {
+    __m512i t[16];
+    _Pragma("GCC unroll 8")
+    for (int k = 0; k < 16; k += 2) {
+        t[k] = _mm512_unpacklo_epi32(v[k], v[k + 1]);
+        t[k + 1] = _mm512_unpackhi_epi32(v[k], v[k + 1]);
+    }
+    _Pragma("GCC unroll 4")
+    for (int k = 0; k < 16; k += 4) {
+        v[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]);
+        v[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
+        v[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]);
+        v[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
+    }
+    /* v[4g + i]: 128-bit lane l holds words 4l..4l+3 of rows 4g..4g+3, column 4l + i */
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++) {
+        const __m512i a0 = _mm512_shuffle_i32x4(v[i], v[4 + i], 0x88), a1 = _mm512_shuffle_i32x4(v[i], v[4 + i], 0xDD);
+        const __m512i b0 = _mm512_shuffle_i32x4(v[8 + i], v[12 + i], 0x88);
+        const __m512i b1 = _mm512_shuffle_i32x4(v[8 + i], v[12 + i], 0xDD);
+        t[i] = _mm512_shuffle_i32x4(a0, b0, 0x88);
+        t[8 + i] = _mm512_shuffle_i32x4(a0, b0, 0xDD);
+        t[4 + i] = _mm512_shuffle_i32x4(a1, b1, 0x88);
+        t[12 + i] = _mm512_shuffle_i32x4(a1, b1, 0xDD);
+    }
+    _Pragma("GCC unroll 16")
+    for (int k = 0; k < 16; k++) v[k] = t[k];
+}
+
+/* Decodes the nb blocks of the 16 rows of the packed group g (tensor.h tensor_q5_K_r16_pack)
+ * into p[r·nb + b]: the same entries as pack_row of the rows they were. A chunk's 64 qs bytes
+ * (4 of each row) become each row's 5-bit values as the single-token kernel makes them (a
+ * masked byte add of the fifth bits), then one transposition of 32-bit words gives each row
+ * its chunk: sub-block 2j's elements 4u.. in word u, 2j+1's in word 8 + u. */
+static void pack_group_r16(q5k_pent *p, const uint8_t *g, int64_t nb) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(16);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *h = g + (size_t)b * TENSOR_Q5R16_BLOCK;
+        for (int r = 0; r < TENSOR_R16_ROWS; r++) {
+            /* the row's 12 scale bytes as 3 words built in registers (bytes stored one by one
+             * and read back as words stall the loads: 1.5x this decode's time) */
+            uint32_t q[3];
+            for (int k = 0; k < 3; k++) {
+                const uint8_t *c = h + Q5R16_SCALES + 64 * k + r;
+                q[k] = (uint32_t)c[0] | (uint32_t)c[16] << 8 | (uint32_t)c[32] << 16 | (uint32_t)c[48] << 24;
+            }
+            pent_scales(p + r * nb + b, (const uint8_t *)q, h + Q5R16_D + 2 * r, h + Q5R16_DMIN + 2 * r);
+        }
+        for (int j = 0; j < 4; j++) {
+            __m512i v[16];
+            _Pragma("GCC unroll 8")
+            for (int u = 0; u < 8; u++) {
+                const __m512i w = _mm512_loadu_si512(h + Q5R16_QS + 64 * (8 * j + u));
+                uint64_t mlo, mhi;
+                memcpy(&mlo, h + Q5R16_QH + 16 * (8 * j + u), 8);
+                memcpy(&mhi, h + Q5R16_QH + 16 * (8 * j + u) + 8, 8);
+                const __m512i lo = _mm512_and_si512(w, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), lo4);
+                v[u] = _mm512_mask_add_epi8(lo, (__mmask64)mlo, lo, c16);
+                v[8 + u] = _mm512_mask_add_epi8(hi, (__mmask64)mhi, hi, c16);
+                if (j % 2) {   /* 4q <= 124, as pack_row */
+                    v[u] = _mm512_slli_epi16(v[u], 2);
+                    v[8 + u] = _mm512_slli_epi16(v[8 + u], 2);
+                }
+            }
+            transpose16x16(v);
+            _Pragma("GCC unroll 16")
+            for (int r = 0; r < 16; r++) _mm512_store_si512(p[r * nb + b].q[j], v[r]);
+        }
     }
 }
 
@@ -283,6 +362,28 @@ static void gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     }
 }
 
+/* gemm_q5_K over rows packed 16 to a group (tensor.h gemm_q5_K_r16): panels of whole groups
+ * decoded from the packed bytes (pack_group_r16), the same entries and so the same tiles and
+ * bits; rows too long for a panel of 16 take the groups unpacked to the file's layout. */
+static void gemm_q5_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                          int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK_K;
+    if (nb > PMAX / TENSOR_R16_ROWS) {
+        x86_gemm_r16_unpacked(tensor_q5_K_r16_unpack, gemm_q5_K, rt_dot_q5_K_r16, n, W, ws, n_rows, X, xs, n_tok, y,
+                              ldy);
+        return;
+    }
+    const int pr = PMAX / nb >= QR ? QR : TENSOR_R16_ROWS;
+    _Alignas(64) q5k_pent pk[PMAX];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += pr) {
+        const int nr = n_rows - r0 < pr ? (int)(n_rows - r0) : pr;
+        for (int r = 0; r < nr; r += TENSOR_R16_ROWS) pack_group_r16(pk + r * nb, W + (size_t)(r0 + r) * ws, nb);
+        panel_tokens(pk, nr, nb, X, xs, n_tok, y + r0, ldy);
+    }
+}
+
 void rt_fill_gemm_q5k_avx512(tensor_kernels *k) {
     k->gemm[GGUF_T_Q5_K] = gemm_q5_K;
+    k->gemm_q5_K_r16 = gemm_q5_K_r16;
 }

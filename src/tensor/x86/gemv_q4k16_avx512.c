@@ -35,23 +35,6 @@
  * a thread's share read as two streams interleaved group by group 56-57 against 59. */
 #define R16_PF (2 * TENSOR_R16_BLOCK)
 
-/* The 16 bytes of 128-bit lane l of v as 16 int32 lanes (byte i -> lane i): the scale (or
- * min) of one sub-block for the 16 rows. */
-static inline __m512i r16_u8_lane(__m512i v, int l) {
-    switch (l) {
-    case 0: return _mm512_cvtepu8_epi32(_mm512_castsi512_si128(v));
-    case 1: return _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 1));
-    case 2: return _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 2));
-    default: return _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 3));
-    }
-}
-
-static inline __m512i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* Rows 0..15 of the packed group at w (nb blocks) against T tokens (token t's Q8_K row at
  * x + t·xs): y[t·ldy + 0..16). Each token's lanes take exactly the one-token operations, so
  * every y is the single-token kernel's; the weight vectors and the scales are loaded and split
@@ -91,15 +74,15 @@ static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, co
                 _Pragma("GCC unroll 4")
                 for (int t = 0; t < T; t++) {
                     const int8_t *yq = (const int8_t *)(b[t] + Q8_K_QS);
-                    s1[t] = _mm512_dpbusd_epi32(s1[t], lo, bcast4(yq + 64 * j + 4 * u));
-                    s2[t] = _mm512_dpbusd_epi32(s2[t], hi, bcast4(yq + 64 * j + 32 + 4 * u));
+                    s1[t] = _mm512_dpbusd_epi32(s1[t], lo, x86_bcast4(yq + 64 * j + 4 * u));
+                    s2[t] = _mm512_dpbusd_epi32(s2[t], hi, x86_bcast4(yq + 64 * j + 32 + 4 * u));
                 }
             }
             /* sub-blocks 2j, 2j+1: lanes 2j & 3, 2j+1 & 3 of the j < 2 or j >= 2 vectors */
             const __m512i sv = j < 2 ? s03 : s47, mv = j < 2 ? m03 : m47;
-            const __m512i sc1 = _mm512_slli_epi32(r16_u8_lane(sv, (2 * j) & 3), 4);
-            const __m512i sc2 = r16_u8_lane(sv, (2 * j + 1) & 3);
-            const __m512i mn1 = r16_u8_lane(mv, (2 * j) & 3), mn2 = r16_u8_lane(mv, (2 * j + 1) & 3);
+            const __m512i sc1 = _mm512_slli_epi32(x86_u8_lane_epi32(sv, (2 * j) & 3), 4);
+            const __m512i sc2 = x86_u8_lane_epi32(sv, (2 * j + 1) & 3);
+            const __m512i mn1 = x86_u8_lane_epi32(mv, (2 * j) & 3), mn2 = x86_u8_lane_epi32(mv, (2 * j + 1) & 3);
             _Pragma("GCC unroll 4")
             for (int t = 0; t < T; t++) {
                 const __m512 yd = _mm512_set1_ps(rd_f32(b[t]));

@@ -37,12 +37,6 @@
  * 0.990; 6 against 3 1.012-1.019, 1 against 2 1.011-1.020 (slower). */
 #define Q6R16_PF (2 * TENSOR_Q6R16_BLOCK)
 
-static inline __m512i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* (a & c) | (b & ~c): ternary-logic immediate, c the mask of the bits taken from a */
 #define TL_MUX 0xE4
 
@@ -88,10 +82,10 @@ static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const 
                 q6r16_values(q, &v0, &v1, &v2, &v3);
                 const int8_t *yy = yq + 128 * hf + 4 * u;
                 const int k = u >> 2;
-                a[k] = _mm512_dpbusd_epi32(a[k], v0, bcast4(yy));
-                a[k + 2] = _mm512_dpbusd_epi32(a[k + 2], v1, bcast4(yy + 32));
-                a[k + 4] = _mm512_dpbusd_epi32(a[k + 4], v2, bcast4(yy + 64));
-                a[k + 6] = _mm512_dpbusd_epi32(a[k + 6], v3, bcast4(yy + 96));
+                a[k] = _mm512_dpbusd_epi32(a[k], v0, x86_bcast4(yy));
+                a[k + 2] = _mm512_dpbusd_epi32(a[k + 2], v1, x86_bcast4(yy + 32));
+                a[k + 4] = _mm512_dpbusd_epi32(a[k + 4], v2, x86_bcast4(yy + 64));
+                a[k + 6] = _mm512_dpbusd_epi32(a[k + 6], v3, x86_bcast4(yy + 96));
             }
             _Pragma("GCC unroll 8")
             for (int k = 0; k < 8; k++) {
@@ -146,10 +140,10 @@ static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, 
                     _Pragma("GCC unroll 4")
                     for (int t = 0; t < T; t++) {
                         const int8_t *yy = (const int8_t *)(b[t] + Q8_K_QS) + 128 * hf + 4 * u;
-                        a[t][0] = _mm512_dpbusd_epi32(a[t][0], v0, bcast4(yy));
-                        a[t][1] = _mm512_dpbusd_epi32(a[t][1], v1, bcast4(yy + 32));
-                        a[t][2] = _mm512_dpbusd_epi32(a[t][2], v2, bcast4(yy + 64));
-                        a[t][3] = _mm512_dpbusd_epi32(a[t][3], v3, bcast4(yy + 96));
+                        a[t][0] = _mm512_dpbusd_epi32(a[t][0], v0, x86_bcast4(yy));
+                        a[t][1] = _mm512_dpbusd_epi32(a[t][1], v1, x86_bcast4(yy + 32));
+                        a[t][2] = _mm512_dpbusd_epi32(a[t][2], v2, x86_bcast4(yy + 64));
+                        a[t][3] = _mm512_dpbusd_epi32(a[t][3], v3, x86_bcast4(yy + 96));
                     }
                 }
                 _Pragma("GCC unroll 4")

@@ -54,6 +54,24 @@ static inline __m512i x86_load512_once(const void *p) {
     return v;
 }
 
+/* The 4 bytes at p in every 32-bit lane (a packed kernel's activations for one lane a row). */
+static inline __m512i x86_bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* The 16 bytes of 128-bit lane l of v as 16 uint32 lanes (byte i -> lane i): a packed K-quant
+ * group's scale (or min) of one sub-block for its 16 rows. */
+static inline __m512i x86_u8_lane_epi32(__m512i v, int l) {
+    switch (l) {
+    case 0: return _mm512_cvtepu8_epi32(_mm512_castsi512_si128(v));
+    case 1: return _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 1));
+    case 2: return _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 2));
+    default: return _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 3));
+    }
+}
+
 /* The 32-row tiles of the K-quant panel gemms (gemm_q4k_avx512.c, gemm_q6k_avx512.c): two
  * 16-row panels of one sub-block against T tokens. For k < K, s0[t] and s1[t] add
  * q0[k] · and q1[k] · the 4 activation bytes at xb[t] + xoff + 4k (vpdpbusd: exact), each
@@ -346,6 +364,7 @@ void rt_fill_gemm_q4k_avx512(tensor_kernels *k);
 void rt_fill_gemm_q40_avx512(tensor_kernels *k);
 void rt_fill_gemv_q40_avx512(tensor_kernels *k);
 void rt_fill_gemv_q5k_avx512(tensor_kernels *k);
+void rt_fill_gemv_q5k16_avx512(tensor_kernels *k);
 void rt_fill_gemv_q4k16_avx512(tensor_kernels *k);
 void rt_fill_gemv_q6k16_avx512(tensor_kernels *k);
 /* gemv_q8_0_r16 in the table's Q8_0 order (k->q8_block). */

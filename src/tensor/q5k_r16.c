@@ -1,0 +1,100 @@
+/* q5k_r16.c — Q5_K rows packed 16 to a group (tensor.h): packing, unpacking, and the scalar
+ * dot over a packed group in the order of the AVX-512 table's Q5_K dot, the oracle of the SIMD
+ * kernel (x86/gemv_q5k16_avx512.c gemv_q5_K_r16). Only that table packs Q5_K (its kernel is
+ * the one that needs it), so only its order is needed here. */
+#include <math.h>
+#include <string.h>
+
+#include "tensor/tensor_impl.h"
+
+/* 4 bits (bit e = that of element e) as the bit 0 of 4 bytes, and back: multiplied by
+ * 0x204081, byte e's bit lands on bit 21 + e, the other products on bits no two share. */
+static uint32_t q5r16_spread4(uint32_t nib) {
+    return (nib & 1) | (nib & 2) << 7 | (nib & 4) << 14 | (nib & 8) << 21;
+}
+static uint32_t q5r16_gather4(uint32_t bytes_bit0) { return (bytes_bit0 * 0x204081u) >> 21 & 0xF; }
+
+/* Block i of the 16 rows at `rows` (stride bytes apart) to or from its packed run at h: the
+ * bytes that move whole (d, dmin, scales, qs: Q4_K's packed places, tensor.h), then the fifth
+ * bits, regrouped: qh[l] bit b (element l of sub-block b) is bit 4r + l%4 of the mask of
+ * sub-block b's elements l - l%4.. (word 2(8(b/2) + l/4) + b%2). A word at a time: unpacking
+ * the slabs of a prompt's matmuls (matmul.c mm_dot_r16) takes a whole matrix a call. */
+static void q5r16_move(uint8_t *rows, size_t stride, int64_t n, uint8_t *h, bool pack) {
+    for (int64_t i = 0; i < n / QK_K; i++, h += TENSOR_Q5R16_BLOCK) {
+        uint64_t words[64] = { 0 };
+        if (!pack) memcpy(words, h + Q5R16_QH, sizeof words);
+        for (int r = 0; r < TENSOR_R16_ROWS; r++) {
+            uint8_t *a = rows + (size_t)r * stride + (size_t)i * Q5_K_BYTES;
+#define MOVE(at_h, at_a, len) (void)(pack ? memcpy(h + (at_h), a + (at_a), len) : memcpy(a + (at_a), h + (at_h), len))
+            MOVE(Q5R16_D + 2 * r, 0, 2);
+            MOVE(Q5R16_DMIN + 2 * r, Q5_K_DMIN, 2);
+            for (int k = 0; k < 12; k++) MOVE(Q5R16_SCALES + 16 * k + r, Q5_K_SCALES + k, 1);
+            for (int u = 0; u < 32; u++) MOVE(Q5R16_QS + 64 * u + 4 * r, Q5_K_QS + 4 * u, 4);
+#undef MOVE
+            for (int u = 0; u < 8; u++) {   /* qh bytes 4u..4u+3 */
+                uint32_t q = 0;
+                if (pack) memcpy(&q, a + Q5_K_QH + 4 * u, 4);
+                for (int b = 0; b < 8; b++) {
+                    uint64_t *wd = &words[2 * (8 * (b / 2) + u) + b % 2];
+                    if (pack) *wd |= (uint64_t)q5r16_gather4(q >> b & 0x01010101u) << 4 * r;
+                    else q |= q5r16_spread4((uint32_t)(*wd >> 4 * r) & 0xF) << b;
+                }
+                if (!pack) memcpy(a + Q5_K_QH + 4 * u, &q, 4);
+            }
+        }
+        if (pack) memcpy(h + Q5R16_QH, words, sizeof words);
+    }
+}
+
+/* (pack only reads `rows`: the cast drops a const it keeps) */
+void tensor_q5_K_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst) {
+    q5r16_move((uint8_t *)(uintptr_t)src, src_stride, n, dst, true);
+}
+
+void tensor_q5_K_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride) {
+    q5r16_move(dst, dst_stride, n, (uint8_t *)(uintptr_t)src, false);
+}
+
+/* The 5-bit value of row r's element e (0..3) of nibble vector (j, u, half) of the block at h:
+ * the low (half 0, sub-block 2j) or high (half 1, sub-block 2j+1) nibble of qs byte 4u + e of
+ * chunk j, and its fifth bit from the vector's mask. */
+static int q5r16_value(const uint8_t *h, int r, int j, int u, int half, int e) {
+    const uint8_t q = h[Q5R16_QS + 64 * (8 * j + u) + 4 * r + e];
+    const uint8_t *mask = h + Q5R16_QH + 16 * (8 * j + u) + 8 * half;
+    const int bit = (mask[(4 * r + e) / 8] >> ((4 * r + e) % 8)) & 1;
+    return (half ? q >> 4 : q & 0xF) | bit << 4;
+}
+
+/* Per block: int32 lane L (0..7: sub-blocks 0, 2, 4, 6; 8..15: 1, 3, 5, 7) is the exact sum
+ * over the chunks j of the sub-block's scale times the products of its elements 4(L%8)..+3;
+ * acc[L] = fmaf(d·yd, lane, acc[L]); min lane k = m[k]·(bsums 2k + 2k+1), accm[k] =
+ * fmaf(dmin·yd, lane, accm[k]); then the 16-lane tree of acc minus the 8-lane one of accm. */
+float rt_dot_q5_K_r16(int64_t n, const void *group, int r, const void *x) {
+    const uint8_t *g = group, *b = x;
+    float acc[16] = { 0 }, accm[8] = { 0 };
+    for (int64_t i = 0; i < n / QK_K; i++, b += Q8_K_BYTES) {
+        const uint8_t *h = g + (size_t)i * TENSOR_Q5R16_BLOCK;
+        uint8_t packed[12], sc[8], m[8];
+        for (int k = 0; k < 12; k++) packed[k] = h[Q5R16_SCALES + 16 * k + r];
+        rt_unpack_k4_scales(packed, sc, m);
+        const int8_t *y = (const int8_t *)(b + Q8_K_QS);
+        const float yd = rd_f32(b);
+        const float d = rd_f16(h + Q5R16_D + 2 * r) * yd, dmin = rd_f16(h + Q5R16_DMIN + 2 * r) * yd;
+        for (int L = 0; L < 16; L++) {
+            const int half = L / 8, u = L % 8;
+            int32_t s = 0;
+            for (int j = 0; j < 4; j++) {
+                int32_t p = 0;
+                for (int e = 0; e < 4; e++) p += q5r16_value(h, r, j, u, half, e) * y[64 * j + 32 * half + 4 * u + e];
+                s += sc[2 * j + half] * p;
+            }
+            acc[L] = fmaf(d, (float)s, acc[L]);
+        }
+        const uint8_t *bs = b + Q8_K_BSUMS;
+        for (int k = 0; k < 8; k++)
+            accm[k] = fmaf(dmin, (float)(m[k] * (rd_i16(bs + 4 * k) + rd_i16(bs + 4 * k + 2))), accm[k]);
+    }
+    return rt_hsum16_ggml(acc) - rt_hsum8_ggml(accm);
+}
+
+bool tensor_q5_K_r16_preferred(const tensor_kernels *k) { return k && k->q5_K_r16_native; }
