@@ -12,13 +12,7 @@
 static inline void r16_move(uint8_t *rows, size_t stride, int64_t n, uint8_t *h, bool pack) {
     for (int64_t i = 0; i < n / QK_K; i++, h += TENSOR_R16_BLOCK)
         for (int r = 0; r < TENSOR_R16_ROWS; r++) {
-            uint8_t *a = rows + (size_t)r * stride + (size_t)i * Q4_K_BYTES;
-#define MOVE(at_h, at_a, len) (void)(pack ? memcpy(h + (at_h), a + (at_a), len) : memcpy(a + (at_a), h + (at_h), len))
-            MOVE(R16_D + 2 * r, 0, 2);
-            MOVE(R16_DMIN + 2 * r, Q4_K_DMIN, 2);
-            for (int k = 0; k < 12; k++) MOVE(R16_SCALES + 16 * k + r, Q4_K_SCALES + k, 1);
-            for (int u = 0; u < 32; u++) MOVE(R16_QS + 64 * u + 4 * r, Q4_K_QS + 4 * u, 4);
-#undef MOVE
+            rt_r16_k4_move(rows + (size_t)r * stride + (size_t)i * Q4_K_BYTES, h, r, Q4_K_QS, R16_QS, pack);
         }
 }
 
@@ -36,12 +30,10 @@ float rt_dot_q4_K_r16(int64_t n, const void *group, int r, const void *x) {
     float acc = 0.0f, accm = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++, b += Q8_K_BYTES) {
         const uint8_t *h = g + (size_t)i * TENSOR_R16_BLOCK;
-        uint8_t packed[12], sc[8], m[8];
-        for (int k = 0; k < 12; k++) packed[k] = h[R16_SCALES + 16 * k + r];
-        rt_unpack_k4_scales(packed, sc, m);
+        uint8_t sc[8], m[8];
+        float d, dmin;
+        rt_r16_k4_row(h, r, rd_f32(b), sc, m, &d, &dmin);
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
-        const float yd = rd_f32(b);
-        const float d = rd_f16(h + R16_D + 2 * r) * yd, dmin = rd_f16(h + R16_DMIN + 2 * r) * yd;
         for (int j = 0; j < 4; j++, y += 64) {
             int s1 = 0, s2 = 0;
             for (int l = 0; l < 32; l++) {

@@ -7,6 +7,10 @@
 
 #include "tensor/tensor_impl.h"
 
+_Static_assert(Q5R16_D == R16_D && Q5R16_DMIN == R16_DMIN && Q5R16_SCALES == R16_SCALES &&
+                   Q5_K_DMIN == Q4_K_DMIN && Q5_K_SCALES == Q4_K_SCALES,
+               "rt_r16_k4_move takes Q4_K's places for both");
+
 /* 4 bits (bit e = that of element e) as the bit 0 of 4 bytes, and back: multiplied by
  * 0x204081, byte e's bit lands on bit 21 + e, the other products on bits no two share. */
 static uint32_t q5r16_spread4(uint32_t nib) {
@@ -25,12 +29,7 @@ static void q5r16_move(uint8_t *rows, size_t stride, int64_t n, uint8_t *h, bool
         if (!pack) memcpy(words, h + Q5R16_QH, sizeof words);
         for (int r = 0; r < TENSOR_R16_ROWS; r++) {
             uint8_t *a = rows + (size_t)r * stride + (size_t)i * Q5_K_BYTES;
-#define MOVE(at_h, at_a, len) (void)(pack ? memcpy(h + (at_h), a + (at_a), len) : memcpy(a + (at_a), h + (at_h), len))
-            MOVE(Q5R16_D + 2 * r, 0, 2);
-            MOVE(Q5R16_DMIN + 2 * r, Q5_K_DMIN, 2);
-            for (int k = 0; k < 12; k++) MOVE(Q5R16_SCALES + 16 * k + r, Q5_K_SCALES + k, 1);
-            for (int u = 0; u < 32; u++) MOVE(Q5R16_QS + 64 * u + 4 * r, Q5_K_QS + 4 * u, 4);
-#undef MOVE
+            rt_r16_k4_move(a, h, r, Q5_K_QS, Q5R16_QS, pack);
             for (int u = 0; u < 8; u++) {   /* qh bytes 4u..4u+3 */
                 uint32_t q = 0;
                 if (pack) memcpy(&q, a + Q5_K_QH + 4 * u, 4);
@@ -74,12 +73,10 @@ float rt_dot_q5_K_r16(int64_t n, const void *group, int r, const void *x) {
     float acc[16] = { 0 }, accm[8] = { 0 };
     for (int64_t i = 0; i < n / QK_K; i++, b += Q8_K_BYTES) {
         const uint8_t *h = g + (size_t)i * TENSOR_Q5R16_BLOCK;
-        uint8_t packed[12], sc[8], m[8];
-        for (int k = 0; k < 12; k++) packed[k] = h[Q5R16_SCALES + 16 * k + r];
-        rt_unpack_k4_scales(packed, sc, m);
+        uint8_t sc[8], m[8];
+        float d, dmin;
+        rt_r16_k4_row(h, r, rd_f32(b), sc, m, &d, &dmin);
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
-        const float yd = rd_f32(b);
-        const float d = rd_f16(h + Q5R16_D + 2 * r) * yd, dmin = rd_f16(h + Q5R16_DMIN + 2 * r) * yd;
         for (int L = 0; L < 16; L++) {
             const int half = L / 8, u = L % 8;
             int32_t s = 0;

@@ -269,6 +269,29 @@ float rt_dot_q8_0_r16(int64_t n, const void *group, int r, const void *x);
  * lanes per pair of blocks (4 elements each), scaled into 16 float chains, their 16-lane tree,
  * then an odd last block's 8 scaled lanes by their own tree. The oracle of gemv_q4_0_r16. */
 float rt_dot_q4_0_r16(int64_t n, const void *group, int r, const void *x);
+/* The bytes of row r's Q4_K or Q5_K block a that their packed runs at h keep whole (tensor.h:
+ * d, dmin and the scales at the same places in both; qs at a + a_qs and in 4-byte pieces from
+ * h + h_qs), to h (pack) or back. */
+static inline void rt_r16_k4_move(uint8_t *a, uint8_t *h, int r, size_t a_qs, size_t h_qs, bool pack) {
+#define RT_MOVE(at_h, at_a, len) (void)(pack ? memcpy(h + (at_h), a + (at_a), len) : memcpy(a + (at_a), h + (at_h), len))
+    RT_MOVE(R16_D + 2 * r, 0, 2);
+    RT_MOVE(R16_DMIN + 2 * r, Q4_K_DMIN, 2);
+    for (int k = 0; k < 12; k++) RT_MOVE(R16_SCALES + 16 * k + r, Q4_K_SCALES + k, 1);
+    for (int u = 0; u < 32; u++) RT_MOVE(h_qs + 64 * u + 4 * r, a_qs + 4 * u, 4);
+#undef RT_MOVE
+}
+
+/* Row r's scales and mins (rt_unpack_k4_scales) and its d·yd and dmin·yd, from the packed Q4_K
+ * or Q5_K run at h (the places rt_r16_k4_move writes): the scalar oracles' start of a block. */
+static inline void rt_r16_k4_row(const uint8_t *h, int r, float yd, uint8_t sc[8], uint8_t m[8], float *d,
+                                 float *dmin) {
+    uint8_t packed[12];
+    for (int k = 0; k < 12; k++) packed[k] = h[R16_SCALES + 16 * k + r];
+    rt_unpack_k4_scales(packed, sc, m);
+    *d = rd_f16(h + R16_D + 2 * r) * yd;
+    *dmin = rd_f16(h + R16_DMIN + 2 * r) * yd;
+}
+
 /* Row r of a packed Q5_K group in the AVX-512 table's Q5_K order (dot_avx512.c): per block 16
  * int32 lanes (4 elements of each chunk times their scale) into 16 float chains and 8 min
  * lanes into 8, then the two trees. The oracle of gemv_q5_K_r16. */

@@ -41,7 +41,7 @@
  * once for the T tokens. */
 static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
                                                            size_t xs, float *y, int64_t ldy, bool pf) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m63 = _mm512_set1_epi8(63), m30 = _mm512_set1_epi8(0x30);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[4], accm[4];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) acc[t] = accm[t] = _mm512_setzero_ps();
@@ -50,14 +50,8 @@ static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, co
         for (int o = 0; pf && o < TENSOR_R16_BLOCK; o += 64) _mm_prefetch((const char *)(h + R16_PF + o), _MM_HINT_T0);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_D)));
         const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_DMIN)));
-        /* scale bytes 0-3, 4-7, 8-11 of the 16 rows; rt_unpack_k4_scales on all of them:
-         * 128-bit lane l of s03 / m03 = sc[l] / m[l] of rows 0..15, of s47 / m47 = sc[4+l] / m[4+l] */
-        const __m512i A = _mm512_loadu_si512(h + R16_SCALES), B = _mm512_loadu_si512(h + R16_SCALES + 64);
-        const __m512i C = _mm512_loadu_si512(h + R16_SCALES + 128);
-        const __m512i s03 = _mm512_and_si512(A, m63), m03 = _mm512_and_si512(B, m63);
-        const __m512i s47 = _mm512_ternarylogic_epi32(_mm512_and_si512(C, m4), _mm512_srli_epi16(A, 2), m30, 0xF8);
-        const __m512i m47 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(C, 4), m4),
-                                                      _mm512_srli_epi16(B, 2), m30, 0xF8);
+        __m512i sc[2], mc[2];   /* the 16 rows' scales and mins, sub-blocks 0-3 and 4-7 */
+        x86_r16_k4_scales(h + R16_SCALES, sc, mc);
         const uint8_t *b[4];
         _Pragma("GCC unroll 4")
         for (int t = 0; t < T; t++) b[t] = x + t * xs + (size_t)i * Q8_K_BYTES;
@@ -79,7 +73,7 @@ static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, co
                 }
             }
             /* sub-blocks 2j, 2j+1: lanes 2j & 3, 2j+1 & 3 of the j < 2 or j >= 2 vectors */
-            const __m512i sv = j < 2 ? s03 : s47, mv = j < 2 ? m03 : m47;
+            const __m512i sv = sc[j / 2], mv = mc[j / 2];
             const __m512i sc1 = _mm512_slli_epi32(x86_u8_lane_epi32(sv, (2 * j) & 3), 4);
             const __m512i sc2 = x86_u8_lane_epi32(sv, (2 * j + 1) & 3);
             const __m512i mn1 = x86_u8_lane_epi32(mv, (2 * j) & 3), mn2 = x86_u8_lane_epi32(mv, (2 * j + 1) & 3);

@@ -31,8 +31,7 @@ static inline __mmask64 q5r16_mask(const uint8_t *p) {
 /* Rows 0..15 of the packed group at w (nb blocks) against x: y[0..16). */
 static inline __attribute__((always_inline)) void q5r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
                                                               bool pf) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m63 = _mm512_set1_epi8(63), m30 = _mm512_set1_epi8(0x30);
-    const __m512i c16 = _mm512_set1_epi8(16), twice = _mm512_set1_epi32(0x00010001);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(16), twice = _mm512_set1_epi32(0x00010001);
     __m512 acc[16], accm[8];
     _Pragma("GCC unroll 16")
     for (int l = 0; l < 16; l++) acc[l] = _mm512_setzero_ps();
@@ -45,26 +44,20 @@ static inline __attribute__((always_inline)) void q5r16_group(int64_t nb, const 
         const __m512 yd = _mm512_set1_ps(rd_f32(b));
         const __m512 dyd = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + Q5R16_D))), yd);
         const __m512 dmyd = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + Q5R16_DMIN))), yd);
-        /* rt_unpack_k4_scales on the 16 rows (as gemv_q4k16_avx512.c): 128-bit lane l of s03 /
-         * m03 = sc[l] / m[l] of rows 0..15, of s47 / m47 = sc[4+l] / m[4+l] */
-        const __m512i A = _mm512_loadu_si512(h + Q5R16_SCALES), B = _mm512_loadu_si512(h + Q5R16_SCALES + 64);
-        const __m512i C = _mm512_loadu_si512(h + Q5R16_SCALES + 128);
-        const __m512i s03 = _mm512_and_si512(A, m63), m03 = _mm512_and_si512(B, m63);
-        const __m512i s47 = _mm512_ternarylogic_epi32(_mm512_and_si512(C, m4), _mm512_srli_epi16(A, 2), m30, 0xF8);
-        const __m512i m47 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(C, 4), m4),
-                                                      _mm512_srli_epi16(B, 2), m30, 0xF8);
+        __m512i sc[2], mc[2];   /* the 16 rows' scales and mins, sub-blocks 0-3 and 4-7 */
+        x86_r16_k4_scales(h + Q5R16_SCALES, sc, mc);
         /* the min lanes: m[k]·(bsums 2k + 2k+1), exact */
         const uint8_t *bs = b + Q8_K_BSUMS;
         _Pragma("GCC unroll 8")
         for (int k = 0; k < 8; k++) {
-            const __m512i mk = x86_u8_lane_epi32(k < 4 ? m03 : m47, k & 3);
+            const __m512i mk = x86_u8_lane_epi32(mc[k / 4], k & 3);
             const __m512i mn = _mm512_mullo_epi32(mk, _mm512_set1_epi32(rd_i16(bs + 4 * k) + rd_i16(bs + 4 * k + 2)));
             accm[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mn), dmyd, accm[k]);
         }
         /* sub-block sb's scale as two int16 in each row's lane (dpwssd's pair) */
         __m512i sp[8];
         _Pragma("GCC unroll 8")
-        for (int sb = 0; sb < 8; sb++) sp[sb] = _mm512_mullo_epi32(x86_u8_lane_epi32(sb < 4 ? s03 : s47, sb & 3), twice);
+        for (int sb = 0; sb < 8; sb++) sp[sb] = _mm512_mullo_epi32(x86_u8_lane_epi32(sc[sb / 4], sb & 3), twice);
         const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
         _Pragma("GCC unroll 8")
         for (int u = 0; u < 8; u++) {

@@ -61,6 +61,19 @@ static inline __m512i x86_bcast4(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* rt_unpack_k4_scales on the 16 rows of a packed K-quant run whose 12 scale bytes sit at
+ * sc (byte k of row r at sc + 16k + r: Q4_K's and Q5_K's packed layouts, tensor.h): 128-bit
+ * lane l of s[0] / m[0] = sc[l] / m[l] of rows 0..15, of s[1] / m[1] = sc[4+l] / m[4+l]. */
+static inline void x86_r16_k4_scales(const uint8_t *sc, __m512i s[2], __m512i m[2]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m63 = _mm512_set1_epi8(63), m30 = _mm512_set1_epi8(0x30);
+    const __m512i A = _mm512_loadu_si512(sc), B = _mm512_loadu_si512(sc + 64), C = _mm512_loadu_si512(sc + 128);
+    s[0] = _mm512_and_si512(A, m63);
+    m[0] = _mm512_and_si512(B, m63);
+    s[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(C, m4), _mm512_srli_epi16(A, 2), m30, 0xF8);
+    m[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(C, 4), m4), _mm512_srli_epi16(B, 2), m30,
+                                     0xF8);
+}
+
 /* The 16 bytes of 128-bit lane l of v as 16 uint32 lanes (byte i -> lane i): a packed K-quant
  * group's scale (or min) of one sub-block for its 16 rows. */
 static inline __m512i x86_u8_lane_epi32(__m512i v, int l) {
