@@ -16,7 +16,11 @@
  * with them in one dpwssd (a row's 16-bit scale twice in its lane): no sums across lanes, no
  * per-row scale unpacking. The file-layout kernel (gemv_q5k_avx512.c) takes ~2.3x the vector
  * operations a row, and read at 43 GB/s with its 720 KB matrix in L2 on one thread (Zen 5) —
- * below what memory gives two threads. */
+ * below what memory gives two threads; this one at 74-78 GB/s (a program outside the repo,
+ * 1024 x 512 and 3072 x 256, best of 200 calls). In a model (recur-bench -p 512 -n 128 -r 2,
+ * 2 threads, 5 rounds alternating with RECUR_NO_REPACK=q5): qwen3-0.6b Q5_K_M tg128 96-103 ->
+ * 106-119 t/s (5 of 5 won), qwen35-0.8b Q5_K_M 73-81 -> 83-86 (5 of 5); the Q5_K matmuls
+ * read at 51-54 GB/s against 35-39 (--profile, the same minute). */
 #include "tensor/x86/simd_x86.h"
 
 /* Two blocks ahead, as gemv_q4k16_avx512.c's R16_PF. */
