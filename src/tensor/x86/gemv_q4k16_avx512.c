@@ -32,7 +32,11 @@
  * kernel read at 51-59 GB/s where a plain two-stream read of the same halves did 53-66 (the
  * calls' barriers cost the plain read 5-10 % against one pass without them); the fetches as T1
  * (2, 4, 8 blocks ahead) 42-46, as NTA 56-60 (4 blocks) but tokens 1.010x the time (Q8_0 too),
- * a thread's share read as two streams interleaved group by group 56-57 against 59. */
+ * a thread's share read as two streams interleaved group by group 56-57 against 59.
+ * NTA fetches here and in gemv_q6k16_avx512.c, so that the weights would not push
+ * qwen35-0.8b's 20 MB of recurrent state (read and written back every token) out of L3:
+ * tokens alternating in runs of 8 (RECUR_PREFETCH=on), qwen35-0.8b Q4_K_M 0.977-1.012x the
+ * time in five runs, qwen3-0.6b Q4_K_M 0.995 and 1.000: no gain. */
 #define R16_PF (2 * TENSOR_R16_BLOCK)
 
 /* Rows 0..15 of the packed group at w (nb blocks) against T tokens (token t's Q8_K row at
