@@ -145,13 +145,13 @@ static void test_gemv_bits(void **state) {
         const size_t nn = q8 ? sizeof n_q8 / sizeof n_q8[0] : sizeof n_k / sizeof n_k[0];
         for (size_t l = 0; l < nn; l++) check_gemv(&cs[i], ns[l], &r);
     }
-    /* the AVX2 table has the Q8_0, Q4_0, Q4_K and Q6_K kernels, the AVX-512 one those and
-     * Q5_K: they were compared above */
+    /* both tables have the Q8_0, Q4_0, Q4_K, Q5_K and Q6_K kernels: they were compared above */
     if (tensor_kernels_avx2()) {
         assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q8_0].fn);
         assert_non_null(tensor_kernels_avx2()->gemv_q4_K_rp.fn);
         assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q6_K].fn);
         assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q4_0].fn);
+        assert_non_null(tensor_kernels_avx2()->gemv[GGUF_T_Q5_K].fn);
     }
     if (tensor_kernels_avx512()) {
         assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q8_0].fn);

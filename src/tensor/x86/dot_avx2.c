@@ -377,6 +377,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_gemm_q40_avx2(k);
     rt_fill_gemm_f16_avx2(k);
     rt_fill_gemv_avx2(k);
+    rt_fill_gemv_q5k_avx2(k);
     rt_fill_gemm_avx2(k);   /* after the gemvs: it gives gemv[Q8_0] its several-token kernel */
     rt_fill_gemv_q4k16_avx2(k);
     rt_fill_gemv_q6k16_avx2(k);

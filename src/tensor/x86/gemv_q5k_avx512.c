@@ -37,6 +37,20 @@ typedef struct q5v_consts {
     __m512i lo4, bit4, sidx[4], sh[4];
 } q5v_consts;
 
+static inline q5v_consts q5v_make(void) {
+    q5v_consts k = { .lo4 = _mm512_set1_epi8(0x0F), .bit4 = _mm512_set1_epi8(0x10) };
+    k.sidx[0] = q5v_sidx(0, 2);
+    k.sidx[1] = q5v_sidx(1, 3);
+    k.sidx[2] = q5v_sidx(4, 6);
+    k.sidx[3] = q5v_sidx(5, 7);
+    /* bit b of each byte to bit 4: left by 4 − b (b = 0, 2 | 1, 3), right by b − 4 (4, 6 | 5, 7) */
+    k.sh[0] = q5v_sidx(4, 2);
+    k.sh[1] = q5v_sidx(3, 1);
+    k.sh[2] = q5v_sidx(0, 2);
+    k.sh[3] = q5v_sidx(1, 3);
+    return k;
+}
+
 /* One block of one row: the dot's integer lanes and its min lanes. */
 static inline __attribute__((always_inline)) void q5v_block(const uint8_t *a, const __m512i act[4], __m256i bs,
                                                              const q5v_consts *k, __m512i *isum, __m256i *imin) {
@@ -76,8 +90,8 @@ static inline float q5v_finish(__m512 acc, __m256 accm) {
 
 /* Rows w[0..R) against x; y[k] for each; pf: each row's bytes fetched Q5_PF ahead. */
 static inline __attribute__((always_inline)) void q5v_rows(int R, int64_t nb, const uint8_t *const *w,
-                                                            const uint8_t *x, const q5v_consts *k, float *const *y,
-                                                            bool pf) {
+                                                            const uint8_t *x, float *const *y, bool pf) {
+    const q5v_consts kc = q5v_make(), *k = &kc;
     __m512 acc[4];
     __m256 accm[4];
     _Pragma("GCC unroll 4")
@@ -107,38 +121,7 @@ static inline __attribute__((always_inline)) void q5v_rows(int R, int64_t nb, co
     for (int r = 0; r < R; r++) *y[r] = q5v_finish(acc[r], accm[r]);
 }
 
-static inline __attribute__((always_inline)) void gemv_q5_K_pf(int64_t n, const void *w, size_t ws, int64_t n_rows,
-                                                               int64_t g0, int64_t g1, const void *x, float *y,
-                                                               bool pf) {
-    const uint8_t *W = w;
-    const int64_t nb = n / QK_K, q = n_rows / 4, e = g1 < q ? g1 : q;
-    q5v_consts k = { .lo4 = _mm512_set1_epi8(0x0F), .bit4 = _mm512_set1_epi8(0x10) };
-    k.sidx[0] = q5v_sidx(0, 2);
-    k.sidx[1] = q5v_sidx(1, 3);
-    k.sidx[2] = q5v_sidx(4, 6);
-    k.sidx[3] = q5v_sidx(5, 7);
-    /* bit b of each byte to bit 4: left by 4 − b (b = 0, 2 | 1, 3), right by b − 4 (4, 6 | 5, 7) */
-    k.sh[0] = q5v_sidx(4, 2);
-    k.sh[1] = q5v_sidx(3, 1);
-    k.sh[2] = q5v_sidx(0, 2);
-    k.sh[3] = q5v_sidx(1, 3);
-    const uint8_t *wr[4];
-    float *yr[4];
-    for (int64_t r = g0; r < e; r++) {
-        for (int j = 0; j < 4; j++) {
-            wr[j] = W + (size_t)(r + j * q) * ws;
-            yr[j] = y + r + j * q;
-        }
-        q5v_rows(4, nb, wr, x, &k, yr, pf);
-    }
-    for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) {   /* group q: the 0-3 rows left */
-        wr[0] = W + (size_t)r * ws;
-        yr[0] = y + r;
-        q5v_rows(1, nb, wr, x, &k, yr, false);
-    }
-}
-
-X86_GEMV_PF_TWINS(gemv_q5_K)
+X86_GEMV_ROWS4_TWINS(gemv_q5_K, q5v_rows, QK_K)
 
 void rt_fill_gemv_q5k_avx512(tensor_kernels *k) {
     k->gemv[GGUF_T_Q5_K] = (tensor_gemv){ gemv_q5_K, 4, gemv_q5_K_lean, 0, NULL, 0 };

@@ -134,7 +134,12 @@ static void gdn_rows8(int64_t d, float *S, const float *q, const float *k, const
  * row is written once; and the first pass of the next 8 rows is issued before the second
  * pass of these, so the reduction chain of one group overlaps the other's work. The state comes
  * from memory each token; fetching its rows 16 ahead as well (T0, 4 KiB a group of 8 rows) left
- * qwen35-0.8b's tokens where they were (alternating in runs of 8: 0.993-1.014x the time). */
+ * qwen35-0.8b's tokens where they were (alternating in runs of 8: 0.993-1.014x the time). So
+ * did fetching them 32 KiB ahead, though one thread alone then stepped 8 cold heads in 24-26
+ * instead of 35-36 us (a harness outside the repo, mean of 300 layers): in a token both
+ * threads step their heads at once, and their reads plus the state's write-backs (1 MiB each
+ * way a layer, in ~40 us) already keep memory busy (qwen35-0.8b Q4_K_M tg128, --profile, 4
+ * alternating pairs: recurrent 1.00-1.12 ms a token both ways). */
 #define GDN_DEC(j, acc) acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(row + 16 * (j)), vdec), k##j, acc)
 #define GDN_UPD(j, acc)                                                                                      \
     do {                                                                                                     \

@@ -299,6 +299,34 @@ static inline __attribute__((always_inline)) void x86_kq_rows(int G, int P, x86_
         name##_pf(n, w, ws, n_rows, g0, g1, x, y, false);                                                            \
     }
 
+/* The gemv `name` and its lean twin over the file's layout, four rows side by side: group
+ * r < q = n_rows / 4 is rows r + k·q (k = 0..3: four streams, each straight through a quarter
+ * of the matrix, which the hardware prefetchers follow), group q the 0-3 rows left, one at a
+ * time and without the software prefetch. rows_fn(R, nb, w, x, y, pf) (R a constant) puts the
+ * results of rows w[0..R), nb blocks of qk elements each, in *y[0..R). */
+#define X86_GEMV_ROWS4_TWINS(name, rows_fn, qk)                                                                      \
+    static inline __attribute__((always_inline)) void name##_pf(int64_t n, const void *w, size_t ws, int64_t n_rows, \
+                                                                int64_t g0, int64_t g1, const void *x, float *y,     \
+                                                                bool pf) {                                           \
+        const uint8_t *W = w;                                                                                        \
+        const int64_t nb = n / (qk), q = n_rows / 4, e = g1 < q ? g1 : q;                                            \
+        const uint8_t *wr[4];                                                                                        \
+        float *yr[4];                                                                                                \
+        for (int64_t r = g0; r < e; r++) {                                                                           \
+            for (int k = 0; k < 4; k++) {                                                                            \
+                wr[k] = W + (size_t)(r + k * q) * ws;                                                                \
+                yr[k] = y + r + k * q;                                                                               \
+            }                                                                                                        \
+            rows_fn(4, nb, wr, x, yr, pf);                                                                           \
+        }                                                                                                            \
+        for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) {                                                 \
+            wr[0] = W + (size_t)r * ws;                                                                              \
+            yr[0] = y + r;                                                                                           \
+            rows_fn(1, nb, wr, x, yr, false);                                                                        \
+        }                                                                                                            \
+    }                                                                                                                \
+    X86_GEMV_PF_TWINS(name)
+
 /* The gemv `name` and its lean twin over a matrix packed 16 rows to a group (tensor.h), from
  * group_fn(nb, group, x, y, pf), the kernel of one packed group (y: its 16 results) of nb
  * blocks of qk elements. */
@@ -365,6 +393,7 @@ void rt_fill_gemm_q40_avx2(tensor_kernels *k);
 void rt_fill_gemm_f16_avx2(tensor_kernels *k);
 void rt_fill_gemv_avx2(tensor_kernels *k);
 void rt_fill_gemv_q4k16_avx2(tensor_kernels *k);
+void rt_fill_gemv_q5k_avx2(tensor_kernels *k);
 void rt_fill_gemv_q6k16_avx2(tensor_kernels *k);
 /* The AVX2 table's Q4_0 dot (dot_avx2.c), for the gemm's fallback. */
 float rt_dot_q4_0_avx2(int64_t n, const void *w, const void *x);
