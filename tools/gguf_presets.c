@@ -9,6 +9,9 @@
  * compares them tensor by tensor and key by key); the others are the released models' HF
  * config.json as llama.cpp's converter turns it into keys:
  *   qwen3-0.6b          Qwen/Qwen3-0.6B
+ *   llama3-8b           meta-llama/Meta-Llama-3-8B: 4096, 32 layers, 32/8 heads of 128, ff 14336
+ *                       (rows longer than the 0.6b models' kernels meet), vocab 128256, rope
+ *                       theta 500000, untied
  *   qwen35-{0.8b,2b,4b} Qwen/Qwen3.5-{0.8B,2B,4B} text_config: 24/24/32 layers, every 4th full
  *                       attention; gated attention 8/8/16 heads, 2/2/4 KV, head_dim 256, partial
  *                       rotary 0.25 (n_rot 64), mrope_section [11,11,10]; DeltaNet 16 k heads,
@@ -65,6 +68,8 @@ static const synth_preset k_presets[] = {
      .attn_layers = 1u << 1 | 1u << 3},
     {.name = "qwen3-0.6b", .arch = "qwen3", .n_embd = 1024, .n_layer = 28, .n_ff = 3072, .n_vocab = 151936,
      .n_ctx = 40960, .n_head = 16, .n_head_kv = 8, .head_dim = 128, .rope_base = 1e6f, .eps = 1e-6f, .tied = true},
+    {.name = "llama3-8b", .arch = "llama", .n_embd = 4096, .n_layer = 32, .n_ff = 14336, .n_vocab = 128256,
+     .n_ctx = 8192, .n_head = 32, .n_head_kv = 8, .head_dim = 128, .rope_base = 500000.0f, .eps = 1e-5f},
     QWEN35("qwen35-0.8b", 1024, 24, 3584, 8, 2, 16),
     QWEN35("qwen35-2b", 2048, 24, 6144, 8, 2, 16),
     QWEN35("qwen35-4b", 2560, 32, 9216, 16, 4, 32),

@@ -67,7 +67,7 @@ check_preset() {
 # every preset has a row below; a new preset without one fails here
 "$bin" synth --help | sed -nE 's/ *([a-z0-9.-]+) \(([a-z0-9]+)\),?/\1\n/gp' | grep -v tiny | grep . | sort >"$tmp/presets.txt"
 [ -s "$tmp/presets.txt" ] || fail "no presets listed by synth --help"
-tested=(qwen3-0.6b qwen35-0.8b qwen35-2b qwen35-4b qwen35moe-35b-a3b qwen3next-80b-a3b mamba-130m mamba2-370m lfm2-350m
+tested=(qwen3-0.6b llama3-8b qwen35-0.8b qwen35-2b qwen35-4b qwen35moe-35b-a3b qwen3next-80b-a3b mamba-130m mamba2-370m lfm2-350m
         lfm2-1.2b)
 printf '%s\n' "${tested[@]}" | sort | diff -u - "$tmp/presets.txt" || fail "presets without a check in presets.sh"
 printf 'large:%s\n' qwen35moe-35b-a3b qwen3next-80b-a3b >"$tmp/large.txt"
@@ -92,6 +92,7 @@ big() { [ $sparse = 1 ]; }
 # Expected memory (bytes): recurrent state = n_recurrent_layers x ((conv_kernel - 1) x
 # conv_channels + ssm_floats) x 4; KV per token = n_attention_layers x 2 (K, V) x n_kv_heads x
 # head_dim x 2. DeltaNet: channels 2 x n_k x 128 + n_v x 128, ssm n_v x 128 x 128.
+#   llama3 8b:      no recurrent layers; 32 x 2 x 8 x 128 x 2
 #   qwen35 0.8b/2b: 18 x (3 x 6144 + 262144) x 4;  6 x 2 x 2 x 256 x 2
 #   qwen35 4b:      24 x (3 x 8192 + 524288) x 4;  8 x 2 x 4 x 256 x 2
 #   qwen35moe 35b:  30 x (3 x 8192 + 524288) x 4; 10 x 2 x 2 x 256 x 2
@@ -101,6 +102,9 @@ big() { [ $sparse = 1 ]; }
 #   lfm2:           10 conv layers x 2 x n_embd x 4; 6 x 2 x 8 x 64 x 2
 check_preset qwen3-0.6b qwen3 310 0 114688 block_count=28 attention.key_length=128 \
     token_embd.weight:"[1024, 151936]" output.weight:- blk.0.attn_q.weight:"[1024, 2048]"
+big && check_preset llama3-8b llama 291 0 131072 block_count=32 feed_forward_length=14336 \
+    attention.head_count_kv=8 rope.freq_base=500000 vocab_size=128256 token_embd.weight:"[4096, 128256]" \
+    output.weight:"[4096, 128256]" blk.0.attn_k.weight:"[4096, 1024]" blk.31.ffn_down.weight:"[14336, 4096]"
 check_preset qwen35-0.8b qwen35 335 20201472 12288 block_count=25 nextn_predict_layers=1 \
     context_length=262144 feed_forward_length=3584 rope.dimension_count=64 "rope.dimension_sections=[11, 11, 10, 0]" \
     full_attention_interval=4 ssm.group_count=16 ssm.time_step_rank=16 ssm.inner_size=2048 ssm.state_size=128 \
@@ -151,7 +155,7 @@ grep -qE 'generation +8 tokens' "$tmp/out.txt" || fail "mamba-130m: $(tail -n 2 
 rm -f "$tmp/m.gguf"
 
 if [ "${RECUR_PRESETS_RUN:-0}" = 1 ]; then
-    for p in qwen3-0.6b:qwen3 qwen35-0.8b:qwen35 qwen35-2b:qwen35 qwen35-4b:qwen35 mamba2-370m:mamba2 \
+    for p in qwen3-0.6b:qwen3 llama3-8b:llama qwen35-0.8b:qwen35 qwen35-2b:qwen35 qwen35-4b:qwen35 mamba2-370m:mamba2 \
              lfm2-350m:lfm2 lfm2-1.2b:lfm2; do
         "$bin" synth --arch "${p#*:}" --preset "${p%:*}" -o "$tmp/r.gguf" >/dev/null 2>&1 || fail "synth ${p%:*}"
         "$cli" -m "$tmp/r.gguf" -p hi -n 8 -t 2 --ignore-eos >"$tmp/out.txt" 2>&1 || fail "recur-cli on ${p%:*}"

@@ -437,13 +437,17 @@ static void test_gemm_panel(void **state) {
     const int64_t rows[] = { 1, 7, 15, 16, 17, 34 }, few[] = { 3 };
     /* Q4_K, Q6_K: 32-row tiles (two panels) where both fit the buffer, 16-row ones after them
      * and where only one fits */
-    const int64_t rows_k[] = { 1, 16, 17, 31, 32, 33, 34 }, many[] = { 34 };
+    const int64_t rows_k[] = { 1, 16, 17, 31, 32, 33, 34 }, many[] = { 34 }, long_toks[] = { 5, 64, 70, 0 };
     int checked = 0;
     for (int k = 0; k < nt; k++) {
         if (tab[k]->gemm_q4_K_rp) {
             check_panel_gemm(tab[k], GGUF_T_Q4_K, tab[k]->gemm_q4_K_rp, s->dot_q4_K_rp, 512, rows_k, 7, &r);
             check_panel_gemm(tab[k], GGUF_T_Q4_K, tab[k]->gemm_q4_K_rp, s->dot_q4_K_rp, 256 * 30, many, 1, &r);
             check_panel_gemm(tab[k], GGUF_T_Q4_K, tab[k]->gemm_q4_K_rp, s->dot_q4_K_rp, 256 * 49, few, 1, &r);
+            /* past the panel buffer: pieces of 24 blocks and one, two panels and one, the
+             * chains parked across pieces for 64 tokens at a time */
+            check_panel_gemm_toks(tab[k], GGUF_T_Q4_K, tab[k]->gemm_q4_K_rp, s->dot_q4_K_rp, 256 * 49, rows_k + 3, 3,
+                                  long_toks, &r);
             checked++;
         }
         if (tab[k]->gemm[GGUF_T_Q6_K]) {

@@ -23,9 +23,18 @@
  *    panels straight from their blocks (gemm_q4_K_rp_r16: plain loads) instead of being
  *    unpacked to the file's layout and gathered back: recur-bench pp512, qwen35-0.8b Q4_K_M,
  *    4 alternating rounds: 669-677 -> 693-698 t/s.
- * Any n (a multiple of 256; rows longer than QMAXB blocks, or calls of fewer than QT tokens,
- * take the dot: gathering 16 rows straight from the blocks for one token was slower than the
- * dot on this machine), any row and token counts, unaligned rows and strides. Row offsets within a call must fit in int32 (16 rows). */
+ *  - rows longer than the buffer (QMAXB blocks: a 7B-14B model's down-projection, 14336-17408
+ *    elements) take their blocks in pieces, the tiles' chains parked between the pieces
+ *    (gemm_q4k_pieces). Before, they took the dot: 256 x 14336, 256 tokens, 2 threads
+ *    (/tmp/s16/mmn.c outside the repo, best of 5), packed 17.3 -> 2.8 ms, the file's layout
+ *    21.4 -> 3.0 (12288, in one piece: 2.4 and 3.1); recur-bench pp512 -r 1 on a Q4_K
+ *    llama3-8b (recur-gguf synth, zero weights) 22.0 -> 72.7 t/s, ik_llama.cpp's llama-bench
+ *    47.0 on the same file. Pieces of two panels for rows that fit one panel (8192, 12288)
+ *    were no faster than one panel over the whole row.
+ * Any n (a multiple of 256; calls of fewer than QT tokens take the dot: gathering 16 rows
+ * straight from the blocks for one token was slower than the dot on this machine), any row
+ * and token counts, unaligned rows and strides. Row offsets within a call must fit in int32
+ * (16 rows). */
 #include "tensor/x86/simd_x86.h"
 
 #define QR 16      /* weight rows per panel: one per int32 lane */
@@ -138,12 +147,23 @@ static inline int32_t min_pair(const uint8_t *xb, int j) {
     return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)c << 16);
 }
 
-/* 16 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr. */
+/* A tile's chains between pieces of a row's blocks (gemm_q4k_pieces): park[t] holds token
+ * t's acc and accm lanes (16-row tiles: [0] acc, [1] accm; 32-row tiles: [0], [1] the two
+ * panels' acc, [2], [3] their accm). PARK_IN: the tile starts from them (else from zero);
+ * PARK_OUT: it leaves them there (else it stores acc − accm in y). */
+typedef float q4k_park[4][QR];
+enum { PARK_IN = 1, PARK_OUT = 2 };
+
+/* 16 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr (phase: PARK_IN / PARK_OUT). */
 static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const q4k_pblk *pk, const uint8_t *x,
-                                                        size_t xs, float *y, int64_t ldy, __mmask16 rows) {
+                                                        size_t xs, float *y, int64_t ldy, __mmask16 rows,
+                                                        q4k_park *park, int phase) {
     __m512 acc[QT], accm[QT];
     _Pragma("GCC unroll 4")
-    for (int t = 0; t < T; t++) acc[t] = accm[t] = _mm512_setzero_ps();
+    for (int t = 0; t < T; t++) {
+        acc[t] = phase & PARK_IN ? _mm512_load_ps(park[t][0]) : _mm512_setzero_ps();
+        accm[t] = phase & PARK_IN ? _mm512_load_ps(park[t][1]) : _mm512_setzero_ps();
+    }
     for (int64_t b = 0; b < nb; b++) {
         const q4k_pblk *p = pk + b;
         const uint8_t *xb[QT];
@@ -190,7 +210,14 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
         }
     }
     _Pragma("GCC unroll 4")
-    for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + t * ldy, rows, _mm512_sub_ps(acc[t], accm[t]));
+    for (int t = 0; t < T; t++) {
+        if (phase & PARK_OUT) {
+            _mm512_store_ps(park[t][0], acc[t]);
+            _mm512_store_ps(park[t][1], accm[t]);
+        } else {
+            _mm512_mask_storeu_ps(y + t * ldy, rows, _mm512_sub_ps(acc[t], accm[t]));
+        }
+    }
 }
 
 /* 32 rows (panels pa, pb) x T tokens over nb blocks: the 16-row tile's operations on each
@@ -199,14 +226,16 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
  * block) to leave the registers to the sums. */
 static inline __attribute__((always_inline)) void tile2(int T, int64_t nb, const q4k_pblk *pa, const q4k_pblk *pb,
                                                          const uint8_t *x, size_t xs, float *y, int64_t ldy,
-                                                         __mmask16 rows_b) {
+                                                         __mmask16 rows_b, q4k_park *park, int phase) {
     __m512 acc0[QT], acc1[QT];
     _Alignas(64) float accm[2][QT][QR];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) {
-        acc0[t] = acc1[t] = _mm512_setzero_ps();
-        _mm512_store_ps(accm[0][t], _mm512_setzero_ps());
-        _mm512_store_ps(accm[1][t], _mm512_setzero_ps());
+        const bool in = phase & PARK_IN;
+        acc0[t] = in ? _mm512_load_ps(park[t][0]) : _mm512_setzero_ps();
+        acc1[t] = in ? _mm512_load_ps(park[t][1]) : _mm512_setzero_ps();
+        _mm512_store_ps(accm[0][t], in ? _mm512_load_ps(park[t][2]) : _mm512_setzero_ps());
+        _mm512_store_ps(accm[1][t], in ? _mm512_load_ps(park[t][3]) : _mm512_setzero_ps());
     }
     for (int64_t b = 0; b < nb; b++) {
         const q4k_pblk *p0 = pa + b, *p1 = pb + b;
@@ -247,8 +276,62 @@ static inline __attribute__((always_inline)) void tile2(int T, int64_t nb, const
     }
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) {
-        _mm512_storeu_ps(y + t * ldy, _mm512_sub_ps(acc0[t], _mm512_load_ps(accm[0][t])));
-        _mm512_mask_storeu_ps(y + t * ldy + QR, rows_b, _mm512_sub_ps(acc1[t], _mm512_load_ps(accm[1][t])));
+        if (phase & PARK_OUT) {
+            _mm512_store_ps(park[t][0], acc0[t]);
+            _mm512_store_ps(park[t][1], acc1[t]);
+            _mm512_store_ps(park[t][2], _mm512_load_ps(accm[0][t]));
+            _mm512_store_ps(park[t][3], _mm512_load_ps(accm[1][t]));
+        } else {
+            _mm512_storeu_ps(y + t * ldy, _mm512_sub_ps(acc0[t], _mm512_load_ps(accm[0][t])));
+            _mm512_mask_storeu_ps(y + t * ldy + QR, rows_b, _mm512_sub_ps(acc1[t], _mm512_load_ps(accm[1][t])));
+        }
+    }
+}
+
+/* Rows longer than QMAXB blocks: their blocks in pieces of up to QMAXB / 2, two panels of 16
+ * rows (or the one left) unpacked a piece at a time (r16: from rows packed 16 to a group at
+ * load, else from the file's rows), and for each TPARK tokens the tiles run piece after piece
+ * with their chains parked in between. Every output still meets its blocks in order, each
+ * chain carried on unrounded, so the bits are those of one pass over the whole row. Each
+ * TPARK tokens unpack the panels again: for 16 rows of 14336 elements (56 blocks) a panel
+ * costs about what one tile of 4 tokens does with it. */
+#define TPARK 64
+static void gemm_q4k_pieces(bool r16, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X,
+                            size_t xs, int64_t n_tok, float *y, int64_t ldy) {
+    const int64_t pb = QMAXB / 2;
+    _Alignas(64) q4k_pblk pk[QMAXB];
+    _Alignas(64) q4k_park park[TPARK];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 2 * QR) {
+        const int na = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
+        const int nb2 = n_rows - r0 - QR < QR ? (int)(n_rows - r0 - QR) : QR;   /* <= 0: one panel */
+        const __mmask16 rows_a = (__mmask16)((1u << na) - 1), rows_b = nb2 > 0 ? (__mmask16)((1u << nb2) - 1) : 0;
+        const __m512i va = row_offsets(ws, na), vb = row_offsets(ws, nb2 > 0 ? nb2 : 1);
+        float *yr = y + r0;
+        for (int64_t t0 = 0; t0 < n_tok; t0 += TPARK) {
+            const int64_t nt = n_tok - t0 < TPARK ? n_tok - t0 : TPARK;
+            for (int64_t b0 = 0; b0 < nb; b0 += pb) {
+                const int64_t len = nb - b0 < pb ? nb - b0 : pb;
+                const int phase = (b0 > 0 ? PARK_IN : 0) | (b0 + len < nb ? PARK_OUT : 0);
+                for (int64_t b = 0; b < len; b++) {
+                    const uint8_t *wa = W + (size_t)r0 * ws, *wb = wa + QR * ws;
+                    if (r16) {
+                        pack_block_r16(&pk[b], wa + (size_t)(b0 + b) * TENSOR_R16_BLOCK);
+                        if (nb2 > 0) pack_block_r16(&pk[pb + b], wb + (size_t)(b0 + b) * TENSOR_R16_BLOCK);
+                    } else {
+                        pack_block(&pk[b], wa, va, b0 + b);
+                        if (nb2 > 0) pack_block(&pk[pb + b], wb, vb, b0 + b);
+                    }
+                }
+                const uint8_t *xp = X + t0 * xs + (size_t)b0 * Q8_K_BYTES;
+                float *yt = yr + t0 * ldy;
+#define TILE2(T, t) tile2(T, len, pk, pk + pb, xp + (t) * xs, xs, yt + (t) * ldy, ldy, rows_b, park + (t), phase)
+#define TILE1(T, t) tile(T, len, pk, xp + (t) * xs, xs, yt + (t) * ldy, ldy, rows_a, park + (t), phase)
+                if (nb2 > 0) X86_TOKEN_TILES(nt, TILE2);
+                else X86_TOKEN_TILES(nt, TILE1);
+#undef TILE1
+#undef TILE2
+            }
+        }
     }
 }
 
@@ -256,8 +339,12 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
                          int64_t n_tok, float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK_K;
-    if (nb > QMAXB || n_tok < QT) {   /* no room, or too few tokens to pay for the panel: the dot */
+    if (n_tok < QT) {   /* too few tokens to pay for the panel: the dot */
         x86_gemm_by_dot(rt_dot_q4_K_rp_avx512, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        return;
+    }
+    if (nb > QMAXB) {
+        gemm_q4k_pieces(false, nb, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     _Alignas(64) q4k_pblk pk[QMAXB];
@@ -272,7 +359,7 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
             pack_block(&pk[nb + b], W + (size_t)(r0 + QR) * ws, vb, b);
         }
         float *yr = y + r0;
-#define TILE2(T, t) tile2(T, nb, pk, pk + nb, X + (t) * xs, xs, yr + (t) * ldy, ldy, rows_b)
+#define TILE2(T, t) tile2(T, nb, pk, pk + nb, X + (t) * xs, xs, yr + (t) * ldy, ldy, rows_b, NULL, 0)
         X86_TOKEN_TILES(n_tok, TILE2);
 #undef TILE2
     }
@@ -282,21 +369,25 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
         const __m512i vr = row_offsets(ws, nr);
         for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], W + (size_t)r0 * ws, vr, b);
         float *yr = y + r0;
-#define TILE1(T, t) tile(T, nb, pk, X + (t) * xs, xs, yr + (t) * ldy, ldy, rows)
+#define TILE1(T, t) tile(T, nb, pk, X + (t) * xs, xs, yr + (t) * ldy, ldy, rows, NULL, 0)
         X86_TOKEN_TILES(n_tok, TILE1);
 #undef TILE1
     }
 }
 
 /* gemm_q4_K_rp over rows packed 16 to a group at load (tensor.h gemm_q4_K_rp_r16): the panels
- * straight from the packed blocks; rows too long for the buffer, or calls of fewer than QT
- * tokens, are unpacked a group at a time for gemm_q4_K_rp (its dot). */
+ * straight from the packed blocks (rows too long for the buffer in pieces); calls of fewer
+ * than QT tokens are unpacked a group at a time for gemm_q4_K_rp (its dot). */
 static void gemm_q4_K_rp_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                              int64_t n_tok, float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK_K;
     const size_t gb = (size_t)QR * ws;   /* a group's bytes: 16 rows' */
-    if (nb > QMAXB || n_tok < QT) {
+    if (nb > QMAXB && n_tok >= QT) {
+        gemm_q4k_pieces(true, nb, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        return;
+    }
+    if (n_tok < QT) {
         x86_gemm_r16_unpacked(tensor_q4_K_r16_unpack, gemm_q4_K_rp, rt_dot_q4_K_r16, n, W, ws, n_rows, X, xs, n_tok, y,
                               ldy);
         return;
@@ -310,14 +401,14 @@ static void gemm_q4_K_rp_r16(int64_t n, const void *w, size_t ws, int64_t n_rows
             pack_block_r16(&pk[nb + b], W + (size_t)r0 * ws + gb + (size_t)b * TENSOR_R16_BLOCK);
         }
         float *yr = y + r0;
-#define TILE2(T, t) tile2(T, nb, pk, pk + nb, X + (t) * xs, xs, yr + (t) * ldy, ldy, all)
+#define TILE2(T, t) tile2(T, nb, pk, pk + nb, X + (t) * xs, xs, yr + (t) * ldy, ldy, all, NULL, 0)
         X86_TOKEN_TILES(n_tok, TILE2);
 #undef TILE2
     }
     for (; r0 < n_rows; r0 += QR) {
         for (int64_t b = 0; b < nb; b++) pack_block_r16(&pk[b], W + (size_t)r0 * ws + (size_t)b * TENSOR_R16_BLOCK);
         float *yr = y + r0;
-#define TILE1(T, t) tile(T, nb, pk, X + (t) * xs, xs, yr + (t) * ldy, ldy, all)
+#define TILE1(T, t) tile(T, nb, pk, X + (t) * xs, xs, yr + (t) * ldy, ldy, all, NULL, 0)
         X86_TOKEN_TILES(n_tok, TILE1);
 #undef TILE1
     }
