@@ -444,8 +444,8 @@ static void test_gemm_panel(void **state) {
             check_panel_gemm(tab[k], GGUF_T_Q4_K, tab[k]->gemm_q4_K_rp, s->dot_q4_K_rp, 512, rows_k, 7, &r);
             check_panel_gemm(tab[k], GGUF_T_Q4_K, tab[k]->gemm_q4_K_rp, s->dot_q4_K_rp, 256 * 30, many, 1, &r);
             check_panel_gemm(tab[k], GGUF_T_Q4_K, tab[k]->gemm_q4_K_rp, s->dot_q4_K_rp, 256 * 49, few, 1, &r);
-            /* past the panel buffer: pieces of 24 blocks and one, two panels and one, the
-             * chains parked across pieces for 64 tokens at a time */
+            /* past the panel buffer: pieces (of 24 blocks and one here), two panels and one,
+             * the chains parked across pieces for 64 tokens at a time; Q6_K alike below */
             check_panel_gemm_toks(tab[k], GGUF_T_Q4_K, tab[k]->gemm_q4_K_rp, s->dot_q4_K_rp, 256 * 49, rows_k + 3, 3,
                                   long_toks, &r);
             checked++;
@@ -454,6 +454,8 @@ static void test_gemm_panel(void **state) {
             check_panel_gemm(tab[k], GGUF_T_Q6_K, tab[k]->gemm[GGUF_T_Q6_K], s->vec_dot[GGUF_T_Q6_K], 768, rows_k, 7, &r);
             check_panel_gemm(tab[k], GGUF_T_Q6_K, tab[k]->gemm[GGUF_T_Q6_K], s->vec_dot[GGUF_T_Q6_K], 256 * 30, many, 1, &r);
             check_panel_gemm(tab[k], GGUF_T_Q6_K, tab[k]->gemm[GGUF_T_Q6_K], s->vec_dot[GGUF_T_Q6_K], 256 * 49, few, 1, &r);
+            check_panel_gemm_toks(tab[k], GGUF_T_Q6_K, tab[k]->gemm[GGUF_T_Q6_K], s->vec_dot[GGUF_T_Q6_K], 256 * 49,
+                                  rows_k + 3, 3, long_toks, &r);
             checked++;
         }
         if (tab[k]->gemm[GGUF_T_Q4_0]) {   /* 4-row tiles; an even and an odd block count; past the panel */
@@ -481,6 +483,7 @@ static void test_gemm_panel(void **state) {
             check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 25, rows, 6, &r);
             check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 65, few, 1, &r);
             check_panel_gemm(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 193, few, 1, &r);
+            check_panel_gemm_toks(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 49, few, 1, long_toks, &r);
             checked++;
         }
     }

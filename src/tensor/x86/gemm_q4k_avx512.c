@@ -147,22 +147,20 @@ static inline int32_t min_pair(const uint8_t *xb, int j) {
     return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)c << 16);
 }
 
-/* A tile's chains between pieces of a row's blocks (gemm_q4k_pieces): park[t] holds token
- * t's acc and accm lanes (16-row tiles: [0] acc, [1] accm; 32-row tiles: [0], [1] the two
- * panels' acc, [2], [3] their accm). PARK_IN: the tile starts from them (else from zero);
- * PARK_OUT: it leaves them there (else it stores acc − accm in y). */
+/* A tile's chains between pieces of a row's blocks (gemm_q4k_pieces, simd_x86.h
+ * X86_PARK_IN): park[t] holds token t's acc and accm lanes (16-row tiles: [0] acc, [1] accm;
+ * 32-row tiles: [0], [1] the two panels' acc, [2], [3] their accm). */
 typedef float q4k_park[4][QR];
-enum { PARK_IN = 1, PARK_OUT = 2 };
 
-/* 16 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr (phase: PARK_IN / PARK_OUT). */
+/* 16 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr (phase: X86_PARK_IN / X86_PARK_OUT). */
 static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const q4k_pblk *pk, const uint8_t *x,
                                                         size_t xs, float *y, int64_t ldy, __mmask16 rows,
                                                         q4k_park *park, int phase) {
     __m512 acc[QT], accm[QT];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) {
-        acc[t] = phase & PARK_IN ? _mm512_load_ps(park[t][0]) : _mm512_setzero_ps();
-        accm[t] = phase & PARK_IN ? _mm512_load_ps(park[t][1]) : _mm512_setzero_ps();
+        acc[t] = phase & X86_PARK_IN ? _mm512_load_ps(park[t][0]) : _mm512_setzero_ps();
+        accm[t] = phase & X86_PARK_IN ? _mm512_load_ps(park[t][1]) : _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         const q4k_pblk *p = pk + b;
@@ -211,7 +209,7 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
     }
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) {
-        if (phase & PARK_OUT) {
+        if (phase & X86_PARK_OUT) {
             _mm512_store_ps(park[t][0], acc[t]);
             _mm512_store_ps(park[t][1], accm[t]);
         } else {
@@ -231,7 +229,7 @@ static inline __attribute__((always_inline)) void tile2(int T, int64_t nb, const
     _Alignas(64) float accm[2][QT][QR];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) {
-        const bool in = phase & PARK_IN;
+        const bool in = phase & X86_PARK_IN;
         acc0[t] = in ? _mm512_load_ps(park[t][0]) : _mm512_setzero_ps();
         acc1[t] = in ? _mm512_load_ps(park[t][1]) : _mm512_setzero_ps();
         _mm512_store_ps(accm[0][t], in ? _mm512_load_ps(park[t][2]) : _mm512_setzero_ps());
@@ -276,7 +274,7 @@ static inline __attribute__((always_inline)) void tile2(int T, int64_t nb, const
     }
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) {
-        if (phase & PARK_OUT) {
+        if (phase & X86_PARK_OUT) {
             _mm512_store_ps(park[t][0], acc0[t]);
             _mm512_store_ps(park[t][1], acc1[t]);
             _mm512_store_ps(park[t][2], _mm512_load_ps(accm[0][t]));
@@ -290,28 +288,26 @@ static inline __attribute__((always_inline)) void tile2(int T, int64_t nb, const
 
 /* Rows longer than QMAXB blocks: their blocks in pieces of up to QMAXB / 2, two panels of 16
  * rows (or the one left) unpacked a piece at a time (r16: from rows packed 16 to a group at
- * load, else from the file's rows), and for each TPARK tokens the tiles run piece after piece
- * with their chains parked in between. Every output still meets its blocks in order, each
- * chain carried on unrounded, so the bits are those of one pass over the whole row. Each
- * TPARK tokens unpack the panels again: for 16 rows of 14336 elements (56 blocks) a panel
- * costs about what one tile of 4 tokens does with it. */
-#define TPARK 64
+ * load, else from the file's rows), and for each X86_PARK_TOKENS tokens the tiles run piece
+ * after piece with their chains parked in between (the same bits). Each X86_PARK_TOKENS
+ * tokens unpack the panels again: for 16 rows of 14336 elements (56 blocks) a panel costs
+ * about what one tile of 4 tokens does with it. */
 static void gemm_q4k_pieces(bool r16, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X,
                             size_t xs, int64_t n_tok, float *y, int64_t ldy) {
     const int64_t pb = QMAXB / 2;
     _Alignas(64) q4k_pblk pk[QMAXB];
-    _Alignas(64) q4k_park park[TPARK];
+    _Alignas(64) q4k_park park[X86_PARK_TOKENS];
     for (int64_t r0 = 0; r0 < n_rows; r0 += 2 * QR) {
         const int na = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
         const int nb2 = n_rows - r0 - QR < QR ? (int)(n_rows - r0 - QR) : QR;   /* <= 0: one panel */
         const __mmask16 rows_a = (__mmask16)((1u << na) - 1), rows_b = nb2 > 0 ? (__mmask16)((1u << nb2) - 1) : 0;
         const __m512i va = row_offsets(ws, na), vb = row_offsets(ws, nb2 > 0 ? nb2 : 1);
         float *yr = y + r0;
-        for (int64_t t0 = 0; t0 < n_tok; t0 += TPARK) {
-            const int64_t nt = n_tok - t0 < TPARK ? n_tok - t0 : TPARK;
+        for (int64_t t0 = 0; t0 < n_tok; t0 += X86_PARK_TOKENS) {
+            const int64_t nt = n_tok - t0 < X86_PARK_TOKENS ? n_tok - t0 : X86_PARK_TOKENS;
             for (int64_t b0 = 0; b0 < nb; b0 += pb) {
                 const int64_t len = nb - b0 < pb ? nb - b0 : pb;
-                const int phase = (b0 > 0 ? PARK_IN : 0) | (b0 + len < nb ? PARK_OUT : 0);
+                const int phase = (b0 > 0 ? X86_PARK_IN : 0) | (b0 + len < nb ? X86_PARK_OUT : 0);
                 for (int64_t b = 0; b < len; b++) {
                     const uint8_t *wa = W + (size_t)r0 * ws, *wb = wa + QR * ws;
                     if (r16) {

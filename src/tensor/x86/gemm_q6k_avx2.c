@@ -11,8 +11,9 @@
  *  - Σ_s sc[s]·bsum[s] is 8 madds of the rows' scale pairs (sc[2i], sc[2i+1]) with the
  *    token's bsum pairs, times −32 (a shift), per block;
  *  - a register tile of 8 rows × QT tokens shares every panel load over QT tokens.
- * Rows longer than QMAXB blocks, and calls of fewer than QT tokens, take the dot. Any row and
- * token counts, unaligned rows and strides; row offsets within a panel must fit in int32. */
+ * Rows longer than QMAXB blocks run in pieces (gemm_q6_K); calls of fewer than QT tokens take
+ * the dot. Any row and token counts, unaligned rows and strides; row offsets within a panel
+ * must fit in int32. */
 #include "tensor/x86/simd_x86.h"
 
 #define QR 8       /* weight rows per panel: one per int32 lane */
@@ -58,12 +59,14 @@ static void pack_block(q6k_pblk *p, const uint8_t *const *row, __m256i vi, int64
         }
 }
 
-/* 8 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr. */
+/* 8 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr, or the chains parked in
+ * park[t] (phase: simd_x86.h X86_PARK_IN / X86_PARK_OUT). */
 static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const q6k_pblk *pk, const uint8_t *x,
-                                                        size_t xs, float *y, int64_t ldy, int nr) {
+                                                        size_t xs, float *y, int64_t ldy, int nr, float (*park)[QR],
+                                                        int phase) {
     __m256 acc[QT];
     _Pragma("GCC unroll 4")
-    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; t++) acc[t] = phase & X86_PARK_IN ? _mm256_load_ps(park[t]) : _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const q6k_pblk *p = pk + b;
         const uint8_t *xb[QT];
@@ -104,33 +107,57 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
     }
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) {
+        if (phase & X86_PARK_OUT) {
+            _mm256_store_ps(park[t], acc[t]);
+            continue;
+        }
         _Alignas(32) float v[QR];
         _mm256_store_ps(v, acc[t]);
         for (int r = 0; r < nr; r++) y[t * ldy + r] = v[r];
     }
 }
 
+/* Tokens [0, n_tok) over the panel's blocks [b0, b0 + len) (pk: those blocks). */
+static void tiles(int64_t len, const q6k_pblk *pk, const uint8_t *x, size_t xs, int64_t n_tok, float *y, int64_t ldy,
+                  int nr, float (*park)[QR], int phase) {
+    int64_t t = 0;
+    for (; t + QT <= n_tok; t += QT) tile(QT, len, pk, x + t * xs, xs, y + t * ldy, ldy, nr, park + t, phase);
+    switch (n_tok - t) {
+    case 2: tile(2, len, pk, x + t * xs, xs, y + t * ldy, ldy, nr, park + t, phase); break;
+    case 1: tile(1, len, pk, x + t * xs, xs, y + t * ldy, ldy, nr, park + t, phase); break;
+    default: break;
+    }
+}
+
+/* Rows longer than QMAXB blocks go in pieces of QMAXB blocks, X86_PARK_TOKENS tokens at a
+ * time, the tiles' chains parked between the pieces (simd_x86.h). Before, such rows took the
+ * dot. 256 rows, 256 tokens, 2 threads, RECUR_ISA=avx2 (/tmp/s16/mmn.c outside the repo, best
+ * of 5): 14336 elements 18.7 -> 9.3 ms, 18944 24.8 -> 10.2 (12288, one piece: 6.9);
+ * recur-bench pp512 -r 1 with RECUR_ISA=avx2 on a Q6_K llama3-8b (recur-gguf synth, zero
+ * weights), whose packed rows are unpacked for this gemm: 15.0 -> 20.0 t/s. */
 static void gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
                       float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK_K;
-    if (nb > QMAXB || n_tok < QT) {   /* no room, or too few tokens to pay for the unpacking */
+    if (n_tok < QT) {   /* too few tokens to pay for the unpacking */
         x86_gemm_by_dot(rt_dot_q6_K_avx2, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     _Alignas(32) q6k_pblk pk[QMAXB];
+    _Alignas(32) float park[X86_PARK_TOKENS][QR];
+    const int64_t tb = nb > QMAXB ? X86_PARK_TOKENS : n_tok;   /* one piece: every token in one pass */
     for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
         const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
         const uint8_t *row[QR];
         const __m256i vi = x86_panel8_rows(W, ws, r0, nr, row);
-        for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], row, vi, b);
-        float *yr = y + r0;
-        int64_t t = 0;
-        for (; t + QT <= n_tok; t += QT) tile(QT, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, nr);
-        switch (n_tok - t) {
-        case 2: tile(2, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, nr); break;
-        case 1: tile(1, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, nr); break;
-        default: break;
+        for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
+            const int64_t nt = n_tok - t0 < tb ? n_tok - t0 : tb;
+            for (int64_t b0 = 0; b0 < nb; b0 += QMAXB) {
+                const int64_t len = nb - b0 < QMAXB ? nb - b0 : QMAXB;
+                const int phase = (b0 > 0 ? X86_PARK_IN : 0) | (b0 + len < nb ? X86_PARK_OUT : 0);
+                for (int64_t b = 0; b < len; b++) pack_block(&pk[b], row, vi, b0 + b);
+                tiles(len, pk, X + t0 * xs + (size_t)b0 * Q8_K_BYTES, xs, nt, y + r0 + t0 * ldy, ldy, nr, park, phase);
+            }
         }
     }
 }

@@ -154,6 +154,14 @@ static inline void x86_gemm_r16_unpacked(void (*unpack)(const void *, int64_t, v
 #define X86_Q8_STREAMS_MAX 16
 #define X86_Q8_STREAMS_MAX_AVX2 64
 
+/* Rows too long for a gemm's panel buffer run their blocks in pieces, one panel's worth at a
+ * time, X86_PARK_TOKENS tokens at a time: each tile parks its accumulator chains in memory
+ * between pieces. X86_PARK_IN: a tile starts from its parked chains (else from zero);
+ * X86_PARK_OUT: it parks them again (else it stores its results). The chains go on unrounded
+ * from block to block, so the bits are those of one pass over the whole row. */
+enum { X86_PARK_IN = 1, X86_PARK_OUT = 2 };
+#define X86_PARK_TOKENS 64
+
 /* TILE(T, t) for the tokens [0, n_tok) of a panel gemm: tiles of 4 from t = 0, then one of
  * the 3, 2 or 1 left; T is a literal in every call (the tiles are inlined once per T). */
 #define X86_TOKEN_TILES(n_tok, TILE)                     \
