@@ -199,8 +199,8 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
  * packed single-token kernel once per token over MM_R16_SLAB rows at a time, which stay in cache
  * between the tokens: the same bits (the kernel's rows get the file layout's dot, as the gemms'
  * do). More take the table's packed gemm where it has one (Q8_0 in ggml's order, Q4_K in the
- * repacked order, Q5_K: x86/gemm_q5k_avx512.c gemm_q5_K_r16, whose rows past 6144 elements
- * are unpacked 16 at a time), else MM_R16_SLAB rows at a time unpacked into a buffer that mm_dot_rows
+ * repacked order, Q5_K: x86/gemm_q5k_avx512.c gemm_q5_K_r16; rows too long for their panel
+ * buffers go in pieces), else MM_R16_SLAB rows at a time unpacked into a buffer that mm_dot_rows
  * reads as the file's rows (the same kernels, so the same bits; unpacking a slab costs a
  * scalar reshuffle of it, against its n_tok-fold use). Without a buffer, the packed group's
  * scalar dot (the same bits, slowly).

@@ -18,8 +18,9 @@
  *    two chunks are packed into the int16 halves of a lane and one vpdpwssd applies both
  *    scales (tile has the arithmetic; exact); the min lanes of two tokens come from one
  *    512-bit vpmaddwd; the 8 elements' final sums are done side by side (finish8).
- * Any n (a multiple of 256; rows longer than PMAX/2 blocks take the dot; longer than YMAXB
- * blocks, unaligned activation loads), any row and token counts, unaligned rows and strides. */
+ * Any n (a multiple of 256; file rows longer than PMAX/2 blocks take the dot, packed ones go
+ * in pieces; longer than YMAXB blocks, unaligned activation loads), any row and token counts,
+ * unaligned rows and strides. */
 #include "tensor/x86/reduce_avx512.h"
 #include "tensor/x86/simd_x86.h"
 
@@ -244,18 +245,34 @@ static inline __attribute__((always_inline)) void store_tile(int R, int T, __m51
     }
 }
 
-/* R rows (pr[r], nb blocks each) × T tokens at x, R·T ≤ 8; y[t * ldy + r] for r < nr. ya,
- * when not NULL: the tokens' quants, copied aligned ([block][token][256]). */
+/* The chains of a panel of 16 rows × X86_PARK_TOKENS tokens between pieces of their blocks
+ * (gemm_q5_K_r16, simd_x86.h X86_PARK_IN): row r, token t's acc, and the accm its token pair
+ * shares. A tile reaches it at pk_r (its first row) and pk_t (its first token, even). */
+typedef struct q5k_park {
+    __m512 acc[TENSOR_R16_ROWS][X86_PARK_TOKENS];
+    __m512 accm[TENSOR_R16_ROWS][X86_PARK_TOKENS / 2];
+} q5k_park;
+
+typedef struct q5k_parking {
+    q5k_park *park;   /* NULL: the tile runs over the whole row */
+    int       phase, r;
+    int64_t   t;
+} q5k_parking;
+
+/* R rows (pr[r], nb blocks each) × T tokens at x, R·T ≤ 8; y[t * ldy + r] for r < nr, or the
+ * chains parked (pk). ya, when not NULL: the tokens' quants, copied aligned
+ * ([block][token][256]). */
 static inline __attribute__((always_inline)) void tile(int R, int T, int64_t nb, const q5k_pent *const *pr,
                                                         const uint8_t *x, size_t xs, float *y, int64_t ldy, int nr,
-                                                        int8_t (*ya)[QT][256]) {
+                                                        int8_t (*ya)[QT][256], q5k_parking pk) {
     __m512 acc[4][4], accm[4][2];   /* sized for the tail tiles too */
+    const bool in = pk.park && (pk.phase & X86_PARK_IN);
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++) {
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+        for (int t = 0; t < T; t++) acc[r][t] = in ? pk.park->acc[pk.r + r][pk.t + t] : _mm512_setzero_ps();
         _Pragma("GCC unroll 2")
-        for (int u = 0; u < (T + 1) / 2; u++) accm[r][u] = _mm512_setzero_ps();
+        for (int u = 0; u < (T + 1) / 2; u++) accm[r][u] = in ? pk.park->accm[pk.r + r][pk.t / 2 + u] : _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *xb[4];
@@ -316,13 +333,23 @@ static inline __attribute__((always_inline)) void tile(int R, int T, int64_t nb,
             }
         }
     }
+    if (pk.park && (pk.phase & X86_PARK_OUT)) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < T; t++) pk.park->acc[pk.r + r][pk.t + t] = acc[r][t];
+            _Pragma("GCC unroll 2")
+            for (int u = 0; u < (T + 1) / 2; u++) pk.park->accm[pk.r + r][pk.t / 2 + u] = accm[r][u];
+        }
+        return;
+    }
     store_tile(R, T, acc, accm, y, ldy, nr);
 }
 
 /* The tokens of the call against the decoded panel pk of nr rows (nb blocks each), RT rows
- * per register tile. */
+ * per register tile; park: NULL, or the panel's parked chains (phase as tile's). */
 static void panel_tokens(const q5k_pent *pk, int nr, int64_t nb, const uint8_t *X, size_t xs, int64_t n_tok,
-                         float *y, int64_t ldy) {
+                         float *y, int64_t ldy, q5k_park *park, int phase) {
     enum { RT = 8 / QT };
     _Alignas(64) int8_t ya[YMAXB][QT][256];
     const bool aligned = nb <= YMAXB;
@@ -333,7 +360,8 @@ static void panel_tokens(const q5k_pent *pk, int nr, int64_t nb, const uint8_t *
         for (int r = 0; r < nr; r += RT) {
             const q5k_pent *pr[RT];
             for (int i = 0; i < RT; i++) pr[i] = pk + (r + i < nr ? r + i : nr - 1) * nb;
-            tile(RT, QT, nb, pr, X + t * xs, xs, y + t * ldy + r, ldy, nr - r, aligned ? ya : NULL);
+            tile(RT, QT, nb, pr, X + t * xs, xs, y + t * ldy + r, ldy, nr - r, aligned ? ya : NULL,
+                 (q5k_parking){ park, phase, r, t });
         }
     }
     if (t == n_tok) return;
@@ -341,10 +369,11 @@ static void panel_tokens(const q5k_pent *pk, int nr, int64_t nb, const uint8_t *
         const q5k_pent *pr[RT];
         for (int i = 0; i < RT; i++) pr[i] = pk + (r + i < nr ? r + i : nr - 1) * nb;
         float *yr = y + t * ldy + r;
+        const q5k_parking pt = { park, phase, r, t };
         switch (n_tok - t) {
-        case 3: tile(RT, 3, nb, pr, X + t * xs, xs, yr, ldy, nr - r, NULL); break;
-        case 2: tile(RT, 2, nb, pr, X + t * xs, xs, yr, ldy, nr - r, NULL); break;
-        default: tile(RT, 1, nb, pr, X + t * xs, xs, yr, ldy, nr - r, NULL); break;
+        case 3: tile(RT, 3, nb, pr, X + t * xs, xs, yr, ldy, nr - r, NULL, pt); break;
+        case 2: tile(RT, 2, nb, pr, X + t * xs, xs, yr, ldy, nr - r, NULL, pt); break;
+        default: tile(RT, 1, nb, pr, X + t * xs, xs, yr, ldy, nr - r, NULL, pt); break;
         }
     }
 }
@@ -364,20 +393,47 @@ static void gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     for (int64_t r0 = 0; r0 < n_rows; r0 += pr) {
         const int nr = n_rows - r0 < pr ? (int)(n_rows - r0) : pr;
         for (int r = 0; r < nr; r++) pack_row(pk + r * nb, W + (size_t)(r0 + r) * ws, nb);
-        panel_tokens(pk, nr, nb, X, xs, n_tok, y + r0, ldy);
+        panel_tokens(pk, nr, nb, X, xs, n_tok, y + r0, ldy, NULL, 0);
     }
+}
+
+/* Rows of one group too long for the panel buffer: their blocks in pieces of PMAX / 16,
+ * X86_PARK_TOKENS tokens at a time, the tiles' chains parked between the pieces (the same
+ * bits). Before, such rows were unpacked 16 at a time for gemm_q5_K. 256 x 14336, 256 tokens,
+ * 2 threads (/tmp/s16/mmn.c outside the repo, best of 5, a busy minute): 9.0 -> 7.1 ms (8192:
+ * 4.2 -> 3.5); recur-bench pp512 -r 1 on a Q5_K llama3-8b (recur-gguf synth, zero weights)
+ * 27.7 -> 29.1 t/s, where ik_llama.cpp's llama-bench reads 51.3: at these widths the gemm's
+ * panels hold 16 rows (32 below 12 blocks) and the activations of a pass over 512 tokens no
+ * longer fit L2 (4096 elements: 402 GFLOP/s, 6144: 300, in the same program). Pieces of
+ * 256 tokens instead of 64 (fewer decodes of a panel): no clear difference (247 against 212
+ * GFLOP/s at 14336, the other way round a minute earlier). */
+static void gemm_q5_K_r16_pieces(int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X, size_t xs,
+                                 int64_t n_tok, float *y, int64_t ldy) {
+    const int64_t pb = PMAX / TENSOR_R16_ROWS;
+    _Alignas(64) q5k_pent pk[PMAX];
+    _Alignas(64) q5k_park park;   /* 96 KB */
+    for (int64_t r0 = 0; r0 < n_rows; r0 += TENSOR_R16_ROWS)
+        for (int64_t t0 = 0; t0 < n_tok; t0 += X86_PARK_TOKENS) {
+            const int64_t nt = n_tok - t0 < X86_PARK_TOKENS ? n_tok - t0 : X86_PARK_TOKENS;
+            for (int64_t b0 = 0; b0 < nb; b0 += pb) {
+                const int64_t len = nb - b0 < pb ? nb - b0 : pb;
+                const int phase = (b0 > 0 ? X86_PARK_IN : 0) | (b0 + len < nb ? X86_PARK_OUT : 0);
+                pack_group_r16(pk, W + (size_t)r0 * ws + (size_t)b0 * TENSOR_Q5R16_BLOCK, len);
+                panel_tokens(pk, TENSOR_R16_ROWS, len, X + t0 * xs + (size_t)b0 * Q8_K_BYTES, xs, nt, y + r0 + t0 * ldy,
+                             ldy, &park, phase);
+            }
+        }
 }
 
 /* gemm_q5_K over rows packed 16 to a group (tensor.h gemm_q5_K_r16): panels of whole groups
  * decoded from the packed bytes (pack_group_r16), the same entries and so the same tiles and
- * bits; rows too long for a panel of 16 take the groups unpacked to the file's layout. */
+ * bits; rows too long for a panel of 16 in pieces. */
 static void gemm_q5_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                           int64_t n_tok, float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK_K;
     if (nb > PMAX / TENSOR_R16_ROWS) {
-        x86_gemm_r16_unpacked(tensor_q5_K_r16_unpack, gemm_q5_K, rt_dot_q5_K_r16, n, W, ws, n_rows, X, xs, n_tok, y,
-                              ldy);
+        gemm_q5_K_r16_pieces(nb, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     const int pr = PMAX / nb >= QR ? QR : TENSOR_R16_ROWS;
@@ -385,7 +441,7 @@ static void gemm_q5_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, c
     for (int64_t r0 = 0; r0 < n_rows; r0 += pr) {
         const int nr = n_rows - r0 < pr ? (int)(n_rows - r0) : pr;
         for (int r = 0; r < nr; r += TENSOR_R16_ROWS) pack_group_r16(pk + r * nb, W + (size_t)(r0 + r) * ws, nb);
-        panel_tokens(pk, nr, nb, X, xs, n_tok, y + r0, ldy);
+        panel_tokens(pk, nr, nb, X, xs, n_tok, y + r0, ldy, NULL, 0);
     }
 }
 
