@@ -247,7 +247,8 @@ static inline __attribute__((always_inline)) void store_tile(int R, int T, __m51
 
 /* The chains of a panel of 16 rows × X86_PARK_TOKENS tokens between pieces of their blocks
  * (gemm_q5_K_r16, simd_x86.h X86_PARK_IN): row r, token t's acc, and the accm its token pair
- * shares. A tile reaches it at pk_r (its first row) and pk_t (its first token, even). */
+ * shares. A tile reaches it through q5k_parking's r (its first row) and t (its first token,
+ * even). */
 typedef struct q5k_park {
     __m512 acc[TENSOR_R16_ROWS][X86_PARK_TOKENS];
     __m512 accm[TENSOR_R16_ROWS][X86_PARK_TOKENS / 2];
