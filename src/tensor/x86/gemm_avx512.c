@@ -6,8 +6,8 @@
  * 8-lane accumulator; the 8 lanes reduced at the end as x86_hsum_ps. That is an FMA per
  * dpbusd, which bounds these tiles near 230 GOP/s a Zen 4 core (both share its two FMA pipes);
  * the block order (q8blk_avx512.c) halves it. Only the layout differs, in two ways:
- *  - few tokens (below PMIN_TOK), rows too long for the panel, and the rows after the last
- *    group of 16: a 512-bit register holds the same block of two weight rows (rows 2p,
+ *  - few tokens (below PMIN_TOK) and the rows after the last group of 16 (or every row,
+ *    without memory for gemm_q8_0_pieces' park): a 512-bit register holds the same block of two weight rows (rows 2p,
  *    2p+1: lanes 0-7, 8-15), so each vector FMA steps two output elements; the activation
  *    block is broadcast to both halves as x + 128 (unsigned: the activation row's tail,
  *    tensor_impl.h q8_0_tail, as is its scale as a float) and dpbusd starts from
@@ -15,7 +15,8 @@
  *    (tensor_impl.h); a tile of GP row pairs × GT tokens shares each weight load over GT
  *    tokens and each activation load over GP pairs;
  *  - otherwise groups of 16 rows, a lane per row (below), the weights transposed once per
- *    call into a panel on the stack.
+ *    call into a panel on the stack; rows longer than the panel in pieces, the chains parked
+ *    between them (gemm_q8_0_pieces).
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
 #include <stdlib.h>
 
@@ -164,19 +165,20 @@ static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws, bool
     }
 }
 
-/* Blocks [k0, k0 + kb) of one group for T tokens, u: the first token's tail. The
- * accumulators start at zero for the first chunk (k0 = 0), else from `park`, and go back to
- * `park` unless this is the last chunk, which reduces them into y[t · ldy + r] (the 16 rows'
- * sums). Parking keeps each lane's chain in the same order: the bits do not depend on KC. */
-static inline __attribute__((always_inline)) void gtile(int T, int64_t k0, int64_t kb, bool last, const q8_grp *pk,
+/* Blocks [0, kb) of a run of a group's panel (pk: its first block) for T tokens, u: the
+ * first token's tail at that block. The accumulators start at zero where `first` (the row's
+ * first block), else from `park`, and go back to `park` unless `last` (the row's last block),
+ * which reduces them into y[t · ldy + r] (the 16 rows' sums). Parking keeps each lane's chain
+ * in the same order: the bits do not depend on KC or on the pieces (gemm_q8_0_pieces). */
+static inline __attribute__((always_inline)) void gtile(int T, int64_t kb, bool first, bool last, const q8_grp *pk,
                                                          const uint8_t *u, size_t xs, __m512 (*park)[8], float *y,
                                                          int64_t ldy) {
     __m512 acc[GT3][8];
     _Pragma("GCC unroll 8")
     for (int t = 0; t < T; t++)
         _Pragma("GCC unroll 8")
-        for (int j = 0; j < 8; j++) acc[t][j] = k0 ? park[t][j] : _mm512_setzero_ps();
-    for (int64_t b = k0; b < k0 + kb; b++) {
+        for (int j = 0; j < 8; j++) acc[t][j] = first ? _mm512_setzero_ps() : park[t][j];
+    for (int64_t b = 0; b < kb; b++) {
         const q8_grp *q = pk + b;
         __m512 d[GT3];
         _Pragma("GCC unroll 8")
@@ -226,27 +228,62 @@ static void pack_group_r16(q8_grp *pk, int64_t nb, const uint8_t *G) {
     }
 }
 
-/* Rows r..r+15 over every token from their group panel pk: TB tokens at a time, each token
- * block through the panel KC blocks at a time. */
-static void group_rows(int64_t nb, const uint8_t *x, size_t xs, int64_t n_tok, float *y, int64_t ldy,
-                       const q8_grp *pk) {
-    const uint8_t *u = x + q8_0_tail(nb * QK8_0);
-    _Alignas(64) __m512 park[TB][8];
+/* Rows r..r+15 over every token from the panel pk of their blocks [p0, p0 + pb) (u: the
+ * first token's tail at block 0): TB tokens at a time, each token block through the panel KC
+ * blocks at a time, its chains parked in park (the token block's own TB places; with
+ * park_all, token t's place is park[t], kept across the pieces of a row). */
+static void group_rows(int64_t nb, int64_t p0, int64_t pb, const uint8_t *u, size_t xs, int64_t n_tok, float *y,
+                       int64_t ldy, const q8_grp *pk, __m512 (*park)[8], bool park_all) {
     for (int64_t t0 = 0; t0 < n_tok; t0 += TB) {
         const int64_t t1 = t0 + TB < n_tok ? t0 + TB : n_tok;
-        for (int64_t k0 = 0; k0 < nb; k0 += KC) {
-            const int64_t kb = k0 + KC < nb ? KC : nb - k0;
-            const bool last = k0 + kb == nb;
+        __m512(*pt)[8] = park_all ? park + t0 : park;
+        for (int64_t k0 = 0; k0 < pb; k0 += KC) {
+            const int64_t kb = k0 + KC < pb ? KC : pb - k0;
+            const bool first = p0 + k0 == 0, last = p0 + k0 + kb == nb;
+            const uint8_t *uk = u + (size_t)(p0 + k0) * Q8_0_TAIL_BYTES;
             int64_t t = t0;
             for (; t + GT3 <= t1; t += GT3)
-                gtile(GT3, k0, kb, last, pk, u + t * xs, xs, park + (t - t0), y + t * ldy, ldy);
+                gtile(GT3, kb, first, last, pk + k0, uk + t * xs, xs, pt + (t - t0), y + t * ldy, ldy);
             switch (t1 - t) {
-            case 2: gtile(2, k0, kb, last, pk, u + t * xs, xs, park + (t - t0), y + t * ldy, ldy); break;
-            case 1: gtile(1, k0, kb, last, pk, u + t * xs, xs, park + (t - t0), y + t * ldy, ldy); break;
+            case 2: gtile(2, kb, first, last, pk + k0, uk + t * xs, xs, pt + (t - t0), y + t * ldy, ldy); break;
+            case 1: gtile(1, kb, first, last, pk + k0, uk + t * xs, xs, pt + (t - t0), y + t * ldy, ldy); break;
             default: break;
             }
         }
     }
+}
+
+/* Packs the blocks [p0, p0 + pb) of the group of rows r..r+15 into pk. */
+typedef void (*q8_piece_fn)(q8_grp *pk, int64_t p0, int64_t pb, const uint8_t *W, size_t ws, int64_t r);
+
+/* Whole groups of 16 rows (from row 0) whose rows are longer than a panel (PMAXB blocks):
+ * each group's blocks go a piece of PMAXB at a time, every token through the piece, the
+ * chains of all the tokens parked between the pieces (n_tok · 512 bytes, from L2). Before,
+ * such rows (a 7B-14B model's down-projection, 14336-18944 elements) took the pair tiles.
+ * Returns the rows done: none without memory for the park. 256 x 14336, 512 tokens, 2
+ * threads (/tmp/s16/mmn.c outside the repo, best of 5): packed 9.29 -> 6.60 ms (404 -> 570
+ * GFLOP/s; 4096-wide rows in one panel: ~700), the file's layout 9.02 -> 6.55; pieces of
+ * 128, 160 or 224 blocks instead of 256 made no difference. */
+static int64_t gemm_q8_0_pieces(q8_piece_fn pack, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows,
+                                const uint8_t *X, size_t xs, int64_t n_tok, float *y, int64_t ldy) {
+    __m512(*park)[8] = aligned_alloc(64, (size_t)n_tok * sizeof *park);
+    if (!park) return 0;
+    const uint8_t *u = X + q8_0_tail(nb * QK8_0);
+    _Alignas(64) q8_grp pk[PMAXB];   /* 272 KB, only touched here */
+    int64_t r = 0;
+    for (; r + GR <= n_rows; r += GR)
+        for (int64_t p0 = 0; p0 < nb; p0 += PMAXB) {
+            const int64_t pb = p0 + PMAXB < nb ? PMAXB : nb - p0;
+            pack(pk, p0, pb, W, ws, r);
+            group_rows(nb, p0, pb, u, xs, n_tok, y + r, ldy, pk, park, true);
+        }
+    free(park);
+    return r;
+}
+
+/* q8_piece_fn over the file's rows. */
+static void pack_piece(q8_grp *pk, int64_t p0, int64_t pb, const uint8_t *W, size_t ws, int64_t r) {
+    pack_group(pk, pb, W + (size_t)r * ws + (size_t)p0 * Q8_0_BYTES, ws, false);
 }
 
 static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
@@ -257,10 +294,14 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     int64_t r = 0;
     if (nb <= PMAXB && n_tok >= PMIN_TOK) {
         _Alignas(64) q8_grp pk[PMAXB];   /* 272 KB, only touched here */
+        _Alignas(64) __m512 park[TB][8];
+        const uint8_t *u = X + q8_0_tail(nb * QK8_0);
         for (; r + GR <= n_rows; r += GR) {
             pack_group(pk, nb, W + (size_t)r * ws, ws, r + 2 * GR <= n_rows);   /* a next group to fetch */
-            group_rows(nb, X, xs, n_tok, y + r, ldy, pk);
+            group_rows(nb, 0, nb, u, xs, n_tok, y + r, ldy, pk, park, false);
         }
+    } else if (n_tok >= PMIN_TOK) {
+        r = gemm_q8_0_pieces(pack_piece, nb, W, ws, n_rows, X, xs, n_tok, y, ldy);
     }
     for (; r + 2 * GP <= n_rows; r += 2 * GP) {
         for (int i = 0; i < 2 * GP; i++) wr[i] = W + (size_t)(r + i) * ws;
@@ -298,21 +339,30 @@ static void gemm_q8_0_streams(int64_t n, const void *w, size_t ws, int64_t n_row
     }
 }
 
+/* q8_piece_fn over rows packed 16 to a group. */
+static void pack_piece_r16(q8_grp *pk, int64_t p0, int64_t pb, const uint8_t *W, size_t ws, int64_t r) {
+    pack_group_r16(pk, pb, W + (size_t)r * ws + (size_t)p0 * TENSOR_Q8R16_BLOCK);
+}
+
 /* Rows packed 16 to a group at load (tensor.h gemm_q8_0_r16): the group panels from the
- * packed bytes; rows too long for a panel are unpacked, a group at a time, for gemm_q8_0. */
+ * packed bytes; rows too long for a panel in pieces (without memory for the park, unpacked a
+ * group at a time for gemm_q8_0). */
 static void gemm_q8_0_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                           int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *W = w;
+    const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK8_0;
     if (nb <= PMAXB) {
         _Alignas(64) q8_grp pk[PMAXB];
+        _Alignas(64) __m512 park[TB][8];
+        const uint8_t *u = X + q8_0_tail(nb * QK8_0);
         for (int64_t r = 0; r < n_rows; r += GR) {
             pack_group_r16(pk, nb, W + (size_t)r * ws);
-            group_rows(nb, x, xs, n_tok, y + r, ldy, pk);
+            group_rows(nb, 0, nb, u, xs, n_tok, y + r, ldy, pk, park, false);
         }
         return;
     }
-    x86_gemm_r16_unpacked(tensor_q8_0_r16_unpack, gemm_q8_0, rt_dot_q8_0_r16, n, W, ws, n_rows, x, xs, n_tok, y, ldy);
+    if (gemm_q8_0_pieces(pack_piece_r16, nb, W, ws, n_rows, X, xs, n_tok, y, ldy) == n_rows) return;
+    x86_gemm_r16_unpacked(tensor_q8_0_r16_unpack, gemm_q8_0, rt_dot_q8_0_r16, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
 }
 
 void rt_fill_gemm_avx512(tensor_kernels *k) {

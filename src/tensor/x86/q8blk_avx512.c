@@ -11,8 +11,8 @@
  *    from the tail's Q8_MAGIC_BITS − 128 · Σ x, which leaves lane r holding the float
  *    Q8_MAGIC + row r's exact sum; one subtraction and one FMA step the 16 chains. From
  *    PMIN_TOK tokens on each group of 16 rows is transposed once per call into a panel on
- *    the stack (576 bytes a block) and tiles of GT tokens run through it; fewer tokens (or rows
- *    too long for the panel) transpose each block in registers. Rows past the last group of
+ *    the stack (576 bytes a block) and tiles of GT tokens run through it (rows too long for
+ *    the panel in pieces: groups_pieces); fewer tokens transpose each block in registers. Rows past the last group of
  *    16 repeat the last row in lanes that are not stored. One thread (gm outside the repo,
  *    against ggml's order in gemm_avx512.c): 1024x3584 at 512 tokens 198 -> 330 GOP/s,
  *    2048->1024 at 2 / 4 / 8 / 16 / 64 tokens 86 / 112 / 129 / 149 / 185 -> 133 / 189 / 213 /
@@ -21,6 +21,7 @@
  *    row reduced in integers per block.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides; both read
  * the activation rows' tail (tensor.h). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/x86/transpose16_avx512.h"
@@ -104,11 +105,10 @@ static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *const *row) {
     }
 }
 
-/* T tokens over a packed group, u: the first token's tail. */
+/* T tokens' chains acc[t] on through nb blocks of a packed group, u: the first token's tail
+ * at the first of them. */
 static inline __attribute__((always_inline)) void panel_tile(int T, int64_t nb, const q8_grp *pk, const uint8_t *u,
                                                               size_t xs, __m512 *acc) {
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m512i w[8];
         _Pragma("GCC unroll 8")
@@ -126,8 +126,13 @@ static inline __attribute__((always_inline)) void group_tile(int T, int64_t nb, 
                                                               const uint8_t *const *row, const uint8_t *u, size_t xs,
                                                               float *y, int64_t ldy, __mmask16 m) {
     __m512 acc[GT > DT ? GT : DT];
-    if (pk) panel_tile(T, nb, pk, u, xs, acc);
-    else q8l_direct(T, nb, row, u, xs, acc);
+    if (pk) {
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+        panel_tile(T, nb, pk, u, xs, acc);
+    } else {
+        q8l_direct(T, nb, row, u, xs, acc);
+    }
     _Pragma("GCC unroll 8")
     for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
 }
@@ -164,6 +169,58 @@ static void groups(int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, cons
     }
 }
 
+/* T tokens of one group over a piece of pb blocks of its rows (packed into pk; u: the first
+ * token's tail at the piece's first block): their chains from park[t] (zero for the first
+ * piece) back to park[t], or into y for the last piece. */
+static inline __attribute__((always_inline)) void piece_tile(int T, int64_t pb, const q8_grp *pk, const uint8_t *u,
+                                                              size_t xs, bool first, bool last, __m512 *park, float *y,
+                                                              int64_t ldy, __mmask16 m) {
+    __m512 acc[GT];
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T; t++) acc[t] = first ? _mm512_setzero_ps() : park[t];
+    panel_tile(T, pb, pk, u, xs, acc);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T; t++) {
+        if (last) _mm512_mask_storeu_ps(y + t * ldy, m, acc[t]);
+        else park[t] = acc[t];
+    }
+}
+
+/* Rows longer than a panel (a 7B-14B model's down-projection, 14336-18944 elements) with
+ * enough tokens: each group's blocks go a piece of PMAXB at a time, packed, every token
+ * through it, the chains of all the tokens parked between the pieces (64 bytes a token); the
+ * same chains as one pass (the order of a chain's steps is the blocks'). Before, they were
+ * transposed in registers for every tile of tokens. Returns false without memory for the park. */
+static bool groups_pieces(int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *u, size_t xs,
+                          int64_t n_tok, float *y, int64_t ldy) {
+    __m512 *park = aligned_alloc(64, (size_t)n_tok * sizeof *park);
+    if (!park) return false;
+    _Alignas(64) q8_grp pk[PMAXB];   /* 144 KB, only touched here */
+    for (int64_t r = 0; r < n_rows; r += Q8L_ROWS) {
+        const int nr = n_rows - r < Q8L_ROWS ? (int)(n_rows - r) : Q8L_ROWS;
+        const __mmask16 m = (__mmask16)((1u << nr) - 1);
+        for (int64_t p0 = 0; p0 < nb; p0 += PMAXB) {
+            const int64_t pb = p0 + PMAXB < nb ? PMAXB : nb - p0;
+            const bool first = p0 == 0, last = p0 + pb == nb;
+            const uint8_t *row[Q8L_ROWS];
+            for (int k = 0; k < Q8L_ROWS; k++) row[k] = W + (size_t)(r + (k < nr ? k : nr - 1)) * ws + (size_t)p0 * Q8_0_BYTES;
+            pack_group(pk, pb, row);
+            const uint8_t *up = u + (size_t)p0 * Q8_0_BTAIL_BYTES;
+            int64_t t = 0;
+            for (; t + GT <= n_tok; t += GT)
+                piece_tile(GT, pb, pk, up + t * xs, xs, first, last, park + t, y + r + t * ldy, ldy, m);
+            switch (n_tok - t) {
+            case 3: piece_tile(3, pb, pk, up + t * xs, xs, first, last, park + t, y + r + t * ldy, ldy, m); break;
+            case 2: piece_tile(2, pb, pk, up + t * xs, xs, first, last, park + t, y + r + t * ldy, ldy, m); break;
+            case 1: piece_tile(1, pb, pk, up + t * xs, xs, first, last, park + t, y + r + t * ldy, ldy, m); break;
+            default: break;
+            }
+        }
+    }
+    free(park);
+    return true;
+}
+
 static void gemm_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
                       float *y, int64_t ldy) {
     const uint8_t *u = (const uint8_t *)x + q8_0_tail(n);
@@ -171,7 +228,7 @@ static void gemm_q8_0_blk(int64_t n, const void *w, size_t ws, int64_t n_rows, c
     if (nb <= PMAXB && n_tok >= PMIN_TOK) {
         _Alignas(64) q8_grp pk[PMAXB];   /* 144 KB, only touched here */
         groups(nb, w, ws, n_rows, u, xs, n_tok, y, ldy, pk);
-    } else {
+    } else if (n_tok < PMIN_TOK || !groups_pieces(nb, w, ws, n_rows, u, xs, n_tok, y, ldy)) {
         groups(nb, w, ws, n_rows, u, xs, n_tok, y, ldy, NULL);
     }
 }
