@@ -199,9 +199,10 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
  * packed single-token kernel once per token over MM_R16_SLAB rows at a time, which stay in cache
  * between the tokens: the same bits (the kernel's rows get the file layout's dot, as the gemms'
  * do). More take the table's packed gemm where it has one (Q8_0 in ggml's order, Q4_K in the
- * repacked order, Q5_K: x86/gemm_q5k_avx512.c gemm_q5_K_r16; rows too long for their panel
- * buffers go in pieces), else MM_R16_SLAB rows at a time unpacked into a buffer that mm_dot_rows
- * reads as the file's rows (the same kernels, so the same bits; unpacking a slab costs a
+ * repacked order, Q5_K: x86/gemm_q5k_avx512.c gemm_q5_K_r16, Q4_0 in ggml's order:
+ * x86/gemm_q40_avx512.c gemm_q4_0_r16; rows too long for their panel buffers go in pieces),
+ * else MM_R16_SLAB rows at a time unpacked into a buffer that mm_dot_rows reads as the file's
+ * rows (the same kernels, so the same bits; unpacking a slab costs a
  * scalar reshuffle of it, against its n_tok-fold use). Without a buffer, the packed group's
  * scalar dot (the same bits, slowly).
  * Measured with programs outside the repo:
@@ -231,13 +232,14 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     const bool gemm_q8 = j->wtype == GGUF_T_Q8_0 && j->k->gemm_q8_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q8_0];
     const bool gemm_q4 = j->wtype == GGUF_T_Q4_K && j->k->gemm_q4_K_rp_r16 && j->gemm == j->k->gemm_q4_K_rp;
     const bool gemm_q5 = j->wtype == GGUF_T_Q5_K && j->k->gemm_q5_K_r16 && j->gemm == j->k->gemm[GGUF_T_Q5_K];
+    const bool gemm_q40 = j->wtype == GGUF_T_Q4_0 && j->k->gemm_q4_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q4_0];
     if (j->gemv.tokens && (!j->gemv.tokens_max || j->n_tok < j->gemv.tokens_max) &&
         (gemm_q4 ? j->n_tok < MM_R16_TOKENS_Q4_GEMM : !gemm_q8 || j->n_tok < MM_R16_TOKENS_Q8_GEMM)) {
         j->gemv.tokens(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok,
                        j->Y + lo, j->ldy);
         return;
     }
-    if (j->gemv.fn && j->n_tok < (gemm_q8 || gemm_q4 || gemm_q5 ? MM_R16_GEMV_TOK : MM_R16_GEMV_TOK_UNPACK)) {
+    if (j->gemv.fn && j->n_tok < (gemm_q8 || gemm_q4 || gemm_q5 || gemm_q40 ? MM_R16_GEMV_TOK : MM_R16_GEMV_TOK_UNPACK)) {
         for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
             const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
             for (int64_t t = 0; t < j->n_tok; t++)
@@ -255,6 +257,11 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     if (gemm_q4) {
         j->k->gemm_q4_K_rp_r16(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride,
                                j->n_tok, j->Y + lo, j->ldy);
+        return;
+    }
+    if (gemm_q40) {
+        j->k->gemm_q4_0_r16(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride,
+                            j->n_tok, j->Y + lo, j->ldy);
         return;
     }
     if (gemm_q5) {

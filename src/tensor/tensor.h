@@ -242,6 +242,10 @@ typedef struct tensor_kernels {
      * for the row it was. Only a table whose Q4_0 dot it reproduces has it (AVX-512). */
     tensor_gemv          gemv_q4_0_r16;
     bool                 q4_0_r16_native;   /* gemv_q4_0_r16 is a SIMD kernel */
+    /* optional (NULL: matmul unpacks the rows for gemm[Q4_0]): gemm[Q4_0] over rows packed so,
+     * each element with gemm[Q4_0]'s bits; w a group's start, n_rows a multiple of 16,
+     * w_stride the Q4_0 row bytes. */
+    tensor_gemm_fn       gemm_q4_0_r16;
     /* Q5_K rows packed 16 to a group (tensor_q5_K_r16_pack): row r gets vec_dot[Q5_K]'s bits
      * for the row it was. Only a table whose Q5_K dot it reproduces has it (AVX-512). */
     tensor_gemv          gemv_q5_K_r16;

@@ -463,6 +463,13 @@ static void test_gemm_panel(void **state) {
             check_panel_gemm(tab[k], GGUF_T_Q4_0, tab[k]->gemm[GGUF_T_Q4_0], dot, 1024, rows, 6, &r);
             check_panel_gemm(tab[k], GGUF_T_Q4_0, tab[k]->gemm[GGUF_T_Q4_0], dot, 32 * 97, rows, 6, &r);
             check_panel_gemm(tab[k], GGUF_T_Q4_0, tab[k]->gemm[GGUF_T_Q4_0], dot, 32 * 513, few, 1, &r);
+            /* AVX-512: groups of 16 rows from 8 tokens on (the rows after them in tiles), the
+             * even and odd chains parked across 48-token blocks and 32-pair chunks; one block
+             * (no pairs), one pair, an odd last block; past the panel (128 pairs): pieces */
+            const int64_t grows[] = { 16, 33 }, gtoks[] = { 8, 23, 49, 0 };
+            const int64_t gns[] = { 32, 64, 32 * 97, 32 * 258, 32 * 513 };
+            for (int i = 0; i < 5; i++)
+                check_panel_gemm_toks(tab[k], GGUF_T_Q4_0, tab[k]->gemm[GGUF_T_Q4_0], dot, gns[i], grows, 2, gtoks, &r);
             checked++;
         }
         if (tab[k]->gemm[GGUF_T_Q8_0]) {   /* groups of 16 rows: token tiles of 3 and their tails,

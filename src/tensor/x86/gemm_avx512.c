@@ -20,6 +20,7 @@
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
 #include <stdlib.h>
 
+#include "tensor/x86/q8grp_avx512.h"
 #include "tensor/x86/transpose16_avx512.h"
 
 #define GP 4   /* row pairs per tile */
@@ -105,17 +106,17 @@ static const int64_t row_order[2 * GP] = { 0, 1, 2, 3, 4, 5, 6, 7 };   /* y offs
  * chunk j of 16 rows side by side, its dpbusd start Q8_MAGIC_BITS − 128 · Σ4 w, the 16
  * scales as floats); each token's chunk is broadcast from its row's tail (biased by 128:
  * unsigned), so dpbusd(Q8_MAGIC_BITS − 128 · Σ4 w, x + 128, w) holds the bits of the float
- * Q8_MAGIC + Σ4 x·w exactly (below). A tile of GT3 tokens keeps its accumulators in
- * registers through KC blocks of the panel (35 KB: read from L1 by all the tiles of a block
- * of TB tokens), then parks them in a buffer until the next KC blocks (group_rows).
+ * Q8_MAGIC + Σ4 x·w exactly (q8grp_avx512.h, whose tiles these are). A tile of Q8G_T tokens
+ * keeps its accumulators in registers through Q8G_KC blocks of the panel (35 KB: read from L1
+ * by all the tiles of a block of Q8G_TB tokens), then parks them in a buffer until the next
+ * Q8G_KC blocks (x86_q8g_rows).
  * A dpbusd and an FMA per 4-byte chunk share the core's two FMA pipes (measured: 8 of each
  * take as long as 16 of either), so a tile is bound to ~25 cycles a block, which the 1024-wide
  * rows reach (one thread, 512 tokens: ~400 GOP/s, gm outside the repo); 3584-wide rows read
- * through the whole panel (122 KB, from L2) took ~260, with the KC chunks ~340. recur-bench
+ * through the whole panel (122 KB, from L2) took ~260, with the Q8G_KC chunks ~340. recur-bench
  * pp512, 2 threads, alternating rounds against the whole panel: qwen35-0.8b Q8_0 1.048x
  * (10/10 won), qwen3-0.6b Q8_0 1.110x (6/6). */
 
-#define PMAXB 256      /* blocks per group panel (8192 elements) */
 /* Fewer tokens do not pay for the transposition; from 8 on it does (one thread, gm outside
  * the repo, against the pair tiles: 2048 -> 512, a 256-expert MoE's expert, 8 / 9 / 12 / 16
  * tokens 123.5 / 113.7 / 124.3 / 126.7 -> 129.2 / 138.6 / 150.5 / 149.3 GOP/s; 1024x3584 and
@@ -123,17 +124,8 @@ static const int64_t row_order[2 * GP] = { 0, 1, 2, 3, 4, 5, 6, 7 };   /* y offs
  * ubatch of a chat turn whose prefix is cached, and a MoE prompt gives each expert ~16
  * tokens. */
 #define PMIN_TOK 8
-#define GR 16          /* rows per group */
-#define GT3 3          /* tokens per group tile: 24 accumulators */
-#define KC 32          /* blocks of the panel per pass of a token block (35 KB) */
-#define TB 48          /* tokens per block (a multiple of GT3): 24 KB of parked accumulators */
-
-/* One block of a group: chunk j of the 16 rows (lane r: row r's 4 bytes), its dpbusd start
- * Q8_MAGIC_BITS − 128 · Σ4 of it, and the rows' fp16 scales as floats. */
-typedef struct q8_grp {
-    __m512i w[8], nc[8];
-    __m512  dw;
-} q8_grp;
+#define PMAXB Q8G_PMAXB   /* blocks per group panel (8192 elements) */
+#define GR Q8G_ROWS
 
 /* The loops here are unrolled by hand (pragmas): left as loops, GCC kept x86_transpose16's
  * arrays on the stack and read the scales through a vector of row pointers, and a group
@@ -144,8 +136,6 @@ typedef struct q8_grp {
  * tensor_matmul, 2 threads, median of 9 passes): 16 tokens 0.33-0.39 -> 0.25-0.27 ms, 32
  * 0.45-0.53 -> 0.38-0.43, 64 0.73-0.86 -> 0.66-0.78, 512 the same within noise (4.8-5.5). */
 static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws, bool next) {
-    const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-    const __m512i magic = _mm512_set1_epi32(Q8_MAGIC_BITS);
     const uint8_t *row[GR];
     for (int r = 0; r < GR; r++) row[r] = W + (size_t)r * ws;
     for (int64_t b = 0; b < nb; b++) {
@@ -156,7 +146,7 @@ static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws, bool
             for (int r = 0; r < GR; r++) _mm_prefetch((const char *)(row[r] + GR * ws + off), _MM_HINT_T1);
         x86_transpose16(row, off + Q8_0_QS, q->w);
         _Pragma("GCC unroll 8")
-        for (int j = 0; j < 8; j++) q->nc[j] = _mm512_sub_epi32(magic, _mm512_dpbusd_epi32(zero, bias, q->w[j]));
+        for (int j = 0; j < 8; j++) q->nc[j] = x86_q8g_start(q->w[j]);
         _Alignas(32) uint16_t h[GR];
         const uint8_t *h0 = W + off;   /* row r's scale at h0 + r·ws */
         _Pragma("GCC unroll 16")
@@ -165,91 +155,17 @@ static void pack_group(q8_grp *pk, int64_t nb, const uint8_t *W, size_t ws, bool
     }
 }
 
-/* Blocks [0, kb) of a run of a group's panel (pk: its first block) for T tokens, u: the
- * first token's tail at that block. The accumulators start at zero where `first` (the row's
- * first block), else from `park`, and go back to `park` unless `last` (the row's last block),
- * which reduces them into y[t · ldy + r] (the 16 rows' sums). Parking keeps each lane's chain
- * in the same order: the bits do not depend on KC or on the pieces (gemm_q8_0_pieces). */
-static inline __attribute__((always_inline)) void gtile(int T, int64_t kb, bool first, bool last, const q8_grp *pk,
-                                                         const uint8_t *u, size_t xs, __m512 (*park)[8], float *y,
-                                                         int64_t ldy) {
-    __m512 acc[GT3][8];
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < T; t++)
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < 8; j++) acc[t][j] = first ? _mm512_setzero_ps() : park[t][j];
-    for (int64_t b = 0; b < kb; b++) {
-        const q8_grp *q = pk + b;
-        __m512 d[GT3];
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++) d[t] = _mm512_mul_ps(q->dw, _mm512_set1_ps(rd_f32(u + t * xs + (size_t)b * Q8_0_TAIL_BYTES)));
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < 8; j++) {
-            __m512i w = q->w[j], nc = q->nc[j];
-            __asm__("" : "+v"(w), "+v"(nc));   /* keep them in registers for the T tokens */
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < T; t++) {
-                int32_t xv;   /* already biased: an xor here, in the chain, costs ~10 % */
-                memcpy(&xv, u + t * xs + (size_t)b * Q8_0_TAIL_BYTES + Q8_0_TAIL_QS + 4 * j, 4);
-                const __m512i s = _mm512_dpbusd_epi32(nc, _mm512_set1_epi32(xv), w);
-                const __m512 pf = _mm512_sub_ps(_mm512_castsi512_ps(s), _mm512_set1_ps(Q8_MAGIC));
-                acc[t][j] = _mm512_fmadd_ps(d[t], pf, acc[t][j]);
-            }
-        }
-    }
-    if (!last) {
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++)
-            _Pragma("GCC unroll 8")
-            for (int j = 0; j < 8; j++) park[t][j] = acc[t][j];
-        return;
-    }
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < T; t++) {
-        const __m512 a04 = _mm512_add_ps(acc[t][0], acc[t][4]), a26 = _mm512_add_ps(acc[t][2], acc[t][6]);
-        const __m512 a15 = _mm512_add_ps(acc[t][1], acc[t][5]), a37 = _mm512_add_ps(acc[t][3], acc[t][7]);
-        _mm512_storeu_ps(y + t * ldy, _mm512_add_ps(_mm512_add_ps(a04, a26), _mm512_add_ps(a15, a37)));
-    }
-}
-
 /* The panel of a group already packed at load (tensor.h TENSOR_Q8R16_BLOCK): its chunks are
  * the panel's w as they lie, so only the dpbusd starts and the float scales are derived. */
 static void pack_group_r16(q8_grp *pk, int64_t nb, const uint8_t *G) {
-    const __m512i bias = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-    const __m512i magic = _mm512_set1_epi32(Q8_MAGIC_BITS);
     for (int64_t b = 0; b < nb; b++, G += TENSOR_Q8R16_BLOCK) {
         q8_grp *q = &pk[b];
         _Pragma("GCC unroll 8")
         for (int j = 0; j < 8; j++) {
             q->w[j] = _mm512_loadu_si512((const void *)(G + Q8R16_QS + 64 * j));
-            q->nc[j] = _mm512_sub_epi32(magic, _mm512_dpbusd_epi32(zero, bias, q->w[j]));
+            q->nc[j] = x86_q8g_start(q->w[j]);
         }
         q->dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G + Q8R16_D)));
-    }
-}
-
-/* Rows r..r+15 over every token from the panel pk of their blocks [p0, p0 + pb) (u: the
- * first token's tail at block 0): TB tokens at a time, each token block through the panel KC
- * blocks at a time, its chains parked in park (the token block's own TB places; with
- * park_all, token t's place is park[t], kept across the pieces of a row). */
-static void group_rows(int64_t nb, int64_t p0, int64_t pb, const uint8_t *u, size_t xs, int64_t n_tok, float *y,
-                       int64_t ldy, const q8_grp *pk, __m512 (*park)[8], bool park_all) {
-    for (int64_t t0 = 0; t0 < n_tok; t0 += TB) {
-        const int64_t t1 = t0 + TB < n_tok ? t0 + TB : n_tok;
-        __m512(*pt)[8] = park_all ? park + t0 : park;
-        for (int64_t k0 = 0; k0 < pb; k0 += KC) {
-            const int64_t kb = k0 + KC < pb ? KC : pb - k0;
-            const bool first = p0 + k0 == 0, last = p0 + k0 + kb == nb;
-            const uint8_t *uk = u + (size_t)(p0 + k0) * Q8_0_TAIL_BYTES;
-            int64_t t = t0;
-            for (; t + GT3 <= t1; t += GT3)
-                gtile(GT3, kb, first, last, pk + k0, uk + t * xs, xs, pt + (t - t0), y + t * ldy, ldy);
-            switch (t1 - t) {
-            case 2: gtile(2, kb, first, last, pk + k0, uk + t * xs, xs, pt + (t - t0), y + t * ldy, ldy); break;
-            case 1: gtile(1, kb, first, last, pk + k0, uk + t * xs, xs, pt + (t - t0), y + t * ldy, ldy); break;
-            default: break;
-            }
-        }
     }
 }
 
@@ -266,7 +182,7 @@ typedef void (*q8_piece_fn)(q8_grp *pk, int64_t p0, int64_t pb, const uint8_t *W
  * 128, 160 or 224 blocks instead of 256 made no difference. */
 static int64_t gemm_q8_0_pieces(q8_piece_fn pack, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows,
                                 const uint8_t *X, size_t xs, int64_t n_tok, float *y, int64_t ldy) {
-    __m512(*park)[8] = aligned_alloc(64, (size_t)n_tok * sizeof *park);
+    q8g_park *park = aligned_alloc(64, (size_t)n_tok * sizeof *park);
     if (!park) return 0;
     const uint8_t *u = X + q8_0_tail(nb * QK8_0);
     _Alignas(64) q8_grp pk[PMAXB];   /* 272 KB, only touched here */
@@ -275,7 +191,8 @@ static int64_t gemm_q8_0_pieces(q8_piece_fn pack, int64_t nb, const uint8_t *W, 
         for (int64_t p0 = 0; p0 < nb; p0 += PMAXB) {
             const int64_t pb = p0 + PMAXB < nb ? PMAXB : nb - p0;
             pack(pk, p0, pb, W, ws, r);
-            group_rows(nb, p0, pb, u, xs, n_tok, y + r, ldy, pk, park, true);
+            x86_q8g_rows(pb, p0 == 0, p0 + pb == nb, pk, u + (size_t)p0 * Q8_0_TAIL_BYTES, Q8_0_TAIL_BYTES, xs, n_tok,
+                         y + r, ldy, park, true, NULL);
         }
     free(park);
     return r;
@@ -294,11 +211,11 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     int64_t r = 0;
     if (nb <= PMAXB && n_tok >= PMIN_TOK) {
         _Alignas(64) q8_grp pk[PMAXB];   /* 272 KB, only touched here */
-        _Alignas(64) __m512 park[TB][8];
+        _Alignas(64) q8g_park park[Q8G_TB];
         const uint8_t *u = X + q8_0_tail(nb * QK8_0);
         for (; r + GR <= n_rows; r += GR) {
             pack_group(pk, nb, W + (size_t)r * ws, ws, r + 2 * GR <= n_rows);   /* a next group to fetch */
-            group_rows(nb, 0, nb, u, xs, n_tok, y + r, ldy, pk, park, false);
+            x86_q8g_rows(nb, true, true, pk, u, Q8_0_TAIL_BYTES, xs, n_tok, y + r, ldy, park, false, NULL);
         }
     } else if (n_tok >= PMIN_TOK) {
         r = gemm_q8_0_pieces(pack_piece, nb, W, ws, n_rows, X, xs, n_tok, y, ldy);
@@ -353,11 +270,11 @@ static void gemm_q8_0_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, c
     const int64_t nb = n / QK8_0;
     if (nb <= PMAXB) {
         _Alignas(64) q8_grp pk[PMAXB];
-        _Alignas(64) __m512 park[TB][8];
+        _Alignas(64) q8g_park park[Q8G_TB];
         const uint8_t *u = X + q8_0_tail(nb * QK8_0);
         for (int64_t r = 0; r < n_rows; r += GR) {
             pack_group_r16(pk, nb, W + (size_t)r * ws);
-            group_rows(nb, 0, nb, u, xs, n_tok, y + r, ldy, pk, park, false);
+            x86_q8g_rows(nb, true, true, pk, u, Q8_0_TAIL_BYTES, xs, n_tok, y + r, ldy, park, false, NULL);
         }
         return;
     }

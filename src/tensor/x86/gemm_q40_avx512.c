@@ -13,9 +13,14 @@
  *    weight pair over GT tokens and each activation pair over GR rows;
  *  - from PMIN_TOK tokens on, the weight side of a row tile (signed bytes, the dpbusd start,
  *    the scales as floats) is computed once per call into a stack panel (≤ 192 KB, L2) and
- *    every token tile reads it from there.
+ *    every token tile reads it from there;
+ *  - but from GMIN_TOK tokens on, whole groups of 16 rows go a lane per row (below), these
+ *    tiles taking only the rows after them and the block-order twin's calls.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
-#include "tensor/x86/simd_x86.h"
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/x86/q8grp_avx512.h"
 
 #define GR 4   /* rows per tile */
 #define GT 4   /* tokens per tile */
@@ -147,8 +152,8 @@ static void panel_rows(int64_t nb, const uint8_t *const *wr, const uint8_t *x, s
     row_tile(GR, nb, wr, pk, true, x, xs, n_tok, y, ldy);
 }
 
-static void gemm_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
-                      float *y, int64_t ldy) {
+static void gemm_q4_0_tiles(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                            int64_t n_tok, float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK4_0;
     const uint8_t *wr[GR];
@@ -169,6 +174,139 @@ static void gemm_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     }
 }
 
+/* ---- groups of 16 rows: one row per lane ---------------------------------------------------
+ *
+ * From GMIN_TOK tokens on (ggml's order of the activation tails: not in the block-order
+ * twin, whose tails lack the biased bytes), whole groups of 16 rows go a lane per row, as the
+ * Q8_0 gemm's groups do (q8grp_avx512.h): the dot's 16-lane accumulator is two chains of 8
+ * chunk lanes, lanes 0-7 stepped by the even blocks, 8-15 by the odd ones, so a group's
+ * panel holds the even blocks, then the odd ones (each as a Q8_0 block of signed bytes q − 8:
+ * chunk j is elements 4j..4j+3 in the dot's [low nibbles, high nibbles] order, which are the
+ * activation's bytes 4j..4j+3), and every token runs the even chains, parked, then the odd
+ * ones, which add the even lanes (hsum512: the low half plus the high half) before
+ * x86_hsum_ps's tree; an odd last block's 8 scaled lanes are summed by the same tree and
+ * added after. Per chunk one dpbusd and one FMA, the scale product once per block for 16
+ * rows (the 4-row tiles above: a cvt, a multiply and an FMA per dpbusd). Rows longer than a
+ * panel (Q8G_PMAXB / 2 block pairs: 8192 elements) go in pieces, the chains parked between
+ * them. */
+#define GMIN_TOK 8     /* as the Q8_0 groups (gemm_avx512.c PMIN_TOK) */
+#define GPAIRS (Q8G_PMAXB / 2)   /* block pairs per panel */
+
+/* Panel entry q from 16 rows' quant dwords v[u] (lane r: row r's bytes 4u..4u+3 of the
+ * block) and their fp16 scales h. */
+static inline __attribute__((always_inline)) void q40_entry(q8_grp *q, const __m512i v[4], __m256i h) {
+    const __m512i m = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    _Pragma("GCC unroll 4")
+    for (int u = 0; u < 4; u++) {
+        q->w[u] = _mm512_sub_epi8(_mm512_and_si512(v[u], m), eight);
+        q->w[u + 4] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v[u], 4), m), eight);
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j++) q->nc[j] = x86_q8g_start(q->w[j]);
+    q->dw = _mm512_cvtph_ps(h);
+}
+
+/* Block b of the file's rows at W (16 rows ws bytes apart: offsets fit int32, as the
+ * rows of one call's 16-row share do). */
+static inline void q40_entry_file(q8_grp *q, const uint8_t *W, size_t ws, int64_t b) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)ws));
+    const uint8_t *a = W + (size_t)b * Q4_0_BYTES;
+    __m512i v[4];
+    _Pragma("GCC unroll 4")
+    for (int u = 0; u < 4; u++) v[u] = _mm512_i32gather_epi32(idx, (const void *)(a + Q4_0_QS + 4 * u), 1);
+    q40_entry(q, v, _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, (const void *)a, 1)));
+}
+
+/* Block b of a group packed at load (tensor.h TENSOR_Q40R16_BLOCK): plain loads. */
+static inline void q40_entry_r16(q8_grp *q, const uint8_t *G, int64_t b) {
+    const uint8_t *h = G + (size_t)b * TENSOR_Q40R16_BLOCK;
+    __m512i v[4];
+    _Pragma("GCC unroll 4")
+    for (int u = 0; u < 4; u++) v[u] = _mm512_loadu_si512((const void *)(h + Q40R16_QS + 64 * u));
+    q40_entry(q, v, _mm256_loadu_si256((const __m256i *)(h + Q40R16_D)));
+}
+
+/* Group g's block b into q: g the group's first row (file) or its packed start (r16). */
+static inline void q40_entry_of(q8_grp *q, bool r16, const uint8_t *g, size_t ws, int64_t b) {
+    if (r16) q40_entry_r16(q, g, b);
+    else q40_entry_file(q, g, ws, b);
+}
+
+/* The odd last block (entry q, u: the first token's tail at it) of every token: its 8 scaled
+ * chunk lanes in x86_hsum_ps's tree, added to y (or to 0.0f where `alone`: no pairs). */
+static void q40_last_block(const q8_grp *q, const uint8_t *u, size_t xs, int64_t n_tok, float *y, int64_t ldy,
+                           bool alone) {
+    for (int64_t t = 0; t < n_tok; t++, u += xs) {
+        const __m512 d = _mm512_mul_ps(q->dw, _mm512_set1_ps(rd_f32(u)));
+        __m512 v[8];
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < 8; j++) {
+            int32_t xv;
+            memcpy(&xv, u + Q8_0_TAIL_QS + 4 * j, 4);
+            const __m512i s = _mm512_dpbusd_epi32(q->nc[j], _mm512_set1_epi32(xv), q->w[j]);
+            v[j] = _mm512_mul_ps(d, _mm512_sub_ps(_mm512_castsi512_ps(s), _mm512_set1_ps(Q8_MAGIC)));
+        }
+        float *yt = y + t * ldy;
+        const __m512 base = alone ? _mm512_setzero_ps() : _mm512_loadu_ps(yt);
+        _mm512_storeu_ps(yt, _mm512_add_ps(base, x86_q8g_tree(v)));
+    }
+}
+
+/* Whole groups of 16 rows (from row 0; r16: packed at load) over every token. Rows past one
+ * panel park every token's chains between the pieces; returns the rows done: none without
+ * memory for those parks (n_tok · 1 KB). */
+static int64_t q40_groups(bool r16, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X,
+                          size_t xs, int64_t n_tok, float *y, int64_t ldy) {
+    const int64_t np = nb / 2;
+    const bool pieces = np > GPAIRS;
+    _Alignas(64) q8g_park stack[2][Q8G_TB];
+    q8g_park *even = pieces ? aligned_alloc(64, (size_t)n_tok * 2 * sizeof *even) : stack[0];
+    if (!even) return 0;
+    const q8g_pair odd = { Q8_0_TAIL_BYTES, pieces ? even + n_tok : stack[1] };
+    const uint8_t *u = X + q8_0_tail(nb * QK4_0);
+    _Alignas(64) q8_grp pk[2 * GPAIRS];   /* 272 KB, only touched here */
+    int64_t r = 0;
+    for (; r + Q8G_ROWS <= n_rows; r += Q8G_ROWS) {
+        const uint8_t *g = W + (size_t)r * ws;
+        for (int64_t q0 = 0; q0 < np; q0 += GPAIRS) {
+            const int64_t qb = q0 + GPAIRS < np ? GPAIRS : np - q0;
+            for (int64_t i = 0; i < qb; i++) {
+                q40_entry_of(&pk[i], r16, g, ws, 2 * (q0 + i));
+                q40_entry_of(&pk[qb + i], r16, g, ws, 2 * (q0 + i) + 1);
+            }
+            x86_q8g_rows(qb, q0 == 0, q0 + qb == np, pk, u + (size_t)(2 * q0) * Q8_0_TAIL_BYTES, 2 * Q8_0_TAIL_BYTES,
+                         xs, n_tok, y + r, ldy, even, pieces, &odd);
+        }
+        if (nb & 1) {
+            q40_entry_of(&pk[0], r16, g, ws, nb - 1);
+            q40_last_block(&pk[0], u + (size_t)(nb - 1) * Q8_0_TAIL_BYTES, xs, n_tok, y + r, ldy, np == 0);
+        }
+    }
+    if (pieces) free(even);
+    return r;
+}
+
+static void gemm_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                      float *y, int64_t ldy) {
+    const uint8_t *W = w;
+    const int64_t r = n_tok >= GMIN_TOK ? q40_groups(false, n / QK4_0, W, ws, n_rows, x, xs, n_tok, y, ldy) : 0;
+    if (r < n_rows) gemm_q4_0_tiles(n, W + (size_t)r * ws, ws, n_rows - r, x, xs, n_tok, y + r, ldy);
+}
+
+/* Rows packed 16 to a group at load (tensor.h gemm_q4_0_r16): the panels from the packed
+ * bytes; without memory for the parks, unpacked a group at a time for the tiles. */
+static void gemm_q4_0_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                          int64_t n_tok, float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x;
+    if (q40_groups(true, n / QK4_0, W, ws, n_rows, X, xs, n_tok, y, ldy) == n_rows) return;
+    x86_gemm_r16_unpacked(tensor_q4_0_r16_unpack, gemm_q4_0_tiles, rt_dot_q4_0_r16, n, W, ws, n_rows, X, xs, n_tok, y,
+                          ldy);
+}
+
+/* The block-order twin's tails (tensor_impl.h) lack the biased bytes the groups read: it
+ * keeps the tiles (rt_fill_q8blk_avx512 calls this again once q8_block is set). */
 void rt_fill_gemm_q40_avx512(tensor_kernels *k) {
-    k->gemm[GGUF_T_Q4_0] = gemm_q4_0;
+    k->gemm[GGUF_T_Q4_0] = k->q8_block ? gemm_q4_0_tiles : gemm_q4_0;
+    k->gemm_q4_0_r16 = k->q8_block ? NULL : gemm_q4_0_r16;
 }

@@ -302,4 +302,5 @@ void rt_fill_q8blk_avx512(tensor_kernels *k) {
     k->gemm_q8_0_r16 = NULL;   /* the base table's is ggml's order */
     k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0_blk, 4, NULL, 0, gemm_q8_0_blk_streams, Q8BLK_STREAMS_MAX };
     rt_fill_gemv_q8016_avx512(k);   /* the block order's (k->q8_block is set) */
+    rt_fill_gemm_q40_avx512(k);     /* its Q4_0 gemm reads no tails */
 }
