@@ -12,14 +12,17 @@
  *    the sub-block's scale in both words of a lane then gives row r's exact scaled sum;
  *  - the min sums are one madd of the rows' (m[2j], m[2j+1]) pairs with the token's bsum pair;
  *  - a register tile of 8 rows × QT tokens shares each panel load over QT tokens; the panel
- *    (<= 120 KB) stays in L2 while the call's tokens pass.
- * Rows longer than QMAXB blocks, and calls of fewer than QT tokens, take the dot. Any row and
- * token counts, unaligned rows and strides; row offsets within a panel must fit in int32. */
+ *    (<= 40 KB) stays in L1 while the call's tokens pass.
+ * Rows longer than QPB blocks go in pieces (gemm_q4k_pieces); calls of fewer than QT tokens
+ * take the dot. Any row and token counts, unaligned rows and strides; row offsets within a
+ * panel must fit in int32. */
+#include <stdlib.h>
+
 #include "tensor/x86/simd_x86.h"
 
 #define QR 8       /* weight rows per panel: one per int32 lane */
 #define QT 3       /* tokens per register tile (AVX2 has 16 vector registers) */
-#define QMAXB 48   /* blocks per panel buffer (12288 elements) */
+#define QPB 16     /* blocks per panel (4096 elements, 40 KB: L1); longer rows go in pieces */
 
 /* One Q4_K block of 8 rows, unpacked (2496 bytes, a multiple of 32). */
 typedef struct q4k_pblk {
@@ -62,12 +65,22 @@ static inline int32_t min_pair(const uint8_t *xb, int j) {
     return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)c << 16);
 }
 
-/* 8 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr. */
+/* A token's two chains between the pieces of a row (gemm_q4k_pieces). */
+typedef struct q4k_park {
+    __m256 acc, accm;
+} q4k_park;
+
+/* 8 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr. With park (the T tokens'
+ * places), the chains start from it unless `first` and go back to it unless `last`. */
 static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const q4k_pblk *pk, const uint8_t *x,
-                                                        size_t xs, float *y, int64_t ldy, int nr) {
+                                                        size_t xs, float *y, int64_t ldy, int nr, q4k_park *park,
+                                                        bool first, bool last) {
     __m256 acc[QT], accm[QT];
     _Pragma("GCC unroll 4")
-    for (int t = 0; t < T; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; t++) {
+        acc[t] = park && !first ? park[t].acc : _mm256_setzero_ps();
+        accm[t] = park && !first ? park[t].accm : _mm256_setzero_ps();
+    }
     for (int64_t b = 0; b < nb; b++) {
         const q4k_pblk *p = pk + b;
         const uint8_t *xb[QT];
@@ -114,6 +127,11 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
             for (int t = 0; t < T; t++) acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(cs[t]), dt[t], acc[t]);
         }
     }
+    if (park && !last) {
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) park[t] = (q4k_park){ acc[t], accm[t] };
+        return;
+    }
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) {
         _Alignas(32) float v[QR];
@@ -122,28 +140,60 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
     }
 }
 
+/* Every token of the call (QT a tile, then the rest) through a panel of nb blocks. */
+static void panel_tokens(int64_t nb, const q4k_pblk *pk, const uint8_t *X, size_t xs, int64_t n_tok, float *y,
+                         int64_t ldy, int nr, q4k_park *park, bool first, bool last) {
+    int64_t t = 0;
+    for (; t + QT <= n_tok; t += QT) tile(QT, nb, pk, X + t * xs, xs, y + t * ldy, ldy, nr, park ? park + t : NULL, first, last);
+    switch (n_tok - t) {
+    case 2: tile(2, nb, pk, X + t * xs, xs, y + t * ldy, ldy, nr, park ? park + t : NULL, first, last); break;
+    case 1: tile(1, nb, pk, X + t * xs, xs, y + t * ldy, ldy, nr, park ? park + t : NULL, first, last); break;
+    default: break;
+    }
+}
+
+/* Rows longer than QPB blocks: each panel's blocks a piece of QPB at a time, every token
+ * through the piece, the tokens' chains parked between the pieces (64 bytes a token); the
+ * chains step through the blocks in order, so the bits are one pass's. A piece of the panel
+ * (40 KB) stays in L1 while the tokens pass, where a whole panel of 48 blocks (120 KB) came
+ * from L2 for each tile. Before, rows past 48 blocks (a 7B-14B model's down-projection,
+ * 14336-18944 elements) took the dot. Returns false without memory for the park. */
+static bool gemm_q4k_pieces(int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X, size_t xs,
+                            int64_t n_tok, float *y, int64_t ldy) {
+    q4k_park *park = aligned_alloc(32, (size_t)n_tok * sizeof *park);
+    if (!park) return false;
+    _Alignas(32) q4k_pblk pk[QPB];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
+        const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
+        const uint8_t *row[QR];
+        const __m256i vi = x86_panel8_rows(W, ws, r0, nr, row);
+        for (int64_t b0 = 0; b0 < nb; b0 += QPB) {
+            const int64_t len = nb - b0 < QPB ? nb - b0 : QPB;
+            for (int64_t b = 0; b < len; b++) pack_block(&pk[b], row, vi, b0 + b);
+            panel_tokens(len, pk, X + (size_t)b0 * Q8_K_BYTES, xs, n_tok, y + r0, ldy, nr, park, b0 == 0,
+                         b0 + len == nb);
+        }
+    }
+    free(park);
+    return true;
+}
+
 static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                          int64_t n_tok, float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK_K;
-    if (nb > QMAXB || n_tok < QT) {   /* no room, or too few tokens to pay for the panel: the dot */
+    if (n_tok >= QT && nb > QPB && gemm_q4k_pieces(nb, W, ws, n_rows, X, xs, n_tok, y, ldy)) return;
+    if (nb > QPB || n_tok < QT) {   /* too few tokens to pay for the panel (or no memory): the dot */
         x86_gemm_by_dot(rt_dot_q4_K_rp_avx2, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
-    _Alignas(32) q4k_pblk pk[QMAXB];
+    _Alignas(32) q4k_pblk pk[QPB];
     for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
         const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
         const uint8_t *row[QR];
         const __m256i vi = x86_panel8_rows(W, ws, r0, nr, row);
         for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], row, vi, b);
-        float *yr = y + r0;
-        int64_t t = 0;
-        for (; t + QT <= n_tok; t += QT) tile(QT, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, nr);
-        switch (n_tok - t) {
-        case 2: tile(2, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, nr); break;
-        case 1: tile(1, nb, pk, X + t * xs, xs, yr + t * ldy, ldy, nr); break;
-        default: break;
-        }
+        panel_tokens(nb, pk, X, xs, n_tok, y + r0, ldy, nr, NULL, true, true);
     }
 }
 
