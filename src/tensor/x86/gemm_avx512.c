@@ -179,7 +179,10 @@ typedef void (*q8_piece_fn)(q8_grp *pk, int64_t p0, int64_t pb, const uint8_t *W
  * Returns the rows done: none without memory for the park. 256 x 14336, 512 tokens, 2
  * threads (/tmp/s16/mmn.c outside the repo, best of 5): packed 9.29 -> 6.60 ms (404 -> 570
  * GFLOP/s; 4096-wide rows in one panel: ~700), the file's layout 9.02 -> 6.55; pieces of
- * 128, 160 or 224 blocks instead of 256 made no difference. */
+ * 128, 160 or 224 blocks instead of 256 made no difference. recur-bench pp512 -r 1 --profile,
+ * a Q8_0 llama3-8b (recur-gguf synth, zero weights): the 4096 x 14336 matmul's share of the
+ * matmul time 34.9-36.1 % -> 27.7-27.8 % (gate/up, twice its work: 52 %), pp512 in two
+ * alternating rounds 35.7-37.7 -> 38.1-43.3 t/s (ik_llama.cpp 35.8-42.0, the same minutes). */
 static int64_t gemm_q8_0_pieces(q8_piece_fn pack, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows,
                                 const uint8_t *X, size_t xs, int64_t n_tok, float *y, int64_t ldy) {
     q8g_park *park = aligned_alloc(64, (size_t)n_tok * sizeof *park);

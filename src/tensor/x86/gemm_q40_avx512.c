@@ -182,13 +182,20 @@ static void gemm_q4_0_tiles(int64_t n, const void *w, size_t ws, int64_t n_rows,
  * chunk lanes, lanes 0-7 stepped by the even blocks, 8-15 by the odd ones, so a group's
  * panel holds the even blocks, then the odd ones (each as a Q8_0 block of signed bytes q − 8:
  * chunk j is elements 4j..4j+3 in the dot's [low nibbles, high nibbles] order, which are the
- * activation's bytes 4j..4j+3), and every token runs the even chains, parked, then the odd
- * ones, which add the even lanes (hsum512: the low half plus the high half) before
- * x86_hsum_ps's tree; an odd last block's 8 scaled lanes are summed by the same tree and
- * added after. Per chunk one dpbusd and one FMA, the scale product once per block for 16
- * rows (the 4-row tiles above: a cvt, a multiply and an FMA per dpbusd). Rows longer than a
- * panel (Q8G_PMAXB / 2 block pairs: 8192 elements) go in pieces, the chains parked between
- * them. */
+ * activation's bytes 4j..4j+3). Every chunk of the even chains is followed by the same
+ * chunk of the odd ones (q8g_pair: their tails still in L2); the even chains are parked at
+ * their end, and the odd ones' last step adds them (hsum512: the low half plus the high
+ * half) before x86_hsum_ps's tree; an odd last block's 8 scaled lanes are summed by the same
+ * tree and added after. Per chunk one dpbusd and one FMA, the scale product once per block
+ * for 16 rows (the 4-row tiles above: a cvt, a multiply and an FMA per dpbusd). Rows longer
+ * than a panel (Q8G_PMAXB / 2 block pairs: 8192 elements) go in pieces, the chains parked
+ * between them.
+ * Measured against the tiles (2 threads; busy neighbours, so ranges): /tmp/s16/mmn.c outside
+ * the repo (packed rows through tensor_matmul, best of 3), 512 x 4096 with 512 tokens 5.7-6.0
+ * -> 3.5-3.6 ms, 256 x 14336 11.3-12.1 -> 8.2-8.7, 512 x 4096 with 16 tokens 0.21 ->
+ * 0.13-0.17; recur-bench pp512 -r 1, two alternating rounds: a Q4_0 llama3-8b (recur-gguf
+ * synth, zero weights) 26.5-26.8 -> 34.3-39.4 t/s (ik_llama.cpp 34.8 in the same minutes),
+ * qwen3-0.6b Q4_0 359-394 -> 466-542 (ik 374-486). */
 #define GMIN_TOK 8     /* as the Q8_0 groups (gemm_avx512.c PMIN_TOK) */
 #define GPAIRS (Q8G_PMAXB / 2)   /* block pairs per panel */
 

@@ -157,7 +157,11 @@ static void panel_tokens(int64_t nb, const q4k_pblk *pk, const uint8_t *X, size_
  * chains step through the blocks in order, so the bits are one pass's. A piece of the panel
  * (40 KB) stays in L1 while the tokens pass, where a whole panel of 48 blocks (120 KB) came
  * from L2 for each tile. Before, rows past 48 blocks (a 7B-14B model's down-projection,
- * 14336-18944 elements) took the dot. Returns false without memory for the park. */
+ * 14336-18944 elements) took the dot: RECUR_ISA=avx2, 256 rows, 256 tokens, 2 threads, the
+ * file's layout (/tmp/s16/mmn.c outside the repo, best of 3): 14336 18.5 -> 7.3 ms, 12288
+ * 6.6 -> 6.3. Packed Q4_K rows take the several-token kernel instead (gemv_q4k16_avx2.c:
+ * 14336, 5.2-5.9 ms), so this serves RECUR_NO_REPACK. Returns false without memory for the
+ * park. */
 static bool gemm_q4k_pieces(int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X, size_t xs,
                             int64_t n_tok, float *y, int64_t ldy) {
     q4k_park *park = aligned_alloc(32, (size_t)n_tok * sizeof *park);

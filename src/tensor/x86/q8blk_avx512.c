@@ -190,7 +190,10 @@ static inline __attribute__((always_inline)) void piece_tile(int T, int64_t pb, 
  * enough tokens: each group's blocks go a piece of PMAXB at a time, packed, every token
  * through it, the chains of all the tokens parked between the pieces (64 bytes a token); the
  * same chains as one pass (the order of a chain's steps is the blocks'). Before, they were
- * transposed in registers for every tile of tokens. Returns false without memory for the park. */
+ * transposed in registers for every tile of tokens: recur-bench --q8-order block pp512 -r 1
+ * --profile, a Q8_0 llama3-8b (recur-gguf synth, zero weights), two alternating rounds:
+ * 55.2-60.7 -> 68.8-71.7 t/s, the 4096 x 14336 matmul 6.1-6.7 -> 3.6-3.7 ms a token.
+ * Returns false without memory for the park. */
 static bool groups_pieces(int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *u, size_t xs,
                           int64_t n_tok, float *y, int64_t ldy) {
     __m512 *park = aligned_alloc(64, (size_t)n_tok * sizeof *park);
