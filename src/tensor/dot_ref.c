@@ -143,23 +143,23 @@ static int q8k_min_sum(const uint8_t *b, const uint8_t m[8]) {
 /* Min correction of chunk j (sub-blocks 2j, 2j+1) of a Q4_K block: what ggml's gemm gets from
  * the pairwise sums of the 16-element bsums. */
 
-/* Q4_K in the float order of ggml's repacked gemm (tensor_impl.h): exact integer sums per
- * 64-element chunk, then one fma per chunk into each of two chains. */
-float rt_dot_q4_K_rp(int64_t n, const void *w, const void *x) {
-    const uint8_t *a = w, *b = x;
+/* Q4_K (qh NULL) or Q5_K in the float order of ggml's repacked gemm (tensor_impl.h): exact
+ * integer sums per 64-element chunk, then one fma per chunk into each of two chains. */
+static float k4_rp(int64_t n, const uint8_t *a, size_t bytes, size_t qs_off, bool q5, const uint8_t *b) {
     float acc = 0.0f, accm = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+    for (int64_t i = 0; i < n / QK_K; i++, a += bytes, b += Q8_K_BYTES) {
         uint8_t sc[8], m[8];
         rt_unpack_k4_scales(a + Q4_K_SCALES, sc, m);
-        const uint8_t *q = a + Q4_K_QS;
+        const uint8_t *q = a + qs_off, *qh = a + Q5_K_QH;
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
         const float yd = rd_f32(b);
         const float d = rd_f16(a) * yd, dmin = rd_f16(a + Q4_K_DMIN) * yd;
         for (int j = 0; j < 4; j++, q += 32, y += 64) {
             int s1 = 0, s2 = 0;
             for (int l = 0; l < 32; l++) {
-                s1 += (q[l] & 0xF) * y[l];
-                s2 += (q[l] >> 4) * y[l + 32];
+                const int h1 = q5 ? (qh[l] >> (2 * j) & 1) << 4 : 0, h2 = q5 ? (qh[l] >> (2 * j + 1) & 1) << 4 : 0;
+                s1 += ((q[l] & 0xF) | h1) * y[l];
+                s2 += ((q[l] >> 4) | h2) * y[l + 32];
             }
             acc = fmaf((float)(sc[2 * j] * s1 + sc[2 * j + 1] * s2), d, acc);
             accm = fmaf((float)rt_q4_K_rp_min(b, m, j), dmin, accm);
@@ -167,6 +167,10 @@ float rt_dot_q4_K_rp(int64_t n, const void *w, const void *x) {
     }
     return acc - accm;
 }
+
+float rt_dot_q4_K_rp(int64_t n, const void *w, const void *x) { return k4_rp(n, w, Q4_K_BYTES, Q4_K_QS, false, x); }
+
+float rt_dot_q5_K_rp(int64_t n, const void *w, const void *x) { return k4_rp(n, w, Q5_K_BYTES, Q5_K_QS, true, x); }
 
 /* Q4_K in the lane order of ggml_vec_dot_q4_K_q8_K's AVX2 path (what ggml takes for Q4_K
  * weights it does not repack): 8 float chains, chain l summing elements 4l..4l+3 of every

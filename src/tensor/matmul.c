@@ -193,13 +193,13 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
  * several-token kernel for the layout (tensor_gemv.tokens: each group's bytes read once for
  * all the tokens, the values split once for up to four), it takes every call of a type
  * without a packed gemm (Q6_K, Q8_0 in the block order; Q4_K on AVX2) and, below
- * MM_R16_TOKENS_Q4_GEMM or MM_R16_TOKENS_Q8_GEMM tokens, of one with (Q4_K, Q8_0 in ggml's
- * order): a parallel-slot decode step, a short prompt; in either case only below the
+ * MM_R16_TOKENS_Q4_GEMM or MM_R16_TOKENS_Q8_GEMM tokens, of one with (Q4_K and Q5_K, whose
+ * gemm is Q4_K's; Q8_0 in ggml's order): a parallel-slot decode step, a short prompt; in either case only below the
  * kernel's own tokens_max where it has one (AVX2 Q6_K: 256). Otherwise a few tokens take the
  * packed single-token kernel once per token over MM_R16_SLAB rows at a time, which stay in cache
  * between the tokens: the same bits (the kernel's rows get the file layout's dot, as the gemms'
  * do). More take the table's packed gemm where it has one (Q8_0 in ggml's order, Q4_K in the
- * repacked order, Q5_K: x86/gemm_q5k_avx512.c gemm_q5_K_r16, Q4_0 in ggml's order:
+ * repacked order, Q5_K in its like order: x86/gemm_q4k_avx512.c gemm_q5_K_r16, Q4_0 in ggml's order:
  * x86/gemm_q40_avx512.c gemm_q4_0_r16; rows too long for their panel buffers go in pieces),
  * else MM_R16_SLAB rows at a time unpacked into a buffer that mm_dot_rows reads as the file's
  * rows (the same kernels, so the same bits; unpacking a slab costs a
@@ -234,7 +234,7 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     const bool gemm_q5 = j->wtype == GGUF_T_Q5_K && j->k->gemm_q5_K_r16 && j->gemm == j->k->gemm[GGUF_T_Q5_K];
     const bool gemm_q40 = j->wtype == GGUF_T_Q4_0 && j->k->gemm_q4_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q4_0];
     if (j->gemv.tokens && (!j->gemv.tokens_max || j->n_tok < j->gemv.tokens_max) &&
-        (gemm_q4 ? j->n_tok < MM_R16_TOKENS_Q4_GEMM : !gemm_q8 || j->n_tok < MM_R16_TOKENS_Q8_GEMM)) {
+        (gemm_q4 || gemm_q5 ? j->n_tok < MM_R16_TOKENS_Q4_GEMM : !gemm_q8 || j->n_tok < MM_R16_TOKENS_Q8_GEMM)) {
         j->gemv.tokens(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok,
                        j->Y + lo, j->ldy);
         return;

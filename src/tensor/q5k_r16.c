@@ -1,6 +1,6 @@
 /* q5k_r16.c — Q5_K rows packed 16 to a group (tensor.h): packing, unpacking, and the scalar
- * dot over a packed group in the order of the AVX-512 table's Q5_K dot, the oracle of the SIMD
- * kernel (x86/gemv_q5k16_avx512.c gemv_q5_K_r16). Only that table packs Q5_K (its kernel is
+ * dot over a packed group in the order of the AVX-512 table's Q5_K dot (rt_dot_q5_K_rp), the
+ * oracle of the SIMD kernel (x86/gemv_q4k16_avx512.c gemv_q5_K_r16). Only that table packs Q5_K (its kernel is
  * the one that needs it), so only its order is needed here. */
 #include <math.h>
 #include <string.h>
@@ -64,34 +64,28 @@ static int q5r16_value(const uint8_t *h, int r, int j, int u, int half, int e) {
     return (half ? q >> 4 : q & 0xF) | bit << 4;
 }
 
-/* Per block: int32 lane L (0..7: sub-blocks 0, 2, 4, 6; 8..15: 1, 3, 5, 7) is the exact sum
- * over the chunks j of the sub-block's scale times the products of its elements 4(L%8)..+3;
- * acc[L] = fmaf(d·yd, lane, acc[L]); min lane k = m[k]·(bsums 2k + 2k+1), accm[k] =
- * fmaf(dmin·yd, lane, accm[k]); then the 16-lane tree of acc minus the 8-lane one of accm. */
+/* rt_dot_q5_K_rp over the packed bytes: per chunk j the exact sum sc[2j]·s1 + sc[2j+1]·s2 and
+ * the exact min sum, one fma each into acc and accm; acc − accm. */
 float rt_dot_q5_K_r16(int64_t n, const void *group, int r, const void *x) {
     const uint8_t *g = group, *b = x;
-    float acc[16] = { 0 }, accm[8] = { 0 };
+    float acc = 0.0f, accm = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++, b += Q8_K_BYTES) {
         const uint8_t *h = g + (size_t)i * TENSOR_Q5R16_BLOCK;
         uint8_t sc[8], m[8];
         float d, dmin;
         rt_r16_k4_row(h, r, rd_f32(b), sc, m, &d, &dmin);
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
-        for (int L = 0; L < 16; L++) {
-            const int half = L / 8, u = L % 8;
-            int32_t s = 0;
-            for (int j = 0; j < 4; j++) {
-                int32_t p = 0;
-                for (int e = 0; e < 4; e++) p += q5r16_value(h, r, j, u, half, e) * y[64 * j + 32 * half + 4 * u + e];
-                s += sc[2 * j + half] * p;
+        for (int j = 0; j < 4; j++, y += 64) {
+            int s1 = 0, s2 = 0;
+            for (int l = 0; l < 32; l++) {
+                s1 += q5r16_value(h, r, j, l / 4, 0, l % 4) * y[l];
+                s2 += q5r16_value(h, r, j, l / 4, 1, l % 4) * y[l + 32];
             }
-            acc[L] = fmaf(d, (float)s, acc[L]);
+            acc = fmaf((float)(sc[2 * j] * s1 + sc[2 * j + 1] * s2), d, acc);
+            accm = fmaf((float)rt_q4_K_rp_min(b, m, j), dmin, accm);
         }
-        const uint8_t *bs = b + Q8_K_BSUMS;
-        for (int k = 0; k < 8; k++)
-            accm[k] = fmaf(dmin, (float)(m[k] * (rd_i16(bs + 4 * k) + rd_i16(bs + 4 * k + 2))), accm[k]);
     }
-    return rt_hsum16_ggml(acc) - rt_hsum8_ggml(accm);
+    return acc - accm;
 }
 
 bool tensor_q5_K_r16_preferred(const tensor_kernels *k) { return k && k->q5_K_r16_native; }

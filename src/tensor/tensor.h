@@ -345,9 +345,9 @@ void tensor_q4_0_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_st
 
 /* ---- Q5_K packed 16 rows to a group -------------------------------------------------------
  *
- * As Q4_0 above, for the single-token Q5_K kernel (x86/gemv_q5k16_avx512.c), whose file-layout
- * kernel is bound by its vector work (each row's fifth bits, scales and lane sums), not by
- * memory. Block i of 16 rows is one run of TENSOR_Q5R16_BLOCK bytes with one lane per row:
+ * As Q4_0 above, for the single-token Q5_K kernel (x86/gemv_q4k16_avx512.c gemv_q5_K_r16), whose
+ * file-layout kernel is bound by its vector work (each row's fifth bits, scales and lane sums),
+ * not by memory. Block i of 16 rows is one run of TENSOR_Q5R16_BLOCK bytes with one lane per row:
  *   [0, 32)       d of rows 0..15 (fp16)        [32, 64)  dmin of rows 0..15
  *   [64, 256)     scale byte k (0..11) of row r at 64 + 16k + r
  *   [256, 768)    the fifth bits: for chunk j (sub-blocks 2j, 2j+1), u = 0..7 and half h (0:

@@ -218,6 +218,9 @@ static inline int rt_q4_K_rp_min(const uint8_t *b, const uint8_t m[8], int j) {
     return m[2 * j] * (rd_i16(s) + rd_i16(s + 2)) + m[2 * j + 1] * (rd_i16(s + 4) + rd_i16(s + 6));
 }
 float rt_dot_q5_K(int64_t n, const void *w, const void *x);
+/* Q5_K in rt_dot_q4_K_rp's order (the five-bit values in place of the nibbles): the AVX-512
+ * table's Q5_K order, whose gemm then runs one output element per lane as Q4_K's does. */
+float rt_dot_q5_K_rp(int64_t n, const void *w, const void *x);
 float rt_dot_q6_K(int64_t n, const void *w, const void *x);
 float rt_dot_iq4_xs(int64_t n, const void *w, const void *x);
 
@@ -292,9 +295,8 @@ static inline void rt_r16_k4_row(const uint8_t *h, int r, float yd, uint8_t sc[8
     *dmin = rd_f16(h + R16_DMIN + 2 * r) * yd;
 }
 
-/* Row r of a packed Q5_K group in the AVX-512 table's Q5_K order (dot_avx512.c): per block 16
- * int32 lanes (4 elements of each chunk times their scale) into 16 float chains and 8 min
- * lanes into 8, then the two trees. The oracle of gemv_q5_K_r16. */
+/* rt_dot_q5_K_rp of row r of a packed Q5_K group (the AVX-512 table's Q5_K order): the oracle
+ * of gemv_q5_K_r16. */
 float rt_dot_q5_K_r16(int64_t n, const void *group, int r, const void *x);
 float rt_dot_q8_0_blk_r16(int64_t n, const void *group, int r, const void *x);
 /* The scalar gemv_q8_0_r16 of the table's Q8_0 order (k->q8_block: the block order). */

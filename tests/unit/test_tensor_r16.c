@@ -258,7 +258,7 @@ static void test_matmul_r16(void **state) {
      * MM_R16_TOKENS_Q8_GEMM, the packed gemms; 300: past a tokens kernel's tokens_max (AVX2
      * Q6_K), the rows unpacked; 8448-long rows: past a packed gemm's panel (Q8_0: 256
      * blocks), so it takes its other way; 12544-long rows with 100 tokens: past the Q4_K
-     * gemm's panel buffer (48 blocks), the Q5_K one's (24 for 16 rows), the Q8_0 and Q4_0
+     * gemm's panel buffer (48 blocks; the Q5_K gemm is the same), the Q8_0 and Q4_0
      * ones' (256 blocks), their pieces */
     static const mm_case cases[] = { { 768, { 16, 80, 1024 }, { 1, 2, 7, 33 } }, { 768, { 80, 0, 0 }, { 100, 300, 0, 0 } },
                                      { 8448, { 32, 0, 0 }, { 9, 0, 0, 0 } }, { 12544, { 32, 0, 0 }, { 100, 0, 0, 0 } } };

@@ -6,9 +6,10 @@
  * at the end in a fixed order (invariant 1). Q8_0/Q4_0 take two blocks per 512-bit step
  * and finish an odd block with 256-bit code (Q8_0 then FMAs each block into one 8-lane
  * accumulator, ggml's order); Q4_K keeps the AVX2 table's dot (ggml's lane order, same bits
- * as the scalar reference); Q5_K/Q6_K/IQ4_XS take 64 elements per
- * step: maddubs (u8 x s8 -> s16 pairs, no saturation for these ranges) then VNNI dpwssd
- * with the sub-block scales, one int32 accumulator per block. */
+ * as the scalar reference); Q5_K takes rt_dot_q5_K_rp's order (Q4_K's repacked one: exact
+ * chunk sums, scalar float chains), so that its gemm can run one output element per lane;
+ * Q6_K/IQ4_XS take 64 elements per step: maddubs (u8 x s8 -> s16 pairs, no saturation for
+ * these ranges) then VNNI dpwssd with the sub-block scales, one int32 accumulator per block. */
 #include <math.h>
 
 #include "tensor/x86/simd_x86.h"
@@ -122,13 +123,6 @@ static float dot_q4_0(int64_t n, const void *w, const void *x) {
     return s;
 }
 
-/* Q4_K / Q5_K: sum_k bsums[k] * m[k/2] as 8 int32 lanes (m: the 8 mins as bytes). */
-static inline __m256i k4_min_lanes(const uint8_t *b, uint64_t m) {
-    const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
-    const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
-    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)), m16);
-}
-
 /* int16 lanes 0-15 = s[k], 16-31 = s[k+1], from the 8 int16 in the low 128 bits of s16. */
 static inline __m512i scale_pair(__m512i s16, int k) {
     const __m512i idx = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -147,44 +141,27 @@ static inline __m512i k4_chunk(const uint8_t *qs, __m512i h, const int8_t *y, __
     return _mm512_madd_epi16(p16, scale_pair(s16, 2 * j));
 }
 
-/* One Q4_K/Q5_K block (qh NULL for Q4_K; d, dmin and the scales sit at the same offsets in
- * both): acc += d*yd*sum, accm += dmin*yd*mins. */
-static inline void k4_block(const uint8_t *a, const uint8_t *qh, const uint8_t *qs, const uint8_t *b,
-                            __m512 *acc, __m256 *accm) {
-    uint64_t sc, m;
-    rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &m);
-    const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-    __m512i h = _mm512_setzero_si512();
-    if (qh) {
-        const __m256i h256 = _mm256_loadu_si256((const __m256i *)qh);
-        h = join256(h256, _mm256_srli_epi16(h256, 1));
-    }
-    const int8_t *y = (const int8_t *)(b + Q8_K_QS);
-    const __m512i s01 = _mm512_add_epi32(k4_chunk(qs, h, y, s16, 0), k4_chunk(qs, h, y, s16, 1));
-    const __m512i s23 = _mm512_add_epi32(k4_chunk(qs, h, y, s16, 2), k4_chunk(qs, h, y, s16, 3));
-    const float yd = rd_f32(b);
-    *acc = _mm512_fmadd_ps(_mm512_set1_ps(x86_f16(a) * yd), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), *acc);
-    *accm = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q4_K_DMIN) * yd),
-                            _mm256_cvtepi32_ps(k4_min_lanes(b, m)), *accm);
-}
-
 static inline __m256i fold512(__m512i v) {
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 
-/* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
- * chains as in the scalar reference, so the bits are the same. */
-float rt_dot_q4_K_rp_avx512(int64_t n, const void *w, const void *x) {
-    const uint8_t *a = w, *b = x;
+/* rt_dot_q4_K_rp's order (ggml's repacked gemm; Q5_K: rt_dot_q5_K_rp, qh not NULL): the
+ * integer chunk sums here, the float chains as in the scalar reference, so the bits are the same. */
+static inline float k4_rp(int64_t n, const uint8_t *a, size_t bytes, size_t qh_off, size_t qs_off, bool q5,
+                          const uint8_t *b) {
     float acc = 0.0f, accm = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+    for (int64_t i = 0; i < n / QK_K; i++, a += bytes, b += Q8_K_BYTES) {
         uint64_t sc, mm;
         rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
         uint8_t m[8];
         memcpy(m, &mm, 8);
         const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-        const __m512i h = _mm512_setzero_si512();
-        const uint8_t *qs = a + Q4_K_QS;
+        __m512i h = _mm512_setzero_si512();
+        if (q5) {
+            const __m256i h256 = _mm256_loadu_si256((const __m256i *)(a + qh_off));
+            h = join256(h256, _mm256_srli_epi16(h256, 1));
+        }
+        const uint8_t *qs = a + qs_off;
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
         const float yd = rd_f32(b);
         const float d = x86_f16(a) * yd, dmin = x86_f16(a + Q4_K_DMIN) * yd;
@@ -199,13 +176,12 @@ float rt_dot_q4_K_rp_avx512(int64_t n, const void *w, const void *x) {
     return acc - accm;
 }
 
-float rt_dot_q5_K_avx512(int64_t n, const void *w, const void *x) {
-    const uint8_t *a = w, *b = x;
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q5_K_BYTES, b += Q8_K_BYTES)
-        k4_block(a, a + Q5_K_QH, a + Q5_K_QS, b, &acc, &accm);
-    return hsum512(acc) - x86_hsum_ps(accm);
+float rt_dot_q4_K_rp_avx512(int64_t n, const void *w, const void *x) {
+    return k4_rp(n, w, Q4_K_BYTES, 0, Q4_K_QS, false, x);
+}
+
+float rt_dot_q5_K_rp_avx512(int64_t n, const void *w, const void *x) {
+    return k4_rp(n, w, Q5_K_BYTES, Q5_K_QH, Q5_K_QS, true, x);
 }
 
 /* int16 lanes 8g..8g+7 = s[k+g] for g < 4, from the 16 int16 scales in the low 256 bits. */
@@ -278,7 +254,7 @@ void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q4_0] = dot_q4_0;
     /* vec_dot[Q4_K] stays AVX2's: ggml's lane order (rt_dot_q4_K_lanes) */
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx512;
-    k->vec_dot[GGUF_T_Q5_K] = rt_dot_q5_K_avx512;
+    k->vec_dot[GGUF_T_Q5_K] = rt_dot_q5_K_rp_avx512;
     k->vec_dot[GGUF_T_Q6_K] = rt_dot_q6_K_avx512;
     k->gemm[GGUF_T_Q6_K] = rt_gemm_q6_K_avx512;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
@@ -290,13 +266,10 @@ void tensor_fill_avx512(tensor_kernels *k) {
     rt_fill_gemm_q4k_avx512(k);
     rt_fill_gemm_q40_avx512(k);
     rt_fill_gemv_q40_avx512(k);
-    rt_fill_gemv_q5k_avx512(k);
-    rt_fill_gemv_q5k16_avx512(k);
     rt_fill_gemv_q4k16_avx512(k);
     rt_fill_gemv_q6k16_avx512(k);
     rt_fill_gemv_q8016_avx512(k);
     rt_fill_gemm_f16_avx512(k);
-    rt_fill_gemm_q5k_avx512(k);
     rt_fill_gemv_avx512(k);
     rt_fill_gemm_avx512(k);   /* after the gemv: it gives gemv[Q8_0] its several-token kernel */
 }

@@ -1,5 +1,5 @@
-/* gemm_q4k_avx512.c — tiles of Q4_K weight rows × Q8_K activation rows in the order of
- * ggml's repacked gemm (tensor.h, gemm_q4_K_rp; the order is rt_dot_q4_K_rp's, dot_ref.c).
+/* gemm_q4k_avx512.c — tiles of Q4_K (and Q5_K) weight rows × Q8_K activation rows in the order
+ * of ggml's repacked gemm (tensor.h, gemm_q4_K_rp; the order is rt_dot_q4_K_rp's, dot_ref.c).
  *
  * Every output element performs exactly rt_dot_q4_K_rp's operations: per 64-element chunk
  * the exact integer sum sc[2j]·Σ q·y + sc[2j+1]·Σ q·y and the exact integer min sum
@@ -31,6 +31,15 @@
  *    llama3-8b (recur-gguf synth, zero weights) 22.0 -> 72.7 t/s, ik_llama.cpp's llama-bench
  *    47.0 on the same file. Pieces of two panels for rows that fit one panel (8192, 12288)
  *    were no faster than one panel over the whole row.
+ *  - Q5_K (the AVX-512 table's gemm[Q5_K] and gemm_q5_K_r16, rt_dot_q5_K_rp's order: the same
+ *    steps over five-bit values) takes these tiles as they are: only the panels differ, each
+ *    value's fifth bit joined to its nibble while unpacking (pack_block, pack_block_r16), u8
+ *    values up to 31 for the same dpbusd. Before, the table's Q5_K order kept 16 float chains
+ *    per element (the dot's lanes) and its gemm a tile of 2 rows x 4 tokens of such chains:
+ *    /tmp/s16/mmn.c outside the repo (2 threads, packed rows, two rounds) 256 x 14336, 256
+ *    tokens 6.9-8.2 -> 2.9-3.9 ms, 1024 x 4096, 512 tokens 10.0-11.2 -> 4.7-5.5 ms;
+ *    recur-bench pp512 -r 1 on a Q5_K llama3-8b (recur-gguf synth, zero weights) 24.7-26.6
+ *    -> 61.3-65.9 t/s, ik_llama.cpp's llama-bench 40.2-44.8 in the same minutes.
  * Any n (a multiple of 256; calls of fewer than QT tokens take the dot: gathering 16 rows
  * straight from the blocks for one token was slower than the dot on this machine), any row
  * and token counts, unaligned rows and strides. Row offsets within a call must fit in int32
@@ -98,18 +107,26 @@ static inline void store_fields(q4k_pblk *p, const q4k_fields *f) {
     _mm512_store_ps(p->dmin, f->dmin);
 }
 
-/* Unpacks block b of the 16 rows at W + vi into p. */
-static void pack_block(q4k_pblk *p, const uint8_t *W, __m512i vr, int64_t b) {
-    const __m512i vi = _mm512_add_epi32(vr, _mm512_set1_epi32((int32_t)(b * Q4_K_BYTES)));
+/* Unpacks block b of the 16 rows at W + vi into p (q5: Q5_K rows, the fifth bits joined in:
+ * bit 2j of qh byte l belongs to chunk j's low nibble l, bit 2j + 1 to its high one). */
+static void pack_block(q4k_pblk *p, const uint8_t *W, __m512i vr, int64_t b, bool q5) {
+    const __m512i vi = _mm512_add_epi32(vr, _mm512_set1_epi32((int32_t)(b * (q5 ? Q5_K_BYTES : Q4_K_BYTES))));
     q4k_fields f;
     unpack_fields(W, vi, &f);
     store_fields(p, &f);
-    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+    __m512i qh[8];
+    for (int k = 0; q5 && k < 8; k++) qh[k] = _mm512_i32gather_epi32(vi, W + Q5_K_QH + 4 * k, 1);
     for (int j = 0; j < 4; j++)      /* chunk j: low nibbles = sub-block 2j, high = 2j+1 */
         for (int k = 0; k < 8; k++) {
-            const __m512i g = _mm512_i32gather_epi32(vi, W + Q4_K_QS + 32 * j + 4 * k, 1);
-            _mm512_store_si512(p->q[16 * j + k], _mm512_and_si512(g, lo4));
-            _mm512_store_si512(p->q[16 * j + 8 + k], _mm512_and_si512(_mm512_srli_epi16(g, 4), lo4));
+            const __m512i g = _mm512_i32gather_epi32(vi, W + (q5 ? Q5_K_QS : Q4_K_QS) + 32 * j + 4 * k, 1);
+            __m512i lo = _mm512_and_si512(g, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(g, 4), lo4);
+            if (q5) {   /* lo | (bit 2j << 4), hi | (bit 2j+1 << 4): A | (B & C) */
+                lo = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi32(_mm512_srli_epi32(qh[k], 2 * j), 4), bit4, 0xF8);
+                hi = _mm512_ternarylogic_epi32(hi, _mm512_slli_epi32(_mm512_srli_epi32(qh[k], 2 * j + 1), 4), bit4, 0xF8);
+            }
+            _mm512_store_si512(p->q[16 * j + k], lo);
+            _mm512_store_si512(p->q[16 * j + 8 + k], hi);
         }
 }
 
@@ -123,20 +140,33 @@ static inline __m512i r16_dwords(const uint8_t *v) {
     return _mm512_or_si512(w, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(a, 3)), 24));
 }
 
-/* pack_block from a block of 16 rows packed at load (h: its TENSOR_R16_BLOCK bytes): the same
- * panel, with plain loads where the file's layout needs gathers. */
-static void pack_block_r16(q4k_pblk *p, const uint8_t *h) {
+static inline __mmask64 q5_mask(const uint8_t *p) {
+    uint64_t m;
+    memcpy(&m, p, 8);
+    return (__mmask64)m;
+}
+
+/* pack_block from a block of 16 rows packed at load (h: its TENSOR_R16_BLOCK or, q5,
+ * TENSOR_Q5R16_BLOCK bytes): the same panel, with plain loads where the file's layout needs
+ * gathers (a Q5_K vector's fifth bits: a masked byte add of 16, as gemv_q4k16_avx512.c). */
+static void pack_block_r16(q4k_pblk *p, const uint8_t *h, bool q5) {
     q4k_fields f;
     scale_fields(r16_dwords(h + R16_SCALES), r16_dwords(h + R16_SCALES + 64), r16_dwords(h + R16_SCALES + 128), &f);
     f.d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_D)));
     f.dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + R16_DMIN)));
     store_fields(p, &f);
-    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(16);
     for (int j = 0; j < 4; j++)
         for (int k = 0; k < 8; k++) {
-            const __m512i g = _mm512_loadu_si512(h + R16_QS + 64 * (8 * j + k));
-            _mm512_store_si512(p->q[16 * j + k], _mm512_and_si512(g, lo4));
-            _mm512_store_si512(p->q[16 * j + 8 + k], _mm512_and_si512(_mm512_srli_epi16(g, 4), lo4));
+            const __m512i g = _mm512_loadu_si512(h + (q5 ? Q5R16_QS : R16_QS) + 64 * (8 * j + k));
+            __m512i lo = _mm512_and_si512(g, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(g, 4), lo4);
+            if (q5) {
+                const uint8_t *mk = h + Q5R16_QH + 16 * (8 * j + k);
+                lo = _mm512_mask_add_epi8(lo, q5_mask(mk), lo, c16);
+                hi = _mm512_mask_add_epi8(hi, q5_mask(mk + 8), hi, c16);
+            }
+            _mm512_store_si512(p->q[16 * j + k], lo);
+            _mm512_store_si512(p->q[16 * j + 8 + k], hi);
         }
 }
 
@@ -292,8 +322,9 @@ static inline __attribute__((always_inline)) void tile2(int T, int64_t nb, const
  * after piece with their chains parked in between (the same bits). Each X86_PARK_TOKENS
  * tokens unpack the panels again: for 16 rows of 14336 elements (56 blocks) a panel costs
  * about what one tile of 4 tokens does with it. */
-static void gemm_q4k_pieces(bool r16, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X,
-                            size_t xs, int64_t n_tok, float *y, int64_t ldy) {
+static void gemm_q4k_pieces(bool r16, bool q5, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows,
+                            const uint8_t *X, size_t xs, int64_t n_tok, float *y, int64_t ldy) {
+    const size_t rb = r16 ? (q5 ? TENSOR_Q5R16_BLOCK : TENSOR_R16_BLOCK) : 0;
     const int64_t pb = QMAXB / 2;
     _Alignas(64) q4k_pblk pk[QMAXB];
     _Alignas(64) q4k_park park[X86_PARK_TOKENS];
@@ -311,11 +342,11 @@ static void gemm_q4k_pieces(bool r16, int64_t nb, const uint8_t *W, size_t ws, i
                 for (int64_t b = 0; b < len; b++) {
                     const uint8_t *wa = W + (size_t)r0 * ws, *wb = wa + QR * ws;
                     if (r16) {
-                        pack_block_r16(&pk[b], wa + (size_t)(b0 + b) * TENSOR_R16_BLOCK);
-                        if (nb2 > 0) pack_block_r16(&pk[pb + b], wb + (size_t)(b0 + b) * TENSOR_R16_BLOCK);
+                        pack_block_r16(&pk[b], wa + (size_t)(b0 + b) * rb, q5);
+                        if (nb2 > 0) pack_block_r16(&pk[pb + b], wb + (size_t)(b0 + b) * rb, q5);
                     } else {
-                        pack_block(&pk[b], wa, va, b0 + b);
-                        if (nb2 > 0) pack_block(&pk[pb + b], wb, vb, b0 + b);
+                        pack_block(&pk[b], wa, va, b0 + b, q5);
+                        if (nb2 > 0) pack_block(&pk[pb + b], wb, vb, b0 + b, q5);
                     }
                 }
                 const uint8_t *xp = X + t0 * xs + (size_t)b0 * Q8_K_BYTES;
@@ -331,16 +362,16 @@ static void gemm_q4k_pieces(bool r16, int64_t nb, const uint8_t *W, size_t ws, i
     }
 }
 
-static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
-                         int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *W = w, *X = x;
+/* Q4_K or (q5) Q5_K rows in the file's layout. */
+static void gemm_k4(bool q5, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X, size_t xs,
+                    int64_t n_tok, float *y, int64_t ldy) {
     const int64_t nb = n / QK_K;
     if (n_tok < QT) {   /* too few tokens to pay for the panel: the dot */
-        x86_gemm_by_dot(rt_dot_q4_K_rp_avx512, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        x86_gemm_by_dot(q5 ? rt_dot_q5_K_rp_avx512 : rt_dot_q4_K_rp_avx512, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     if (nb > QMAXB) {
-        gemm_q4k_pieces(false, nb, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        gemm_q4k_pieces(false, q5, nb, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     _Alignas(64) q4k_pblk pk[QMAXB];
@@ -351,8 +382,8 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
         const __mmask16 rows_b = (__mmask16)((1u << nb2) - 1);
         const __m512i va = row_offsets(ws, QR), vb = row_offsets(ws, nb2);
         for (int64_t b = 0; b < nb; b++) {
-            pack_block(&pk[b], W + (size_t)r0 * ws, va, b);
-            pack_block(&pk[nb + b], W + (size_t)(r0 + QR) * ws, vb, b);
+            pack_block(&pk[b], W + (size_t)r0 * ws, va, b, q5);
+            pack_block(&pk[nb + b], W + (size_t)(r0 + QR) * ws, vb, b, q5);
         }
         float *yr = y + r0;
 #define TILE2(T, t) tile2(T, nb, pk, pk + nb, X + (t) * xs, xs, yr + (t) * ldy, ldy, rows_b, NULL, 0)
@@ -363,7 +394,7 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
         const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
         const __mmask16 rows = (__mmask16)((1u << nr) - 1);
         const __m512i vr = row_offsets(ws, nr);
-        for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], W + (size_t)r0 * ws, vr, b);
+        for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], W + (size_t)r0 * ws, vr, b, q5);
         float *yr = y + r0;
 #define TILE1(T, t) tile(T, nb, pk, X + (t) * xs, xs, yr + (t) * ldy, ldy, rows, NULL, 0)
         X86_TOKEN_TILES(n_tok, TILE1);
@@ -371,21 +402,36 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
     }
 }
 
-/* gemm_q4_K_rp over rows packed 16 to a group at load (tensor.h gemm_q4_K_rp_r16): the panels
- * straight from the packed blocks (rows too long for the buffer in pieces); calls of fewer
- * than QT tokens are unpacked a group at a time for gemm_q4_K_rp (its dot). */
-static void gemm_q4_K_rp_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
-                             int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *W = w, *X = x;
+static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                         int64_t n_tok, float *y, int64_t ldy) {
+    gemm_k4(false, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
+}
+
+/* The AVX-512 table's gemm[Q5_K] (rt_dot_q5_K_rp's order): Q4_K's tiles over Q5_K panels. */
+static void gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                      float *y, int64_t ldy) {
+    gemm_k4(true, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
+}
+
+/* gemm_k4 over rows packed 16 to a group at load (tensor.h gemm_q4_K_rp_r16, gemm_q5_K_r16):
+ * the panels straight from the packed blocks (rows too long for the buffer in pieces); calls
+ * of fewer than QT tokens are unpacked a group at a time for gemm_k4 (its dot). */
+static void gemm_k4_r16(bool q5, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X, size_t xs,
+                        int64_t n_tok, float *y, int64_t ldy) {
     const int64_t nb = n / QK_K;
     const size_t gb = (size_t)QR * ws;   /* a group's bytes: 16 rows' */
+    const size_t rb = q5 ? TENSOR_Q5R16_BLOCK : TENSOR_R16_BLOCK;
     if (nb > QMAXB && n_tok >= QT) {
-        gemm_q4k_pieces(true, nb, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        gemm_q4k_pieces(true, q5, nb, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     if (n_tok < QT) {
-        x86_gemm_r16_unpacked(tensor_q4_K_r16_unpack, gemm_q4_K_rp, rt_dot_q4_K_r16, n, W, ws, n_rows, X, xs, n_tok, y,
-                              ldy);
+        if (q5)
+            x86_gemm_r16_unpacked(tensor_q5_K_r16_unpack, gemm_q5_K, rt_dot_q5_K_r16, n, W, ws, n_rows, X, xs, n_tok, y,
+                                  ldy);
+        else
+            x86_gemm_r16_unpacked(tensor_q4_K_r16_unpack, gemm_q4_K_rp, rt_dot_q4_K_r16, n, W, ws, n_rows, X, xs, n_tok,
+                                  y, ldy);
         return;
     }
     _Alignas(64) q4k_pblk pk[QMAXB];
@@ -393,8 +439,8 @@ static void gemm_q4_K_rp_r16(int64_t n, const void *w, size_t ws, int64_t n_rows
     const __mmask16 all = 0xFFFF;
     for (; 2 * nb <= QMAXB && n_rows - r0 >= 2 * QR; r0 += 2 * QR) {
         for (int64_t b = 0; b < nb; b++) {
-            pack_block_r16(&pk[b], W + (size_t)r0 * ws + (size_t)b * TENSOR_R16_BLOCK);
-            pack_block_r16(&pk[nb + b], W + (size_t)r0 * ws + gb + (size_t)b * TENSOR_R16_BLOCK);
+            pack_block_r16(&pk[b], W + (size_t)r0 * ws + (size_t)b * rb, q5);
+            pack_block_r16(&pk[nb + b], W + (size_t)r0 * ws + gb + (size_t)b * rb, q5);
         }
         float *yr = y + r0;
 #define TILE2(T, t) tile2(T, nb, pk, pk + nb, X + (t) * xs, xs, yr + (t) * ldy, ldy, all, NULL, 0)
@@ -402,7 +448,7 @@ static void gemm_q4_K_rp_r16(int64_t n, const void *w, size_t ws, int64_t n_rows
 #undef TILE2
     }
     for (; r0 < n_rows; r0 += QR) {
-        for (int64_t b = 0; b < nb; b++) pack_block_r16(&pk[b], W + (size_t)r0 * ws + (size_t)b * TENSOR_R16_BLOCK);
+        for (int64_t b = 0; b < nb; b++) pack_block_r16(&pk[b], W + (size_t)r0 * ws + (size_t)b * rb, q5);
         float *yr = y + r0;
 #define TILE1(T, t) tile(T, nb, pk, X + (t) * xs, xs, yr + (t) * ldy, ldy, all, NULL, 0)
         X86_TOKEN_TILES(n_tok, TILE1);
@@ -410,7 +456,19 @@ static void gemm_q4_K_rp_r16(int64_t n, const void *w, size_t ws, int64_t n_rows
     }
 }
 
+static void gemm_q4_K_rp_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                             int64_t n_tok, float *y, int64_t ldy) {
+    gemm_k4_r16(false, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
+}
+
+static void gemm_q5_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                          int64_t n_tok, float *y, int64_t ldy) {
+    gemm_k4_r16(true, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
+}
+
 void rt_fill_gemm_q4k_avx512(tensor_kernels *k) {
     k->gemm_q4_K_rp = gemm_q4_K_rp;
     k->gemm_q4_K_rp_r16 = gemm_q4_K_rp_r16;
+    k->gemm[GGUF_T_Q5_K] = gemm_q5_K;
+    k->gemm_q5_K_r16 = gemm_q5_K_r16;
 }

@@ -177,13 +177,24 @@ static inline __m512i q4k_unpack_scales(__m512i h) {
  * one dpbusd chain sums both. y[2h], y[2h+1]: the activations of A and B (the even and odd
  * 16-byte blocks of y[128h..128h+128)). Nibbles are u8 (high ones up to 240) and activations
  * s8: every sum is exact (|lane| <= 8·240·128). */
-static inline void q4k_row_sums(const uint8_t *a, const __m512i y[4], __m512i z[2]) {
+static inline __attribute__((always_inline)) void q4k_row_sums(const uint8_t *a, bool q5, const __m512i y[4],
+                                                                 __m512i z[2]) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
     const __m512i ia = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), ib = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    __m512i qh = zero;
+    if (q5) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a + Q5_K_QH)));
     _Pragma("GCC unroll 2")
     for (int h = 0; h < 2; h++) {
-        const __m512i q = _mm512_loadu_si512(a + Q4_K_QS + 64 * h);
-        const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_andnot_si512(m4, q);
+        const __m512i q = _mm512_loadu_si512(a + (q5 ? Q5_K_QS : Q4_K_QS) + 64 * h);
+        __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_andnot_si512(m4, q);
+        if (q5) {   /* Q5_K: the high nibbles shifted down, then bit 4 from qh (bit 2j: chunk j's low) */
+            const __m512i sh = _mm512_setr_epi64(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2);
+            const __m512i b0 = _mm512_slli_epi16(_mm512_srlv_epi64(qh, sh), 4);
+            const __m512i b1 = _mm512_slli_epi16(_mm512_srlv_epi64(qh, _mm512_add_epi64(sh, _mm512_set1_epi64(1))), 4);
+            const __m512i bit4 = _mm512_set1_epi8(0x10);
+            lo = _mm512_ternarylogic_epi32(lo, b0, bit4, 0xF8);   /* lo | (b0 & 0x10) */
+            hi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), b1, bit4, 0xF8);
+        }
         z[h] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, _mm512_permutex2var_epi64(lo, ia, hi), y[2 * h]),
                                    _mm512_permutex2var_epi64(lo, ib, hi), y[2 * h + 1]);
     }
@@ -209,13 +220,14 @@ static const int16_t q4k_d_words[32] = { 0, 8, 16, 24, 32, 40, 48, 56, 1, 9, 17,
  * m[2j+1]·(bs[4j+2]+bs[4j+3]) with one madd for 8 rows x 2 chunks; then acc = fma(cs[j], d·yd,
  * acc), accm = fma(mn[j], dmin·yd, accm) for j = 0..3 (lane r: row r's scalar chain); acc − accm. */
 static inline __attribute__((always_inline)) __m256 q4k_rp_group_pf(int64_t nb, const uint8_t *const *wr,
-                                                                     const uint8_t *x, bool pf) {
+                                                                     const uint8_t *x, bool q5, bool pf) {
+    const size_t bytes = q5 ? Q5_K_BYTES : Q4_K_BYTES;
     /* 4x4 dword transpose of the 128-bit lanes: block k = dword k of lanes 0-3 */
     const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     /* in a block [row m: bytes 4m..4m+3], byte 4i + m <- byte 4m + i (a 4x4 byte transpose) */
     const __m512i bt = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
-    /* the even (low-nibble) sub-blocks' scales times 16, as their sums lack the factor */
-    const __m512i x16 = _mm512_setr_epi32(4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0);
+    /* Q4_K: the even (low-nibble) sub-blocks' scales times 16, as their sums lack the factor */
+    const __m512i x16 = q5 ? _mm512_setzero_si512() : _mm512_setr_epi32(4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0);
     /* mins: word 8j + 4g + m <- row 4g+m's m[2j], m[2j+1] (T_g words 16 + 2m + j, 24 + 2m + j - 2) */
     const __m512i mw = _mm512_loadu_si512(q4k_min_words);
     /* d and dmin: words 0-7 = d of rows 0-7 (word 8m of head vector g), 8-15 = dmin */
@@ -226,12 +238,12 @@ static inline __attribute__((always_inline)) __m256 q4k_rp_group_pf(int64_t nb, 
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = x + (size_t)i * Q8_K_BYTES;
-        const size_t blk = (size_t)i * Q4_K_BYTES;
+        const size_t blk = (size_t)i * bytes;
         /* each stream's four rows are one run of memory read four blocks at a time: the lines of
          * those four blocks, Q4_PF bytes further on (gemv_q4_K_rp) */
         for (int k = 0; pf && k < 8; k += 4) {
             const uint8_t *ahead = wr[k] + Q4_PF + 4 * blk;
-            for (int o = 0; o < 4 * Q4_K_BYTES; o += 64) _mm_prefetch((const char *)(ahead + o), _MM_HINT_T0);
+            for (int o = 0; o < 4 * (int)bytes; o += 64) _mm_prefetch((const char *)(ahead + o), _MM_HINT_T0);
         }
         __m512i y[4];
         _Pragma("GCC unroll 2")
@@ -251,7 +263,7 @@ static inline __attribute__((always_inline)) __m256 q4k_rp_group_pf(int64_t nb, 
         for (int g = 0; g < 2; g++) {   /* four rows at a time: their partial sums fit in registers */
             __m512i z[4][2];
             _Pragma("GCC unroll 4")
-            for (int r = 0; r < 4; r++) q4k_row_sums(wr[4 * g + r] + blk, y, z[r]);
+            for (int r = 0; r < 4; r++) q4k_row_sums(wr[4 * g + r] + blk, q5, y, z[r]);
             const __m512i s = _mm512_shuffle_epi8(g ? t1 : t0, bt);
             _Pragma("GCC unroll 2")
             for (int h = 0; h < 2; h++) {
@@ -259,11 +271,11 @@ static inline __attribute__((always_inline)) __m256 q4k_rp_group_pf(int64_t nb, 
                 c[h][g] = _mm512_mullo_epi32(reduce4_i32(z[0][h], z[1][h], z[2][h], z[3][h]), sc);
             }
         }
-        /* [chunk 2h rows 0-7 | chunk 2h+1 rows 0-7], divided by 16 (exact: every term has the factor) */
+        /* [chunk 2h rows 0-7 | chunk 2h+1 rows 0-7], Q4_K's divided by 16 (exact: every term has the factor) */
         const __m512 cs01 = _mm512_cvtepi32_ps(_mm512_srai_epi32(
-            _mm512_add_epi32(_mm512_permutex2var_epi64(c[0][0], ca, c[0][1]), _mm512_permutex2var_epi64(c[0][0], cb, c[0][1])), 4));
+            _mm512_add_epi32(_mm512_permutex2var_epi64(c[0][0], ca, c[0][1]), _mm512_permutex2var_epi64(c[0][0], cb, c[0][1])), q5 ? 0 : 4));
         const __m512 cs23 = _mm512_cvtepi32_ps(_mm512_srai_epi32(
-            _mm512_add_epi32(_mm512_permutex2var_epi64(c[1][0], ca, c[1][1]), _mm512_permutex2var_epi64(c[1][0], cb, c[1][1])), 4));
+            _mm512_add_epi32(_mm512_permutex2var_epi64(c[1][0], ca, c[1][1]), _mm512_permutex2var_epi64(c[1][0], cb, c[1][1])), q5 ? 0 : 4));
         /* mins: bytes 16j + 2r + e = m[2j+e] of row r; ps pairs (ps[2j], ps[2j+1]) per dword */
         const __m512i mb = _mm512_permutex2var_epi16(t0, mw, t1);
         const __m512i mn01 = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(mb)), _mm512_permutexvar_epi32(pi, ps));
@@ -286,11 +298,19 @@ static inline __attribute__((always_inline)) __m256 q4k_rp_group_pf(int64_t nb, 
 }
 
 static __m256 q4k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
-    return q4k_rp_group_pf(nb, wr, x, true);
+    return q4k_rp_group_pf(nb, wr, x, false, true);
 }
 
 static __m256 q4k_rp_group_lean(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
-    return q4k_rp_group_pf(nb, wr, x, false);
+    return q4k_rp_group_pf(nb, wr, x, false, false);
+}
+
+static __m256 q5k_rp_group(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+    return q4k_rp_group_pf(nb, wr, x, true, true);
+}
+
+static __m256 q5k_rp_group_lean(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+    return q4k_rp_group_pf(nb, wr, x, true, false);
 }
 
 /* Group r (of q = n_rows / 8): rows 4r..4r+3 and 4q + 4r..4q + 4r+3, lanes 0-7 (x86_kq_rows with
@@ -308,6 +328,18 @@ static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, in
 static void gemv_q4_K_rp_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
                               const void *x, float *y) {
     x86_kq_rows(8, 4, q4k_rp_group_lean, n, w, ws, n_rows, g0, g1, x, y);
+}
+
+/* Q5_K (rt_dot_q5_K_rp: the AVX-512 table's Q5_K order) the same way, the fifth bits joined to
+ * the nibbles before the dpbusd (Q4_PF: the same distance in bytes). */
+static void gemv_q5_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                         const void *x, float *y) {
+    x86_kq_rows(8, 4, q5k_rp_group, n, w, ws, n_rows, g0, g1, x, y);
+}
+
+static void gemv_q5_K_rp_lean(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                              const void *x, float *y) {
+    x86_kq_rows(8, 4, q5k_rp_group_lean, n, w, ws, n_rows, g0, g1, x, y);
 }
 
 /* ---- Q6_K (rt_dot_q6_K's order): four rows per group, one float lane per row -------------
@@ -450,5 +482,6 @@ static void gemv_q6_K_pair(int64_t n, const void *w, size_t ws, int64_t n_rows, 
 void rt_fill_gemv_avx512(tensor_kernels *k) {
     k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4, gemv_q8_0_pair, 2, NULL, 0 };
     k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 8, gemv_q4_K_rp_lean, 0, NULL, 0 };
+    k->gemv[GGUF_T_Q5_K] = (tensor_gemv){ gemv_q5_K_rp, 8, gemv_q5_K_rp_lean, 0, NULL, 0 };
     k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 4, gemv_q6_K_pair, 2, NULL, 0 };
 }

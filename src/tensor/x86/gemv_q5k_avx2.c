@@ -12,7 +12,7 @@
  * mask, where the dot shifts it down, masks and shifts it up.
  *
  * Four rows run side by side (simd_x86.h X86_GEMV_ROWS4_TWINS), each stream fetched Q5_PF
- * bytes ahead by software (the AVX-512 kernel's distance, gemv_q5k_avx512.c); the block's
+ * bytes ahead by software (the distance the AVX-512 table's file-layout Q5_K kernel took); the block's
  * activation sums and scale are loaded once for the four. The lean twin goes without the
  * prefetch.
  *

@@ -413,8 +413,6 @@ void rt_fill_gemm_avx512(tensor_kernels *k);
 void rt_fill_gemm_q4k_avx512(tensor_kernels *k);
 void rt_fill_gemm_q40_avx512(tensor_kernels *k);
 void rt_fill_gemv_q40_avx512(tensor_kernels *k);
-void rt_fill_gemv_q5k_avx512(tensor_kernels *k);
-void rt_fill_gemv_q5k16_avx512(tensor_kernels *k);
 void rt_fill_gemv_q4k16_avx512(tensor_kernels *k);
 void rt_fill_gemv_q6k16_avx512(tensor_kernels *k);
 /* gemv_q8_0_r16 in the table's Q8_0 order (k->q8_block). */
@@ -424,12 +422,12 @@ void rt_fill_gemv_q8016_avx512(tensor_kernels *k);
 void rt_fill_gemm_f16_avx512(tensor_kernels *k);
 void rt_gemm_bf16_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                          int64_t n_tok, float *y, int64_t ldy);
-void rt_fill_gemm_q5k_avx512(tensor_kernels *k);
 void rt_fill_gemv_avx512(tensor_kernels *k);
 /* The AVX-512 table's dot_q4_K_rp (dot_avx512.c), for the gemm's long-row fallback. */
 float rt_dot_q4_K_rp_avx512(int64_t n, const void *w, const void *x);
-/* The AVX-512 table's Q5_K dot (dot_avx512.c), for the gemm's long-row fallback. */
-float rt_dot_q5_K_avx512(int64_t n, const void *w, const void *x);
+/* The AVX-512 table's Q5_K dot (dot_avx512.c: rt_dot_q5_K_rp's order), for the gemm's few-token
+ * fallback. */
+float rt_dot_q5_K_rp_avx512(int64_t n, const void *w, const void *x);
 /* The AVX-512 table's Q6_K dot (dot_avx512.c) and gemm (gemm_q6k_avx512.c). */
 float rt_dot_q6_K_avx512(int64_t n, const void *w, const void *x);
 void  rt_gemm_q6_K_avx512(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
