@@ -247,14 +247,14 @@ static void check_dot(uint32_t wt, int64_t n, rng *r) {
     const float rp = wt == GGUF_T_Q4_K ? tab[0]->dot_q4_K_rp(n, w, x) : 0.0f;
     if (wt == GGUF_T_Q4_K && fabs(rp - exact) > DOT_REL * mag)
         fail_msg("scalar dot_q4_K_rp n %lld: %.9g vs dequantized %.9g", (long long)n, rp, exact);
-    /* Q5_K in that order (rt_dot_q5_K_rp): the AVX-512 table's Q5_K dot, the same bits */
+    /* Q5_K in that order (rt_dot_q5_K_rp): the SIMD tables' Q5_K dot, the same bits */
     const float rp5 = wt == GGUF_T_Q5_K ? rt_dot_q5_K_rp(n, w, x) : 0.0f;
     if (wt == GGUF_T_Q5_K && fabs(rp5 - exact) > DOT_REL * mag)
         fail_msg("scalar rt_dot_q5_K_rp n %lld: %.9g vs dequantized %.9g", (long long)n, rp5, exact);
-    if (wt == GGUF_T_Q5_K && tensor_kernels_avx512()) {
-        const float got5 = tensor_kernels_avx512()->vec_dot[GGUF_T_Q5_K](n, w, x);
+    for (int k = 1; wt == GGUF_T_Q5_K && k < nt; k++) {
+        const float got5 = tab[k]->vec_dot[GGUF_T_Q5_K](n, w, x);
         if (memcmp(&got5, &rp5, 4) != 0)
-            fail_msg("avx512: vec_dot[Q5_K] n %lld: %a differs from rt_dot_q5_K_rp %a", (long long)n, got5, rp5);
+            fail_msg("%s: vec_dot[Q5_K] n %lld: %a differs from rt_dot_q5_K_rp %a", tab[k]->isa, (long long)n, got5, rp5);
     }
     for (int k = 1; k < nt; k++) {
         tab[k]->from_float[vt](xf, x2, n);

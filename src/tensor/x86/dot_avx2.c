@@ -150,14 +150,6 @@ static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64
     for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) y[r] = rt_dot_q4_0_avx2(n, W + (size_t)r * ws, x);
 }
 
-/* Q4_K / Q5_K: the min correction sum_k bsums[k] * m[k/2] as 8 int32 lanes (m: the 8 mins
- * as bytes of a u64). */
-static inline __m256i k4_min_lanes(const uint8_t *b, uint64_t m) {
-    const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
-    const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
-    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)), m16);
-}
-
 /* Chunk j (64 elements) of a Q4_K/Q5_K block: the 32 bytes qs[32j..] give sub-block 2j (low
  * nibbles) and 2j+1 (high nibbles); hb holds the fifth bits (bit 2j / 2j+1 of each byte;
  * zero for Q4_K). Dotted with y[64j..] and weighted by the scales s (int16 x 8, both
@@ -173,23 +165,6 @@ static inline __m256i k4_chunk(const uint8_t *qs, __m256i hb, const int8_t *y, _
     const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 64 * j + 32)));
     return _mm256_add_epi32(_mm256_madd_epi16(p0, x86_bcast_i16(s, 2 * j)),
                             _mm256_madd_epi16(p1, x86_bcast_i16(s, 2 * j + 1)));
-}
-
-/* One Q4_K/Q5_K block (qh NULL for Q4_K; d, dmin and scales sit at the same offsets in
- * both): acc += d*yd*sum, accm += dmin*yd*mins. */
-static inline void k4_block(const uint8_t *a, const uint8_t *qh, const uint8_t *qs, const uint8_t *b,
-                            __m256 *acc, __m256 *accm) {
-    uint64_t sc, m;
-    rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &m);
-    const __m256i s = x86_u8x8_to_i16x2(sc);
-    const __m256i hb = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    const int8_t *y = (const int8_t *)(b + Q8_K_QS);
-    const __m256i s01 = _mm256_add_epi32(k4_chunk(qs, hb, y, s, 0), k4_chunk(qs, hb, y, s, 1));
-    const __m256i s23 = _mm256_add_epi32(k4_chunk(qs, hb, y, s, 2), k4_chunk(qs, hb, y, s, 3));
-    const float yd = rd_f32(b);
-    *acc = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * yd), _mm256_cvtepi32_ps(_mm256_add_epi32(s01, s23)), *acc);
-    *accm = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q4_K_DMIN) * yd),
-                            _mm256_cvtepi32_ps(k4_min_lanes(b, m)), *accm);
 }
 
 /* rt_dot_q4_K_lanes's order (ggml_vec_dot_q4_K_q8_K's AVX2 path): 8 float lanes of
@@ -217,19 +192,18 @@ static float dot_q4_K(int64_t n, const void *w, const void *x) {
     return x86_hsum_ps(acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
 }
 
-/* rt_dot_q4_K_rp's order (ggml's repacked gemm): the integer chunk sums here, the float
- * chains as in the scalar reference, so the bits are the same. */
-float rt_dot_q4_K_rp_avx2(int64_t n, const void *w, const void *x) {
-    const uint8_t *a = w, *b = x;
+/* rt_dot_q4_K_rp's order (ggml's repacked gemm; Q5_K: rt_dot_q5_K_rp, q5): the integer chunk
+ * sums here, the float chains as in the scalar reference, so the bits are the same. */
+static inline float k4_rp(int64_t n, const uint8_t *a, size_t bytes, size_t qs_off, bool q5, const uint8_t *b) {
     float acc = 0.0f, accm = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q4_K_BYTES, b += Q8_K_BYTES) {
+    for (int64_t i = 0; i < n / QK_K; i++, a += bytes, b += Q8_K_BYTES) {
         uint64_t sc, mm;
         rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
         uint8_t m[8];
         memcpy(m, &mm, 8);
         const __m256i s = x86_u8x8_to_i16x2(sc);
-        const __m256i hb = _mm256_setzero_si256();
-        const uint8_t *qs = a + Q4_K_QS;
+        const __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(a + Q5_K_QH)) : _mm256_setzero_si256();
+        const uint8_t *qs = a + qs_off;
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
         const float yd = rd_f32(b);
         const float d = x86_f16(a) * yd, dmin = x86_f16(a + Q4_K_DMIN) * yd;
@@ -244,12 +218,12 @@ float rt_dot_q4_K_rp_avx2(int64_t n, const void *w, const void *x) {
     return acc - accm;
 }
 
-float rt_dot_q5_K_avx2(int64_t n, const void *w, const void *x) {
-    const uint8_t *a = w, *b = x;
-    __m256 acc = _mm256_setzero_ps(), accm = acc;
-    for (int64_t i = 0; i < n / QK_K; i++, a += Q5_K_BYTES, b += Q8_K_BYTES)
-        k4_block(a, a + Q5_K_QH, a + Q5_K_QS, b, &acc, &accm);
-    return x86_hsum_ps(acc) - x86_hsum_ps(accm);
+float rt_dot_q4_K_rp_avx2(int64_t n, const void *w, const void *x) {
+    return k4_rp(n, w, Q4_K_BYTES, Q4_K_QS, false, x);
+}
+
+float rt_dot_q5_K_rp_avx2(int64_t n, const void *w, const void *x) {
+    return k4_rp(n, w, Q5_K_BYTES, Q5_K_QS, true, x);
 }
 
 /* Q6_K, one block: 8 int32 lanes whose sum is the block's exact integer sum. The unsigned
@@ -362,7 +336,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q4_0] = rt_dot_q4_0_avx2;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;
-    k->vec_dot[GGUF_T_Q5_K] = rt_dot_q5_K_avx2;
+    k->vec_dot[GGUF_T_Q5_K] = rt_dot_q5_K_rp_avx2;
     k->vec_dot[GGUF_T_Q6_K] = rt_dot_q6_K_avx2;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
     rt_fill_float_avx2(k);
@@ -373,11 +347,9 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_rope_avx2(k);
     rt_fill_gemm_q4k_avx2(k);
     rt_fill_gemm_q6k_avx2(k);
-    rt_fill_gemm_q5k_avx2(k);
     rt_fill_gemm_q40_avx2(k);
     rt_fill_gemm_f16_avx2(k);
     rt_fill_gemv_avx2(k);
-    rt_fill_gemv_q5k_avx2(k);
     rt_fill_gemm_avx2(k);   /* after the gemvs: it gives gemv[Q8_0] its several-token kernel */
     rt_fill_gemv_q4k16_avx2(k);
     rt_fill_gemv_q6k16_avx2(k);

@@ -1,5 +1,6 @@
 /* gemm_q4k_avx2.c — AVX2 tiles of Q4_K weight rows × Q8_K activation rows in the order of
- * ggml's repacked gemm (tensor.h, gemm_q4_K_rp; rt_dot_q4_K_rp), for CPUs without AVX-512.
+ * ggml's repacked gemm (tensor.h, gemm_q4_K_rp; rt_dot_q4_K_rp), for CPUs without AVX-512;
+ * Q5_K rows in the same order (gemm[Q5_K], rt_dot_q5_K_rp) on the same tiles.
  *
  * Every output element performs exactly rt_dot_q4_K_rp's operations: per 64-element chunk j
  * the exact integer sum sc[2j]·Σ q·y + sc[2j+1]·Σ q·y and the exact min sum
@@ -13,6 +14,10 @@
  *  - the min sums are one madd of the rows' (m[2j], m[2j+1]) pairs with the token's bsum pair;
  *  - a register tile of 8 rows × QT tokens shares each panel load over QT tokens; the panel
  *    (<= 40 KB) stays in L1 while the call's tokens pass.
+ * Q5_K (gemm[Q5_K]): before, the AVX2 table's Q5_K order kept 8 + 8 float lanes per output
+ * (its dot's), and its gemm tiles of those; RECUR_ISA=avx2 recur-bench pp512 -r 2, qwen3-0.6b
+ * Q5_K_M, two alternating rounds: 177-182 -> 270-274 t/s (tg128 unchanged within noise,
+ * 59-75 both ways over five rounds: the single-token kernel is gemv_avx2.c's Q4_K one).
  * Rows longer than QPB blocks go in pieces (gemm_q4k_pieces); calls of fewer than QT tokens
  * take the dot. Any row and token counts, unaligned rows and strides; row offsets within a
  * panel must fit in int32. */
@@ -32,9 +37,11 @@ typedef struct q4k_pblk {
     float   d[QR], dmin[QR];
 } q4k_pblk;
 
-/* Unpacks block b of rows row[0..8) into p. vi: the rows' offsets from row[0]. */
-static void pack_block(q4k_pblk *p, const uint8_t *const *row, __m256i vi, int64_t b) {
-    const size_t off = (size_t)b * Q4_K_BYTES;
+/* Unpacks block b of rows row[0..8) into p (q5: Q5_K rows, each value's fifth bit joined to
+ * its nibble: bit 2j of qh byte l to chunk j's low nibble l, bit 2j+1 to its high one). vi: the
+ * rows' offsets from row[0]. */
+static void pack_block(q4k_pblk *p, const uint8_t *const *row, __m256i vi, int64_t b, bool q5) {
+    const size_t off = (size_t)b * (q5 ? Q5_K_BYTES : Q4_K_BYTES);
     for (int r = 0; r < QR; r++) {
         const uint8_t *a = row[r] + off;
         uint64_t sc, mm;
@@ -48,13 +55,20 @@ static void pack_block(q4k_pblk *p, const uint8_t *const *row, __m256i vi, int64
         p->d[r] = x86_f16(a);
         p->dmin[r] = x86_f16(a + Q4_K_DMIN);
     }
-    const __m256i lo4 = _mm256_set1_epi8(0x0F);
-    const uint8_t *qs = row[0] + off + Q4_K_QS;
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const uint8_t *qs = row[0] + off + (q5 ? Q5_K_QS : Q4_K_QS), *qh = row[0] + off + Q5_K_QH;
+    __m256i h[8];
+    for (int k = 0; q5 && k < 8; k++) h[k] = _mm256_i32gather_epi32((const int *)(qh + 4 * k), vi, 1);
     for (int j = 0; j < 4; j++)      /* chunk j: low nibbles = sub-block 2j, high = 2j+1 */
         for (int k = 0; k < 8; k++) {
             const __m256i g = _mm256_i32gather_epi32((const int *)(qs + 32 * j + 4 * k), vi, 1);
-            _mm256_store_si256((__m256i *)p->q[16 * j + k], _mm256_and_si256(g, lo4));
-            _mm256_store_si256((__m256i *)p->q[16 * j + 8 + k], _mm256_and_si256(_mm256_srli_epi16(g, 4), lo4));
+            __m256i lo = _mm256_and_si256(g, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(g, 4), lo4);
+            if (q5) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h[k], 2 * j), one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h[k], 2 * j + 1), one), 4));
+            }
+            _mm256_store_si256((__m256i *)p->q[16 * j + k], lo);
+            _mm256_store_si256((__m256i *)p->q[16 * j + 8 + k], hi);
         }
 }
 
@@ -71,10 +85,12 @@ typedef struct q4k_park {
 } q4k_park;
 
 /* 8 rows × T tokens over nb blocks; y[t * ldy + r] for r < nr. With park (the T tokens'
- * places), the chains start from it unless `first` and go back to it unless `last`. */
-static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const q4k_pblk *pk, const uint8_t *x,
-                                                        size_t xs, float *y, int64_t ldy, int nr, q4k_park *park,
-                                                        bool first, bool last) {
+ * places), the chains start from it unless `first` and go back to it unless `last`. q5: the
+ * panel holds five-bit values, whose int16 pair sums (<= 2·31·128) fit four to a word, not
+ * eight: each sub-block's two halves are scaled apart and added in int32 (exact either way). */
+static inline __attribute__((always_inline)) void tile(bool q5, int T, int64_t nb, const q4k_pblk *pk,
+                                                        const uint8_t *x, size_t xs, float *y, int64_t ldy, int nr,
+                                                        q4k_park *park, bool first, bool last) {
     __m256 acc[QT], accm[QT];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) {
@@ -103,7 +119,8 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
             _Pragma("GCC unroll 2")
             for (int h = 0; h < 2; h++) {
                 const int s = 2 * j + h;
-                __m256i s16[QT];
+                __m256i s16[QT], part[QT];
+                const __m256i sc = _mm256_load_si256((const __m256i *)p->sc[s]);
                 _Pragma("GCC unroll 4")
                 for (int t = 0; t < T; t++) s16[t] = _mm256_setzero_si256();
                 _Pragma("GCC unroll 8")
@@ -115,11 +132,18 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
                         memcpy(&v, xb[t] + Q8_K_QS + 32 * s + 4 * k, 4);
                         s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(v)));
                     }
+                    if (q5 && k == 3) {
+                        _Pragma("GCC unroll 4")
+                        for (int t = 0; t < T; t++) {
+                            part[t] = _mm256_madd_epi16(s16[t], sc);
+                            s16[t] = _mm256_setzero_si256();
+                        }
+                    }
                 }
-                const __m256i sc = _mm256_load_si256((const __m256i *)p->sc[s]);
                 _Pragma("GCC unroll 4")
                 for (int t = 0; t < T; t++) {
-                    const __m256i v = _mm256_madd_epi16(s16[t], sc);
+                    __m256i v = _mm256_madd_epi16(s16[t], sc);
+                    if (q5) v = _mm256_add_epi32(part[t], v);
                     cs[t] = h ? _mm256_add_epi32(cs[t], v) : v;
                 }
             }
@@ -141,15 +165,24 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
 }
 
 /* Every token of the call (QT a tile, then the rest) through a panel of nb blocks. */
-static void panel_tokens(int64_t nb, const q4k_pblk *pk, const uint8_t *X, size_t xs, int64_t n_tok, float *y,
-                         int64_t ldy, int nr, q4k_park *park, bool first, bool last) {
+static inline __attribute__((always_inline)) void panel_tokens_k(bool q5, int64_t nb, const q4k_pblk *pk,
+                                                                  const uint8_t *X, size_t xs, int64_t n_tok, float *y,
+                                                                  int64_t ldy, int nr, q4k_park *park, bool first,
+                                                                  bool last) {
     int64_t t = 0;
-    for (; t + QT <= n_tok; t += QT) tile(QT, nb, pk, X + t * xs, xs, y + t * ldy, ldy, nr, park ? park + t : NULL, first, last);
+    for (; t + QT <= n_tok; t += QT)
+        tile(q5, QT, nb, pk, X + t * xs, xs, y + t * ldy, ldy, nr, park ? park + t : NULL, first, last);
     switch (n_tok - t) {
-    case 2: tile(2, nb, pk, X + t * xs, xs, y + t * ldy, ldy, nr, park ? park + t : NULL, first, last); break;
-    case 1: tile(1, nb, pk, X + t * xs, xs, y + t * ldy, ldy, nr, park ? park + t : NULL, first, last); break;
+    case 2: tile(q5, 2, nb, pk, X + t * xs, xs, y + t * ldy, ldy, nr, park ? park + t : NULL, first, last); break;
+    case 1: tile(q5, 1, nb, pk, X + t * xs, xs, y + t * ldy, ldy, nr, park ? park + t : NULL, first, last); break;
     default: break;
     }
+}
+
+static void panel_tokens(bool q5, int64_t nb, const q4k_pblk *pk, const uint8_t *X, size_t xs, int64_t n_tok, float *y,
+                         int64_t ldy, int nr, q4k_park *park, bool first, bool last) {
+    if (q5) panel_tokens_k(true, nb, pk, X, xs, n_tok, y, ldy, nr, park, first, last);
+    else panel_tokens_k(false, nb, pk, X, xs, n_tok, y, ldy, nr, park, first, last);
 }
 
 /* Rows longer than QPB blocks: each panel's blocks a piece of QPB at a time, every token
@@ -162,8 +195,8 @@ static void panel_tokens(int64_t nb, const q4k_pblk *pk, const uint8_t *X, size_
  * 6.6 -> 6.3. Packed Q4_K rows take the several-token kernel instead (gemv_q4k16_avx2.c:
  * 14336, 5.2-5.9 ms), so this serves RECUR_NO_REPACK. Returns false without memory for the
  * park. */
-static bool gemm_q4k_pieces(int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X, size_t xs,
-                            int64_t n_tok, float *y, int64_t ldy) {
+static bool gemm_q4k_pieces(bool q5, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X,
+                            size_t xs, int64_t n_tok, float *y, int64_t ldy) {
     q4k_park *park = aligned_alloc(32, (size_t)n_tok * sizeof *park);
     if (!park) return false;
     _Alignas(32) q4k_pblk pk[QPB];
@@ -173,8 +206,8 @@ static bool gemm_q4k_pieces(int64_t nb, const uint8_t *W, size_t ws, int64_t n_r
         const __m256i vi = x86_panel8_rows(W, ws, r0, nr, row);
         for (int64_t b0 = 0; b0 < nb; b0 += QPB) {
             const int64_t len = nb - b0 < QPB ? nb - b0 : QPB;
-            for (int64_t b = 0; b < len; b++) pack_block(&pk[b], row, vi, b0 + b);
-            panel_tokens(len, pk, X + (size_t)b0 * Q8_K_BYTES, xs, n_tok, y + r0, ldy, nr, park, b0 == 0,
+            for (int64_t b = 0; b < len; b++) pack_block(&pk[b], row, vi, b0 + b, q5);
+            panel_tokens(q5, len, pk, X + (size_t)b0 * Q8_K_BYTES, xs, n_tok, y + r0, ldy, nr, park, b0 == 0,
                          b0 + len == nb);
         }
     }
@@ -182,13 +215,13 @@ static bool gemm_q4k_pieces(int64_t nb, const uint8_t *W, size_t ws, int64_t n_r
     return true;
 }
 
-static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
-                         int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *W = w, *X = x;
+/* Q4_K or (q5) Q5_K rows. */
+static void gemm_k4(bool q5, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X, size_t xs,
+                    int64_t n_tok, float *y, int64_t ldy) {
     const int64_t nb = n / QK_K;
-    if (n_tok >= QT && nb > QPB && gemm_q4k_pieces(nb, W, ws, n_rows, X, xs, n_tok, y, ldy)) return;
+    if (n_tok >= QT && nb > QPB && gemm_q4k_pieces(q5, nb, W, ws, n_rows, X, xs, n_tok, y, ldy)) return;
     if (nb > QPB || n_tok < QT) {   /* too few tokens to pay for the panel (or no memory): the dot */
-        x86_gemm_by_dot(rt_dot_q4_K_rp_avx2, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        x86_gemm_by_dot(q5 ? rt_dot_q5_K_rp_avx2 : rt_dot_q4_K_rp_avx2, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     _Alignas(32) q4k_pblk pk[QPB];
@@ -196,11 +229,23 @@ static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, co
         const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
         const uint8_t *row[QR];
         const __m256i vi = x86_panel8_rows(W, ws, r0, nr, row);
-        for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], row, vi, b);
-        panel_tokens(nb, pk, X, xs, n_tok, y + r0, ldy, nr, NULL, true, true);
+        for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], row, vi, b, q5);
+        panel_tokens(q5, nb, pk, X, xs, n_tok, y + r0, ldy, nr, NULL, true, true);
     }
+}
+
+static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                         int64_t n_tok, float *y, int64_t ldy) {
+    gemm_k4(false, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
+}
+
+/* The AVX2 table's gemm[Q5_K] (rt_dot_q5_K_rp's order): these tiles over Q5_K panels. */
+static void gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                      float *y, int64_t ldy) {
+    gemm_k4(true, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
 }
 
 void rt_fill_gemm_q4k_avx2(tensor_kernels *k) {
     k->gemm_q4_K_rp = gemm_q4_K_rp;
+    k->gemm[GGUF_T_Q5_K] = gemm_q5_K;
 }

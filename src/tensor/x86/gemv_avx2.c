@@ -1,5 +1,6 @@
 /* gemv_avx2.c — single-token matmuls of the AVX2 table (tensor.h gemv): Q4_K in ggml's
- * repacked order (tensor_impl.h rt_dot_q4_K_rp), four rows at a time.
+ * repacked order (tensor_impl.h rt_dot_q4_K_rp) and Q5_K in the same order (rt_dot_q5_K_rp:
+ * the fifth bits joined to the nibbles), four rows at a time.
  *
  * The rows are not repacked (weights are used in place from the mapping); instead two rows are
  * interleaved in registers by qword unpacks: for rows (r0, r1) and chunk j (64 elements: 32
@@ -30,15 +31,30 @@ static inline __m256i k4s_idx(int s) {
 /* Chunk j of a pair of rows (r0, r1): dwords [r0 r0 r1 r1 | r0 r0 r1 r1], whose sum per row is
  * sc[2j]·Σ lo·y + sc[2j+1]·Σ hi·y, exactly. ya/yb: the chunk's activations of the low (lo) and
  * high (hi) nibbles, qwords [q0 q0 q2 q2] / [q1 q1 q3 q3]. */
-static inline __m256i k4_pair_chunk(const uint8_t *q0, const uint8_t *q1, __m256i ya_lo, __m256i yb_lo, __m256i ya_hi,
-                                    __m256i yb_hi, __m256i s_lo, __m256i s_hi) {
+/* Bit k (a constant, 0..7) of each byte of h at bit 4 of that byte, the other bits zero: one
+ * 16-bit shift (what crosses from the neighbouring byte is masked off) and one mask. */
+static inline __attribute__((always_inline)) __m256i bit_to_4(__m256i h, int k) {
+    const __m256i v = k < 4 ? _mm256_slli_epi16(h, 4 - k) : k > 4 ? _mm256_srli_epi16(h, k - 4) : h;
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+static inline __attribute__((always_inline)) __m256i k4_pair_chunk(const uint8_t *q0, const uint8_t *q1, __m256i ya_lo,
+                                                                   __m256i yb_lo, __m256i ya_hi, __m256i yb_hi,
+                                                                   __m256i s_lo, __m256i s_hi, bool q5, __m256i ha,
+                                                                   __m256i hb, int j) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i r0 = _mm256_loadu_si256((const __m256i *)q0), r1 = _mm256_loadu_si256((const __m256i *)q1);
     const __m256i a = _mm256_unpacklo_epi64(r0, r1), b = _mm256_unpackhi_epi64(r0, r1);
-    const __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(a, m4), ya_lo),
-                                        _mm256_maddubs_epi16(_mm256_and_si256(b, m4), yb_lo));
-    const __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), ya_hi),
-                                        _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), yb_hi));
+    __m256i al = _mm256_and_si256(a, m4), bl = _mm256_and_si256(b, m4);
+    __m256i ah = _mm256_and_si256(_mm256_srli_epi16(a, 4), m4), bh = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+    if (q5) {   /* Q5_K: ha, hb the rows' qh bytes paired as their qs are; bit 2j (low), 2j+1 (high) */
+        al = _mm256_or_si256(al, bit_to_4(ha, 2 * j));
+        bl = _mm256_or_si256(bl, bit_to_4(hb, 2 * j));
+        ah = _mm256_or_si256(ah, bit_to_4(ha, 2 * j + 1));
+        bh = _mm256_or_si256(bh, bit_to_4(hb, 2 * j + 1));
+    }
+    const __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(al, ya_lo), _mm256_maddubs_epi16(bl, yb_lo));
+    const __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(ah, ya_hi), _mm256_maddubs_epi16(bh, yb_hi));
     return _mm256_add_epi32(_mm256_madd_epi16(lo, s_lo), _mm256_madd_epi16(hi, s_hi));
 }
 
@@ -48,12 +64,14 @@ static inline __m256i k4_pair_chunk(const uint8_t *q0, const uint8_t *q1, __m256
  * also spill less. In-process A/B, AVX2 table, 2 threads, 100-200 alternating rounds: 248320 x
  * 1024 out of cache 1.08-1.14x, 200 matrices of 1024 x 2048 1.13x, 100 of 3584 x 1024
  * 1.03-1.06x; one thread in cache 1.04x. */
-static __m256 q4k_rp4(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
+static inline __attribute__((always_inline)) __m256 k4_rp4(int64_t nb, const uint8_t *const *wr, const uint8_t *x,
+                                                            bool q5) {
+    const size_t qs_off = q5 ? Q5_K_QS : Q4_K_QS;
     __m128 acc = _mm_setzero_ps(), accm = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = x + (size_t)i * Q8_K_BYTES;
         const int8_t *y = (const int8_t *)(b + Q8_K_QS);
-        const size_t blk = (size_t)i * Q4_K_BYTES;
+        const size_t blk = (size_t)i * (q5 ? Q5_K_BYTES : Q4_K_BYTES);
         __m256i sc[2];
         __m128i mm[2];
         uint32_t hd[4];
@@ -67,6 +85,16 @@ static __m256 q4k_rp4(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
             memcpy(&hd[2 * p], wr[2 * p] + blk, 4);
             memcpy(&hd[2 * p + 1], wr[2 * p + 1] + blk, 4);
         }
+        __m256i ha[2], hb[2];   /* Q5_K: each pair's qh bytes, unpacked as k4_pair_chunk's qs */
+        _Pragma("GCC unroll 2")
+        for (int p = 0; p < 2; p++) {
+            ha[p] = hb[p] = _mm256_setzero_si256();
+            if (!q5) continue;
+            const __m256i g0 = _mm256_loadu_si256((const __m256i *)(wr[2 * p] + blk + Q5_K_QH));
+            const __m256i g1 = _mm256_loadu_si256((const __m256i *)(wr[2 * p + 1] + blk + Q5_K_QH));
+            ha[p] = _mm256_unpacklo_epi64(g0, g1);
+            hb[p] = _mm256_unpackhi_epi64(g0, g1);
+        }
         __m128i cs[4];
         _Pragma("GCC unroll 4")
         for (int j = 0; j < 4; j++) {
@@ -78,8 +106,9 @@ static __m256 q4k_rp4(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
             __m256i c[2];
             _Pragma("GCC unroll 2")
             for (int p = 0; p < 2; p++)
-                c[p] = k4_pair_chunk(wr[2 * p] + blk + Q4_K_QS + 32 * j, wr[2 * p + 1] + blk + Q4_K_QS + 32 * j, ya_lo,
-                                     yb_lo, ya_hi, yb_hi, _mm256_shuffle_epi8(sc[p], i_lo), _mm256_shuffle_epi8(sc[p], i_hi));
+                c[p] = k4_pair_chunk(wr[2 * p] + blk + qs_off + 32 * j, wr[2 * p + 1] + blk + qs_off + 32 * j, ya_lo,
+                                     yb_lo, ya_hi, yb_hi, _mm256_shuffle_epi8(sc[p], i_lo), _mm256_shuffle_epi8(sc[p], i_hi),
+                                     q5, ha[p], hb[p], j);
             const __m256i x0 = _mm256_hadd_epi32(c[0], c[1]);   /* [r0 r1 r2 r3 | r0 r1 r2 r3] partial */
             cs[j] = _mm_add_epi32(_mm256_castsi256_si128(x0), _mm256_extracti128_si256(x0, 1));
         }
@@ -105,12 +134,23 @@ static __m256 q4k_rp4(int64_t nb, const uint8_t *const *wr, const uint8_t *x) {
     return _mm256_zextps128_ps256(_mm_sub_ps(acc, accm));
 }
 
+static __m256 q4k_rp4(int64_t nb, const uint8_t *const *wr, const uint8_t *x) { return k4_rp4(nb, wr, x, false); }
+
+static __m256 q5k_rp4(int64_t nb, const uint8_t *const *wr, const uint8_t *x) { return k4_rp4(nb, wr, x, true); }
+
 /* Rows in groups of four (x86_kq_rows: four straight streams). */
 static void gemv_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
                          const void *x, float *y) {
     x86_kq_rows(4, 1, q4k_rp4, n, w, ws, n_rows, g0, g1, x, y);
 }
 
+/* Q5_K (rt_dot_q5_K_rp, the AVX2 table's Q5_K order) the same way, the fifth bits joined in. */
+static void gemv_q5_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                         const void *x, float *y) {
+    x86_kq_rows(4, 1, q5k_rp4, n, w, ws, n_rows, g0, g1, x, y);
+}
+
 void rt_fill_gemv_avx2(tensor_kernels *k) {
     k->gemv_q4_K_rp = (tensor_gemv){ gemv_q4_K_rp, 4, NULL, 0, NULL, 0 };
+    k->gemv[GGUF_T_Q5_K] = (tensor_gemv){ gemv_q5_K_rp, 4, NULL, 0, NULL, 0 };
 }

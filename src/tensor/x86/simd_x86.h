@@ -394,14 +394,12 @@ void rt_fill_gemm_q4k_avx2(tensor_kernels *k);
 /* The AVX2 table's dot_q4_K_rp (dot_avx2.c), for the gemm's fallback. */
 float rt_dot_q4_K_rp_avx2(int64_t n, const void *w, const void *x);
 void rt_fill_gemm_q6k_avx2(tensor_kernels *k);
-void rt_fill_gemm_q5k_avx2(tensor_kernels *k);
-/* The AVX2 table's Q5_K dot (dot_avx2.c), for the gemm's fallback. */
-float rt_dot_q5_K_avx2(int64_t n, const void *w, const void *x);
+/* The AVX2 table's Q5_K dot (dot_avx2.c: rt_dot_q5_K_rp's order), for the gemm's fallback. */
+float rt_dot_q5_K_rp_avx2(int64_t n, const void *w, const void *x);
 void rt_fill_gemm_q40_avx2(tensor_kernels *k);
 void rt_fill_gemm_f16_avx2(tensor_kernels *k);
 void rt_fill_gemv_avx2(tensor_kernels *k);
 void rt_fill_gemv_q4k16_avx2(tensor_kernels *k);
-void rt_fill_gemv_q5k_avx2(tensor_kernels *k);
 void rt_fill_gemv_q6k16_avx2(tensor_kernels *k);
 /* The AVX2 table's Q4_0 dot (dot_avx2.c), for the gemm's fallback. */
 float rt_dot_q4_0_avx2(int64_t n, const void *w, const void *x);
