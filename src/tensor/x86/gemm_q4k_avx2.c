@@ -55,7 +55,7 @@ static void pack_block(q4k_pblk *p, const uint8_t *const *row, __m256i vi, int64
         p->d[r] = x86_f16(a);
         p->dmin[r] = x86_f16(a + Q4_K_DMIN);
     }
-    const __m256i lo4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
     const uint8_t *qs = row[0] + off + (q5 ? Q5_K_QS : Q4_K_QS), *qh = row[0] + off + Q5_K_QH;
     __m256i h[8];
     for (int k = 0; q5 && k < 8; k++) h[k] = _mm256_i32gather_epi32((const int *)(qh + 4 * k), vi, 1);
@@ -64,8 +64,8 @@ static void pack_block(q4k_pblk *p, const uint8_t *const *row, __m256i vi, int64
             const __m256i g = _mm256_i32gather_epi32((const int *)(qs + 32 * j + 4 * k), vi, 1);
             __m256i lo = _mm256_and_si256(g, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(g, 4), lo4);
             if (q5) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h[k], 2 * j), one), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h[k], 2 * j + 1), one), 4));
+                lo = _mm256_or_si256(lo, x86_bit_to_4(h[k], 2 * j));
+                hi = _mm256_or_si256(hi, x86_bit_to_4(h[k], 2 * j + 1));
             }
             _mm256_store_si256((__m256i *)p->q[16 * j + k], lo);
             _mm256_store_si256((__m256i *)p->q[16 * j + 8 + k], hi);

@@ -31,13 +31,6 @@ static inline __m256i k4s_idx(int s) {
 /* Chunk j of a pair of rows (r0, r1): dwords [r0 r0 r1 r1 | r0 r0 r1 r1], whose sum per row is
  * sc[2j]·Σ lo·y + sc[2j+1]·Σ hi·y, exactly. ya/yb: the chunk's activations of the low (lo) and
  * high (hi) nibbles, qwords [q0 q0 q2 q2] / [q1 q1 q3 q3]. */
-/* Bit k (a constant, 0..7) of each byte of h at bit 4 of that byte, the other bits zero: one
- * 16-bit shift (what crosses from the neighbouring byte is masked off) and one mask. */
-static inline __attribute__((always_inline)) __m256i bit_to_4(__m256i h, int k) {
-    const __m256i v = k < 4 ? _mm256_slli_epi16(h, 4 - k) : k > 4 ? _mm256_srli_epi16(h, k - 4) : h;
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
-}
-
 static inline __attribute__((always_inline)) __m256i k4_pair_chunk(const uint8_t *q0, const uint8_t *q1, __m256i ya_lo,
                                                                    __m256i yb_lo, __m256i ya_hi, __m256i yb_hi,
                                                                    __m256i s_lo, __m256i s_hi, bool q5, __m256i ha,
@@ -48,10 +41,10 @@ static inline __attribute__((always_inline)) __m256i k4_pair_chunk(const uint8_t
     __m256i al = _mm256_and_si256(a, m4), bl = _mm256_and_si256(b, m4);
     __m256i ah = _mm256_and_si256(_mm256_srli_epi16(a, 4), m4), bh = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
     if (q5) {   /* Q5_K: ha, hb the rows' qh bytes paired as their qs are; bit 2j (low), 2j+1 (high) */
-        al = _mm256_or_si256(al, bit_to_4(ha, 2 * j));
-        bl = _mm256_or_si256(bl, bit_to_4(hb, 2 * j));
-        ah = _mm256_or_si256(ah, bit_to_4(ha, 2 * j + 1));
-        bh = _mm256_or_si256(bh, bit_to_4(hb, 2 * j + 1));
+        al = _mm256_or_si256(al, x86_bit_to_4(ha, 2 * j));
+        bl = _mm256_or_si256(bl, x86_bit_to_4(hb, 2 * j));
+        ah = _mm256_or_si256(ah, x86_bit_to_4(ha, 2 * j + 1));
+        bh = _mm256_or_si256(bh, x86_bit_to_4(hb, 2 * j + 1));
     }
     const __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(al, ya_lo), _mm256_maddubs_epi16(bl, yb_lo));
     const __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(ah, ya_hi), _mm256_maddubs_epi16(bh, yb_hi));

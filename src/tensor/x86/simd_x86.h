@@ -192,6 +192,14 @@ static inline __m256i x86_unpack_nib16(const uint8_t *p) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
+/* Bit k (0..7; a constant once the callers' loops are unrolled) of each byte of h at bit 4 of
+ * that byte, the other bits zero: one 16-bit shift (what crosses from the neighbouring byte is
+ * masked off) and one mask. A Q5_K value's fifth bit, joined to its nibble by an OR. */
+static inline __attribute__((always_inline)) __m256i x86_bit_to_4(__m256i h, int k) {
+    const __m256i v = k < 4 ? _mm256_slli_epi16(h, 4 - k) : k > 4 ? _mm256_srli_epi16(h, k - 4) : h;
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
 /* int16 lane k of each 128-bit half of s (both halves equal) broadcast to all 16 lanes. */
 static inline __m256i x86_bcast_i16(__m256i s, int k) {
     return _mm256_shuffle_epi8(s, _mm256_set1_epi16((short)(((2 * k + 1) << 8) | (2 * k))));
