@@ -2,13 +2,16 @@
  * gemm), for CPUs without AVX-512.
  *
  * Q8_0: every output element performs exactly dot_avx2.c's dot_q8_0 operations, which are
- * rt_dot_q8_0's (tensor_impl.h): per block, 8 int32 lanes from the sign trick (maddubs of |w|
- * and x with w's sign, then madd with ones: exact, the activation bytes are never -128), one
- * FMA of those lanes (as floats) times the product of the two fp16 scales into an 8-lane
- * accumulator, and x86_hsum_ps at the end. Only the layout differs: a tile of R8 rows × T8
- * tokens keeps its R8·T8 accumulators in registers, so a weight block is loaded (and its |w|
- * formed) once per T8 tokens and an activation block once per R8 rows. Tokens go in chunks
- * whose activations stay in L2 while every row tile passes over them.
+ * rt_dot_q8_0's (tensor_impl.h): per block, 8 int32 lanes (lane l: the exact sum of the
+ * products of elements 4l..4l+3), one FMA of those lanes (as floats) times the product of the
+ * two fp16 scales into an 8-lane accumulator, and x86_hsum_ps at the end. Only the layout and
+ * the way to the integers differ:
+ *  - the prompt gemm (gemm_q8_0) widens weights and activations to int16 and forms a lane as
+ *    two madds and an add (q8_piece16 says why), R16 rows × T16 tokens a register tile;
+ *  - the several-token kernel over the single-token streams (gemm_q8_0_streams) and the
+ *    gemm's fallback keep the dot's sign trick (maddubs of |w| and x with w's sign, then madd
+ *    with ones: exact, the activation bytes are never -128), R8 rows × T8 tokens a tile.
+ * Tokens go in chunks whose activations stay in L2 while every row tile passes over them.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
 #include "tensor/x86/simd_x86.h"
 
@@ -37,13 +40,13 @@ static inline __attribute__((always_inline)) void q8_tile(int R, int T, int64_t 
         for (int r = 0; r < R; r++) {
             w[r] = _mm256_loadu_si256((const __m256i *)(wr[r] + off + Q8_0_QS));
             aw[r] = _mm256_sign_epi8(w[r], w[r]);
-            dw[r] = _mm256_set1_ps(x86_f16(wr[r] + off));
+            dw[r] = x86_f16_bcast(wr[r] + off);
         }
         _Pragma("GCC unroll 4")
         for (int t = 0; t < T; t++) {
             const uint8_t *xb = x + t * xs + off;
             const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb + Q8_0_QS));
-            const __m256 dx = _mm256_set1_ps(x86_f16(xb));
+            const __m256 dx = x86_f16_bcast(xb);
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R; r++) {
                 const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(xv, w[r])),
@@ -73,10 +76,129 @@ static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, con
     }
 }
 
+/* ---- the prompt gemm: the integers as int16 products ------------------------------------
+ *
+ * On the Zen 4 machine measured (AVX2 only, ~2.8 GHz), vpsignb, vpmaddubsw, vpmaddwd, vmulps and
+ * vfmadd share two of the four vector pipes (a loop of only those ops: 2 a cycle for any mix of
+ * them; vcvtdq2ps and vpaddd run beside them). The sign trick spends four of their slots on a
+ * (row, token, block): sign, maddubs, madd, FMA, plus the scale product. Here the weights and
+ * activations are widened to int16 once (a row tile's rows once per chunk of tokens, a
+ * token's row once per call) and a block's 8 lanes are two madds and an add: three slots,
+ * the same integers (each product fits int16 × int16, each lane the exact sum of elements
+ * 4l..4l+3), so the same bits. The widened order puts elements 4l, 4l+1 of every l in the
+ * first 16 words and 4l+2, 4l+3 in the last 16 (w16_split), so madd's lane l of each half
+ * holds two of lane l's products. The block scales are read as floats (x86_f16_tab), and each
+ * (row, token) product d_w·d_x (ggml's rounding) is made a piece at a time, T16 tokens a
+ * multiply, and read back as a broadcast load.
+ * Measured (/tmp/s16/gv.c outside the repo: gemm[Q8_0] alone, one thread, 256 rows × 256
+ * tokens, best of 6 alternating runs against a0be900): n 1024 59.7 -> 68.6 GFLOP/s, n 3072
+ * 60.2 -> 65.8. A loop of just the three slots and the conversion runs at 1.6 cycles a
+ * (row, token, block), the tile at ~2.3: its loads (two widened activation vectors, a
+ * broadcast) fill the rest. Tried: 4 × 2, 1 × 8, 2 × 5 and 3 × 3 tiles (no better or worse),
+ * weights widened per block in the tile (+10 % instead of +15 %). */
+#define R16 2              /* rows per tile */
+#define T16 4              /* tokens per tile (the scale products are 4-float vectors) */
+#define QP 32              /* blocks per piece: a row tile's widened piece stays in L1 */
+#define W16_CHUNK (96 << 10)   /* widened activations of a token chunk (2 threads, against 40, 256) */
+#define W16_MIN_TOK 16          /* tokens a chunk at least: each chunk widens the rows again */
+
+/* The 32 quants at q widened to int16 in w16's order: *a words 0..15, *b words 16..31. */
+static inline __attribute__((always_inline)) void w16_split(const uint8_t *q, __m256i *a, __m256i *b) {
+    const __m256i idx = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    /* per 128-bit lane the pairs (4l, 4l+1), then (4l+2, 4l+3); qwords [0 2 1 3]: all first ones low */
+    const __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)q), idx), 0xD8);
+    *a = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
+    *b = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1));
+}
+
+/* Blocks [b0, b0 + np) of rows wr[0..R) against T widened tokens (token t's blocks at
+ * x16 + t·x16s, 32 words each; block b's scale of token t at dx[b·dxs + t], dxs a multiple of
+ * T16; the rows widened at w16, nb blocks each): the accumulators come from park (row r, token
+ * t at park + (r·ps + t)·8) and go back there, so a row tile passes over its tokens a piece
+ * at a time: the piece's widened rows stay in L1 for all the tokens, and the blocks still go
+ * in order for every element. */
+static inline __attribute__((always_inline)) void q8_piece16(int R, int T, int64_t b0, int np, int64_t nb,
+                                                              const uint8_t *const *wr, const int16_t *w16,
+                                                              const int16_t *x16, size_t x16s, const float *dx,
+                                                              size_t dxs, float *park, size_t ps) {
+    __m256 acc[R16][T16];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_loadu_ps(park + ((size_t)r * ps + (size_t)t) * 8);
+    _Alignas(16) float pr[QP][R16][4];   /* written before the loop that reads it: a product stored
+                                           * just before its broadcast loads waits for the store */
+    for (int i = 0; i < np; i++) {
+        const __m128 dxv = _mm_loadu_ps(dx + (size_t)(b0 + i) * dxs);
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _mm_store_ps(pr[i][r], _mm_mul_ps(_mm_broadcast_ss(&x86_f16_tab[rd_u16(wr[r] + (size_t)(b0 + i) * Q8_0_BYTES)]), dxv));
+    }
+    for (int i = 0; i < np; i++) {
+        const int64_t b = b0 + i;
+        __m256i wa[R16], wb[R16];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            const __m256i *wv = (const __m256i *)(w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
+            wa[r] = _mm256_load_si256(wv);
+            wb[r] = _mm256_load_si256(wv + 1);
+        }
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++) {
+            const __m256i *xb = (const __m256i *)(x16 + t * x16s + b * QK8_0);
+            __m256i xa = _mm256_load_si256(xb), xc = _mm256_load_si256(xb + 1);
+            __asm__("" : "+x"(xa), "+x"(xc));   /* one load for the R rows: gcc folded one into each madd */
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) {
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(wa[r], xa), _mm256_madd_epi16(wb[r], xc));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&pr[i][r][t]), _mm256_cvtepi32_ps(p), acc[r][t]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++) _mm256_storeu_ps(park + ((size_t)r * ps + (size_t)t) * 8, acc[r][t]);
+}
+
+/* Rows wr[0..R) over the nt widened tokens of a chunk: the rows widened into w16, then piece
+ * by piece T16 tokens at a time and the tail, then the sums out of park into y[t·ldy + r]. */
+static inline __attribute__((always_inline)) void q8_rows16(int R, int64_t nb, const uint8_t *const *wr,
+                                                             int16_t *w16, const int16_t *x16, const float *dx,
+                                                             size_t dxs, float *park, int64_t nt, float *y,
+                                                             int64_t ldy) {
+    const size_t x16s = (size_t)nb * QK8_0, ps = (size_t)nt;
+    for (int r = 0; r < R; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            __m256i a, c;
+            w16_split(wr[r] + (size_t)b * Q8_0_BYTES + Q8_0_QS, &a, &c);
+            __m256i *o = (__m256i *)(w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
+            _mm256_store_si256(o, a);
+            _mm256_store_si256(o + 1, c);
+        }
+    for (size_t e = 0; e < (size_t)R * ps * 8; e++) park[e] = 0;
+    for (int64_t b0 = 0; b0 < nb; b0 += QP) {
+        const int np = nb - b0 < QP ? (int)(nb - b0) : QP;
+        int64_t t = 0;
+        for (; t + T16 <= nt; t += T16)
+            q8_piece16(R, T16, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps);
+        switch (nt - t) {   /* (the cases past T16 - 1 never run) */
+#define Q8_TAIL(c) case c: q8_piece16(R, c < T16 ? c : 1, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps); break;
+        Q8_TAIL(7) Q8_TAIL(6) Q8_TAIL(5) Q8_TAIL(4) Q8_TAIL(3) Q8_TAIL(2) Q8_TAIL(1)
+#undef Q8_TAIL
+        default: break;
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int64_t t = 0; t < nt; t++) y[t * ldy + r] = x86_hsum_ps(_mm256_loadu_ps(park + ((size_t)r * ps + (size_t)t) * 8));
+}
+
 static const int64_t row_order[R8] = { 0, 1 };   /* y offsets of neighbouring rows */
 
-static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
-                      float *y, int64_t ldy) {
+/* The sign trick's tiles (q8_rows), for when the widened chunk cannot be allocated. */
+static void gemm_q8_0_sign(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                           int64_t n_tok, float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK8_0;
     int64_t tc = (int64_t)(CHUNK_BYTES / (xs ? xs : 1)) / T8 * T8;
@@ -96,6 +218,52 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
             q8_rows(1, nb, wr, row_order, xt, xs, nt, yt + r, ldy, false);
         }
     }
+}
+
+static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                      float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK8_0;
+    int64_t tc = (int64_t)(W16_CHUNK / ((size_t)nb * 2 * QK8_0)) / T16 * T16;
+    if (tc < W16_MIN_TOK) tc = W16_MIN_TOK;
+    if (tc > n_tok) tc = (n_tok + T16 - 1) / T16 * T16;
+    const size_t dxs = (size_t)tc;   /* a multiple of T16: a tile's 4-float loads stay in its block's row */
+    const size_t x16b = (size_t)tc * (size_t)nb * 2 * QK8_0, w16b = (size_t)R16 * (size_t)nb * 2 * QK8_0;
+    const size_t bytes = x16b + w16b + (size_t)nb * dxs * sizeof(float) + (size_t)R16 * (size_t)tc * 32;
+    int16_t *x16 = aligned_alloc(32, (bytes + 31) / 32 * 32);   /* (a multiple of the alignment) */
+    if (!x16) {
+        gemm_q8_0_sign(n, w, ws, n_rows, x, xs, n_tok, y, ldy);
+        return;
+    }
+    int16_t *w16 = x16 + x16b / 2;   /* a row tile's widened rows */
+    float *dx = (float *)(w16 + w16b / 2), *park = dx + (size_t)nb * dxs;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += tc) {
+        const int64_t nt = n_tok - t0 < tc ? n_tok - t0 : tc;
+        for (int64_t t = 0; t < nt; t++)
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *xb = X + (t0 + t) * xs + (size_t)b * Q8_0_BYTES;
+                __m256i a, c;
+                w16_split(xb + Q8_0_QS, &a, &c);
+                __m256i *o = (__m256i *)(x16 + ((size_t)t * (size_t)nb + (size_t)b) * QK8_0);
+                _mm256_store_si256(o, a);
+                _mm256_store_si256(o + 1, c);
+                dx[(size_t)b * dxs + t] = x86_f16_tab[rd_u16(xb)];
+            }
+        for (int64_t b = 0; b < nb; b++)   /* the last tile's tokens past nt: read, never used */
+            for (size_t t = (size_t)nt; t < dxs; t++) dx[(size_t)b * dxs + t] = 0;
+        float *yt = y + t0 * ldy;
+        int64_t r = 0;
+        for (; r + R16 <= n_rows; r += R16) {
+            const uint8_t *wr[R16];
+            for (int i = 0; i < R16; i++) wr[i] = W + (size_t)(r + i) * ws;
+            q8_rows16(R16, nb, wr, w16, x16, dx, dxs, park, nt, yt + r, ldy);
+        }
+        for (; r < n_rows; r++) {
+            const uint8_t *wr[1] = { W + (size_t)r * ws };
+            q8_rows16(1, nb, wr, w16, x16, dx, dxs, park, nt, yt + r, ldy);
+        }
+    }
+    free(x16);
 }
 
 /* A few tokens over the file's layout (tensor.h tensor_gemv.tokens of gemv[Q8_0]): the single-

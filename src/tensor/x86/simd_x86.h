@@ -11,6 +11,13 @@
 /* Exact fp16 -> f32 of an unaligned field (F16C: identical to rt_f16_to_f32). */
 static inline float x86_f16(const uint8_t *p) { return _cvtsh_ss(rd_u16(p)); }
 
+/* Every fp16 value as a float (x86_f16's bits), filled by tensor_fill_avx2 before any
+ * kernel runs: a block scale becomes a broadcast load, where F16C takes three operations of
+ * the vector units (a scalar load moved in, converted, broadcast), which the Q8_0 kernels,
+ * one scale per 32 weights, are bound by. */
+extern float x86_f16_tab[1 << 16];
+static inline __m256 x86_f16_bcast(const uint8_t *p) { return _mm256_broadcast_ss(&x86_f16_tab[rd_u16(p)]); }
+
 /* Sum of the 8 lanes in a fixed order: (lo128 + hi128), then pairs. */
 static inline float x86_hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
