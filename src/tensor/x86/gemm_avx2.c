@@ -7,7 +7,7 @@
  * two fp16 scales into an 8-lane accumulator, and x86_hsum_ps at the end. Only the layout and
  * the way to the integers differ:
  *  - the prompt gemm (gemm_q8_0) widens weights and activations to int16 and forms a lane as
- *    two madds and an add (q8_piece16 says why), R16 rows × T16 tokens a register tile;
+ *    two madds and an add (the section below says why), R16 rows × T16 tokens a tile;
  *  - the several-token kernel over the single-token streams (gemm_q8_0_streams) and the
  *    gemm's fallback keep the dot's sign trick (maddubs of |w| and x with w's sign, then madd
  *    with ones: exact, the activation bytes are never -128), R8 rows × T8 tokens a tile.
@@ -90,13 +90,16 @@ static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, con
  * holds two of lane l's products. The block scales are read as floats (x86_f16_tab), and each
  * (row, token) product d_w·d_x (ggml's rounding) is made a piece at a time, T16 tokens a
  * multiply, and read back as a broadcast load.
+ * A tile is 3 rows × 4 tokens: a token's two widened vectors in registers, the rows' as the
+ * madds' memory operands (from L1), 12 accumulators.
  * Measured (/tmp/s16/gv.c outside the repo: gemm[Q8_0] alone, one thread, 256 rows × 256
- * tokens, best of 6 alternating runs against a0be900): n 1024 59.7 -> 68.6 GFLOP/s, n 3072
- * 60.2 -> 65.8. A loop of just the three slots and the conversion runs at 1.6 cycles a
- * (row, token, block), the tile at ~2.3: its loads (two widened activation vectors, a
- * broadcast) fill the rest. Tried: 4 × 2, 1 × 8, 2 × 5 and 3 × 3 tiles (no better or worse),
- * weights widened per block in the tile (+10 % instead of +15 %). */
-#define R16 2              /* rows per tile */
+ * tokens, best of alternating runs against a0be900): n 1024 59.7 -> 74.9 GFLOP/s, n 3072
+ * 60.2 -> ~68; tensor_matmul, two threads, 512 tokens: 1024 × 1024 113 -> 122, 6144 × 1024
+ * 112 -> 124, 1024 × 3072 114 -> 127. A loop of just the three slots and the conversion runs
+ * at 1.6 cycles a (row, token, block), the tile at ~2.2: its loads fill the rest. Tried: 2 × 4
+ * with both sides in registers (2-4 % slower), 4 × 2, 1 × 8, 2 × 5 and 3 × 3 (no better or
+ * worse), weights widened per block in the tile (+10 % instead of +15 %). */
+#define R16 3              /* rows per tile (the accumulators take 12 of the 16 registers) */
 #define T16 4              /* tokens per tile (the scale products are 4-float vectors) */
 #define QP 32              /* blocks per piece: a row tile's widened piece stays in L1 */
 #define W16_CHUNK (96 << 10)   /* widened activations of a token chunk (2 threads, against 40, 256) */
@@ -137,13 +140,6 @@ static inline __attribute__((always_inline)) void q8_piece16(int R, int T, int64
     }
     for (int i = 0; i < np; i++) {
         const int64_t b = b0 + i;
-        __m256i wa[R16], wb[R16];
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) {
-            const __m256i *wv = (const __m256i *)(w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
-            wa[r] = _mm256_load_si256(wv);
-            wb[r] = _mm256_load_si256(wv + 1);
-        }
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             const __m256i *xb = (const __m256i *)(x16 + t * x16s + b * QK8_0);
@@ -151,7 +147,8 @@ static inline __attribute__((always_inline)) void q8_piece16(int R, int T, int64
             __asm__("" : "+x"(xa), "+x"(xc));   /* one load for the R rows: gcc folded one into each madd */
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R; r++) {
-                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(wa[r], xa), _mm256_madd_epi16(wb[r], xc));
+                const __m256i *wv = (const __m256i *)(w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(xa, _mm256_load_si256(wv)), _mm256_madd_epi16(xc, _mm256_load_si256(wv + 1)));
                 acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&pr[i][r][t]), _mm256_cvtepi32_ps(p), acc[r][t]);
             }
         }
