@@ -101,8 +101,9 @@ static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, con
  * worse), weights widened per block in the tile (+10 % instead of +15 %). */
 #define R16 3              /* rows per tile (the accumulators take 12 of the 16 registers) */
 #define T16 4              /* tokens per tile (the scale products are 4-float vectors) */
+_Static_assert(T16 == 4, "q8_piece16 reads 4 scales a block; q8_rows16's tails are 1-3 tokens");
 #define QP 32              /* blocks per piece: a row tile's widened piece stays in L1 */
-#define W16_CHUNK (96 << 10)   /* widened activations of a token chunk (2 threads, against 40, 256) */
+#define W16_CHUNK (96 << 10)   /* widened activations of a token chunk (2 threads: beat 40 KB and 256 KB) */
 #define W16_MIN_TOK 16          /* tokens a chunk at least: each chunk widens the rows again */
 
 /* The 32 quants at q widened to int16 in w16's order: *a words 0..15, *b words 16..31. */
@@ -113,6 +114,14 @@ static inline __attribute__((always_inline)) void w16_split(const uint8_t *q, __
     const __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)q), idx), 0xD8);
     *a = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
     *b = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1));
+}
+
+/* The block's quants at q widened (w16_split) to the 32 words at dst (32-byte aligned). */
+static inline void w16_store(const uint8_t *q, int16_t *dst) {
+    __m256i a, b;
+    w16_split(q, &a, &b);
+    _mm256_store_si256((__m256i *)dst, a);
+    _mm256_store_si256((__m256i *)dst + 1, b);
 }
 
 /* Blocks [b0, b0 + np) of rows wr[0..R) against T widened tokens (token t's blocks at
@@ -167,23 +176,18 @@ static inline __attribute__((always_inline)) void q8_rows16(int R, int64_t nb, c
                                                              int64_t ldy) {
     const size_t x16s = (size_t)nb * QK8_0, ps = (size_t)nt;
     for (int r = 0; r < R; r++)
-        for (int64_t b = 0; b < nb; b++) {
-            __m256i a, c;
-            w16_split(wr[r] + (size_t)b * Q8_0_BYTES + Q8_0_QS, &a, &c);
-            __m256i *o = (__m256i *)(w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
-            _mm256_store_si256(o, a);
-            _mm256_store_si256(o + 1, c);
-        }
+        for (int64_t b = 0; b < nb; b++)
+            w16_store(wr[r] + (size_t)b * Q8_0_BYTES + Q8_0_QS, w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
     for (size_t e = 0; e < (size_t)R * ps * 8; e++) park[e] = 0;
     for (int64_t b0 = 0; b0 < nb; b0 += QP) {
         const int np = nb - b0 < QP ? (int)(nb - b0) : QP;
         int64_t t = 0;
         for (; t + T16 <= nt; t += T16)
             q8_piece16(R, T16, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps);
-        switch (nt - t) {   /* (the cases past T16 - 1 never run) */
-#define Q8_TAIL(c) case c: q8_piece16(R, c < T16 ? c : 1, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps); break;
-        Q8_TAIL(7) Q8_TAIL(6) Q8_TAIL(5) Q8_TAIL(4) Q8_TAIL(3) Q8_TAIL(2) Q8_TAIL(1)
-#undef Q8_TAIL
+        switch (nt - t) {
+        case 3: q8_piece16(R, 3, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps); break;
+        case 2: q8_piece16(R, 2, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps); break;
+        case 1: q8_piece16(R, 1, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps); break;
         default: break;
         }
     }
@@ -239,11 +243,7 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
         for (int64_t t = 0; t < nt; t++)
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *xb = X + (t0 + t) * xs + (size_t)b * Q8_0_BYTES;
-                __m256i a, c;
-                w16_split(xb + Q8_0_QS, &a, &c);
-                __m256i *o = (__m256i *)(x16 + ((size_t)t * (size_t)nb + (size_t)b) * QK8_0);
-                _mm256_store_si256(o, a);
-                _mm256_store_si256(o + 1, c);
+                w16_store(xb + Q8_0_QS, x16 + ((size_t)t * (size_t)nb + (size_t)b) * QK8_0);
                 dx[(size_t)b * dxs + t] = x86_f16_tab[rd_u16(xb)];
             }
         for (int64_t b = 0; b < nb; b++)   /* the last tile's tokens past nt: read, never used */
