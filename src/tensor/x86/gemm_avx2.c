@@ -88,23 +88,33 @@ static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, con
  * 4l..4l+3), so the same bits. The widened order puts elements 4l, 4l+1 of every l in the
  * first 16 words and 4l+2, 4l+3 in the last 16 (w16_split), so madd's lane l of each half
  * holds two of lane l's products. The block scales are read as floats (x86_f16_tab), and each
- * (row, token) product d_w·d_x (ggml's rounding) is made a piece at a time, T16 tokens a
- * multiply, and read back as a broadcast load.
- * A tile is 3 rows × 4 tokens: a token's two widened vectors in registers, the rows' as the
- * madds' memory operands (from L1), 12 accumulators.
- * Measured (/tmp/s16/gv.c outside the repo: gemm[Q8_0] alone, one thread, 256 rows × 256
- * tokens, best of alternating runs against a0be900): n 1024 59.7 -> 74.9 GFLOP/s, n 3072
- * 60.2 -> ~68; tensor_matmul, two threads, 512 tokens: 1024 × 1024 113 -> 122, 6144 × 1024
- * 112 -> 124, 1024 × 3072 114 -> 127. A loop of just the three slots and the conversion runs
- * at 1.6 cycles a (row, token, block), the tile at ~2.2: its loads fill the rest. Tried: 2 × 4
- * with both sides in registers (2-4 % slower), 4 × 2, 1 × 8, 2 × 5 and 3 × 3 (no better or
- * worse), weights widened per block in the tile (+10 % instead of +15 %). */
-#define R16 3              /* rows per tile (the accumulators take 12 of the 16 registers) */
-#define T16 4              /* tokens per tile (the scale products are 4-float vectors) */
-_Static_assert(T16 == 4, "q8_piece16 reads 4 scales a block; q8_rows16's tails are 1-3 tokens");
+ * (row, token) product d_w·d_x (ggml's rounding) is made a piece at a time and read back as
+ * a broadcast load.
+ * A tile is 2 rows × 4 tokens: a block's row vectors loaded once into registers for the 4
+ * tokens, a token's once for the 2 rows, 8 accumulators: 20 loads for 8 (row, token, block)
+ * where 3 × 4 with the rows as the madds' memory operands took 44 for 12; Zen 4 loads two
+ * vectors a cycle, so that tile waited on its loads (an asm loop of each: 2.04 against 1.63
+ * cycles a (row, token, block); the three multiply-pipe slots alone: 1.5). The scale products
+ * of a piece are made 8 tokens to one multiply before its tiles read them. A group of YG rows
+ * parks its lanes, then q8_out reduces them 8 rows to one x86_hsum8_ps and writes a token's
+ * 16 outputs at once: y's rows are 4 KB apart in the model's matrices (1024 outputs), and
+ * the 2 floats a tile wrote to each of them missed L1 every time (1024 rows × 1024, 192
+ * tokens, one thread: 65-67 GFLOP/s with y's rows 4 KB apart, 78-80 with 4160 bytes).
+ * Measured (/tmp/s16/gv.c outside the repo, best of alternating runs): gemm[Q8_0] alone, one
+ * thread, 512 tokens, 1024 × 1024 63.5 -> 78.2 GFLOP/s, 256 × 1024 (256 tokens) 73.5 -> 80.6;
+ * tensor_matmul, two threads, 512 tokens, 1024 × 1024 111.8 -> 119.5, 6144 × 1024 121.9 ->
+ * 133.5. Tried: the scale products of a whole chunk made at once (n 3072: 71 -> 63), the next
+ * tile's rows fetched into L2 ahead (no gain), chunks of 48 and 192 KB (no better). Before
+ * (3 × 4, f8c867d-40fe873): 2 × 4 with both sides in registers was 2-4 % slower than 3 × 4
+ * then (its products were made per tile, 4 tokens a multiply, from the fp16 scales). */
+#define R16 2              /* rows per tile: 8 accumulators, 4 row vectors, 2 token vectors, 2 temporaries */
+#define T16 4              /* tokens per tile */
+#define T16P 8             /* tokens per piece: their scale products are 8-float vectors */
+_Static_assert(T16 == 4 && T16P == 2 * T16, "q8_piece16: two tiles a piece, tails of 1-3 tokens");
 #define QP 32              /* blocks per piece: a row tile's widened piece stays in L1 */
 #define W16_CHUNK (96 << 10)   /* widened activations of a token chunk (2 threads: beat 40 KB and 256 KB) */
 #define W16_MIN_TOK 16          /* tokens a chunk at least: each chunk widens the rows again */
+#define YG 16              /* rows whose lanes are parked before going to y: a token's 64 bytes */
 
 /* The 32 quants at q widened to int16 in w16's order: *a words 0..15, *b words 16..31. */
 static inline __attribute__((always_inline)) void w16_split(const uint8_t *q, __m256i *a, __m256i *b) {
@@ -124,40 +134,40 @@ static inline void w16_store(const uint8_t *q, int16_t *dst) {
     _mm256_store_si256((__m256i *)dst + 1, b);
 }
 
-/* Blocks [b0, b0 + np) of rows wr[0..R) against T widened tokens (token t's blocks at
- * x16 + t·x16s, 32 words each; block b's scale of token t at dx[b·dxs + t], dxs a multiple of
- * T16; the rows widened at w16, nb blocks each): the accumulators come from park (row r, token
- * t at park + (r·ps + t)·8) and go back there, so a row tile passes over its tokens a piece
- * at a time: the piece's widened rows stay in L1 for all the tokens, and the blocks still go
- * in order for every element. */
-static inline __attribute__((always_inline)) void q8_piece16(int R, int T, int64_t b0, int np, int64_t nb,
-                                                              const uint8_t *const *wr, const int16_t *w16,
-                                                              const int16_t *x16, size_t x16s, const float *dx,
-                                                              size_t dxs, float *park, size_t ps) {
+/* Blocks [b0, b0 + np) of R rows (widened at w16, nb blocks each) against T ≤ T16 widened
+ * tokens (token t's blocks at x16 + t·x16s, 32 words each); the scale product of row r, token
+ * t, block b0 + i at pr[i][r][t]. The accumulators start at zero for the first piece (b0 = 0)
+ * and otherwise come from park (row r, token t at park + (r·ps + t)·8); they go back there, so
+ * a row tile passes over its tokens a piece at a time: the piece's widened rows stay in L1 for
+ * all the tokens, and the blocks still go in order for every element. A block's row vectors
+ * are loaded once into registers for the T tokens, a token's two vectors once for the R rows. */
+static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_t b0, int np, int64_t nb,
+                                                             const int16_t *w16, const int16_t *x16, size_t x16s,
+                                                             const float (*pr)[R16][T16P], float *park, size_t ps) {
     __m256 acc[R16][T16];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_loadu_ps(park + ((size_t)r * ps + (size_t)t) * 8);
-    _Alignas(16) float pr[QP][R16][4];   /* written before the loop that reads it: a product stored
-                                           * just before its broadcast loads waits for the store */
-    for (int i = 0; i < np; i++) {
-        const __m128 dxv = _mm_loadu_ps(dx + (size_t)(b0 + i) * dxs);
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++)
-            _mm_store_ps(pr[i][r], _mm_mul_ps(_mm_broadcast_ss(&x86_f16_tab[rd_u16(wr[r] + (size_t)(b0 + i) * Q8_0_BYTES)]), dxv));
-    }
+        for (int t = 0; t < T; t++)
+            acc[r][t] = b0 ? _mm256_loadu_ps(park + ((size_t)r * ps + (size_t)t) * 8) : _mm256_setzero_ps();
     for (int i = 0; i < np; i++) {
         const int64_t b = b0 + i;
+        __m256i wa[R16], wc[R16];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            const __m256i *wv = (const __m256i *)(w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
+            wa[r] = _mm256_load_si256(wv);
+            wc[r] = _mm256_load_si256(wv + 1);
+            __asm__("" : "+x"(wa[r]), "+x"(wc[r]));   /* in registers for the T tokens */
+        }
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             const __m256i *xb = (const __m256i *)(x16 + t * x16s + b * QK8_0);
             __m256i xa = _mm256_load_si256(xb), xc = _mm256_load_si256(xb + 1);
-            __asm__("" : "+x"(xa), "+x"(xc));   /* one load for the R rows: gcc folded one into each madd */
+            __asm__("" : "+x"(xa), "+x"(xc));   /* one load for the R rows */
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R; r++) {
-                const __m256i *wv = (const __m256i *)(w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
-                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(xa, _mm256_load_si256(wv)), _mm256_madd_epi16(xc, _mm256_load_si256(wv + 1)));
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(xa, wa[r]), _mm256_madd_epi16(xc, wc[r]));
                 acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&pr[i][r][t]), _mm256_cvtepi32_ps(p), acc[r][t]);
             }
         }
@@ -168,31 +178,68 @@ static inline __attribute__((always_inline)) void q8_piece16(int R, int T, int64
         for (int t = 0; t < T; t++) _mm256_storeu_ps(park + ((size_t)r * ps + (size_t)t) * 8, acc[r][t]);
 }
 
-/* Rows wr[0..R) over the nt widened tokens of a chunk: the rows widened into w16, then piece
- * by piece T16 tokens at a time and the tail, then the sums out of park into y[t·ldy + r]. */
+/* A piece of blocks [b0, b0 + np) for up to T16P tokens: their scale products with the rows'
+ * (row scales at dw[r·nb + b], token t's of block b at dx[b·dxs + t], dxs a multiple of T16P)
+ * made 8 tokens to one multiply before the tiles read any (a product stored just before its
+ * broadcast loads would wait for the store), then the tiles of T16 tokens and the 1-3 left. */
+static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int64_t b0, int np, int64_t nb,
+                                                              const int16_t *w16, const float *dw, const int16_t *x16,
+                                                              size_t x16s, const float *dx, size_t dxs, float *park,
+                                                              size_t ps) {
+    _Alignas(32) float pr[QP][R16][T16P];
+    for (int i = 0; i < np; i++) {
+        const __m256 dxv = _mm256_loadu_ps(dx + (size_t)(b0 + i) * dxs);
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _mm256_store_ps(pr[i][r], _mm256_mul_ps(_mm256_broadcast_ss(&dw[(size_t)r * (size_t)nb + (size_t)(b0 + i)]), dxv));
+    }
+    int t = 0;
+    for (; t + T16 <= nt; t += T16)
+        q8_tile16(R, T16, b0, np, nb, w16, x16 + t * x16s, x16s, (const float (*)[R16][T16P])&pr[0][0][t], park + t * 8, ps);
+    const float (*pt)[R16][T16P] = (const float (*)[R16][T16P])&pr[0][0][t];
+    switch (nt - t) {
+    case 3: q8_tile16(R, 3, b0, np, nb, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
+    case 2: q8_tile16(R, 2, b0, np, nb, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
+    case 1: q8_tile16(R, 1, b0, np, nb, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
+    default: break;
+    }
+}
+
+/* Rows wr[0..R) over the nt widened tokens of a chunk: the rows widened into w16 and their
+ * scales into dw, then piece by piece T16P tokens at a time; the lanes stay in park (row r,
+ * token t at park + (r·nt + t)·8) for q8_out. */
 static inline __attribute__((always_inline)) void q8_rows16(int R, int64_t nb, const uint8_t *const *wr,
-                                                             int16_t *w16, const int16_t *x16, const float *dx,
-                                                             size_t dxs, float *park, int64_t nt, float *y,
-                                                             int64_t ldy) {
+                                                             int16_t *w16, float *dw, const int16_t *x16,
+                                                             const float *dx, size_t dxs, float *park, int64_t nt) {
     const size_t x16s = (size_t)nb * QK8_0, ps = (size_t)nt;
     for (int r = 0; r < R; r++)
-        for (int64_t b = 0; b < nb; b++)
-            w16_store(wr[r] + (size_t)b * Q8_0_BYTES + Q8_0_QS, w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
-    for (size_t e = 0; e < (size_t)R * ps * 8; e++) park[e] = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = wr[r] + (size_t)b * Q8_0_BYTES;
+            w16_store(blk + Q8_0_QS, w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
+            dw[(size_t)r * (size_t)nb + (size_t)b] = x86_f16_tab[rd_u16(blk)];
+        }
     for (int64_t b0 = 0; b0 < nb; b0 += QP) {
         const int np = nb - b0 < QP ? (int)(nb - b0) : QP;
-        int64_t t = 0;
-        for (; t + T16 <= nt; t += T16)
-            q8_piece16(R, T16, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps);
-        switch (nt - t) {
-        case 3: q8_piece16(R, 3, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps); break;
-        case 2: q8_piece16(R, 2, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps); break;
-        case 1: q8_piece16(R, 1, b0, np, nb, wr, w16, x16 + t * x16s, x16s, dx + t, dxs, park + t * 8, ps); break;
-        default: break;
-        }
+        for (int64_t t = 0; t < nt; t += T16P)
+            q8_piece16(R, nt - t < T16P ? (int)(nt - t) : T16P, b0, np, nb, w16, dw, x16 + t * x16s, x16s, dx + t, dxs,
+                       park + t * 8, ps);
     }
-    for (int r = 0; r < R; r++)
-        for (int64_t t = 0; t < nt; t++) y[t * ldy + r] = x86_hsum_ps(_mm256_loadu_ps(park + ((size_t)r * ps + (size_t)t) * 8));
+}
+
+/* The ng rows of a group out of park (q8_rows16's layout) into y[t·ldy + r]: a token's 8 rows
+ * at a time in one x86_hsum8_ps and one store (the rows' outputs are neighbours in y; written
+ * a row tile at a time, a token's outputs, 4 KB apart in the model's matrices, would miss L1
+ * at every tile), the rows left one at a time. */
+static void q8_out(const float *park, int64_t ng, int64_t nt, float *y, int64_t ldy) {
+    for (int64_t t = 0; t < nt; t++) {
+        int64_t r = 0;
+        for (; r + 8 <= ng; r += 8) {
+            __m256 v[8];
+            for (int k = 0; k < 8; k++) v[k] = _mm256_loadu_ps(park + ((size_t)(r + k) * (size_t)nt + (size_t)t) * 8);
+            _mm256_storeu_ps(y + t * ldy + r, x86_hsum8_ps(v));
+        }
+        for (; r < ng; r++) y[t * ldy + r] = x86_hsum_ps(_mm256_loadu_ps(park + ((size_t)r * (size_t)nt + (size_t)t) * 8));
+    }
 }
 
 static const int64_t row_order[R8] = { 0, 1 };   /* y offsets of neighbouring rows */
@@ -225,19 +272,20 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
                       float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK8_0;
-    int64_t tc = (int64_t)(W16_CHUNK / ((size_t)nb * 2 * QK8_0)) / T16 * T16;
+    int64_t tc = (int64_t)(W16_CHUNK / ((size_t)nb * 2 * QK8_0)) / T16P * T16P;
     if (tc < W16_MIN_TOK) tc = W16_MIN_TOK;
-    if (tc > n_tok) tc = (n_tok + T16 - 1) / T16 * T16;
-    const size_t dxs = (size_t)tc;   /* a multiple of T16: a tile's 4-float loads stay in its block's row */
+    if (tc > n_tok) tc = (n_tok + T16P - 1) / T16P * T16P;
+    const size_t dxs = (size_t)tc;   /* a multiple of T16P: a piece's 8-float loads stay in its block's row */
     const size_t x16b = (size_t)tc * (size_t)nb * 2 * QK8_0, w16b = (size_t)R16 * (size_t)nb * 2 * QK8_0;
-    const size_t bytes = x16b + w16b + (size_t)nb * dxs * sizeof(float) + (size_t)R16 * (size_t)tc * 32;
+    const size_t bytes = x16b + w16b + (size_t)R16 * (size_t)nb * sizeof(float) + (size_t)nb * dxs * sizeof(float) +
+                         (size_t)YG * (size_t)tc * 32;
     int16_t *x16 = aligned_alloc(32, (bytes + 31) / 32 * 32);   /* (a multiple of the alignment) */
     if (!x16) {
         gemm_q8_0_sign(n, w, ws, n_rows, x, xs, n_tok, y, ldy);
         return;
     }
     int16_t *w16 = x16 + x16b / 2;   /* a row tile's widened rows */
-    float *dx = (float *)(w16 + w16b / 2), *park = dx + (size_t)nb * dxs;
+    float *dw = (float *)(w16 + w16b / 2), *dx = dw + (size_t)R16 * (size_t)nb, *park = dx + (size_t)nb * dxs;
     for (int64_t t0 = 0; t0 < n_tok; t0 += tc) {
         const int64_t nt = n_tok - t0 < tc ? n_tok - t0 : tc;
         for (int64_t t = 0; t < nt; t++)
@@ -249,15 +297,19 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
         for (int64_t b = 0; b < nb; b++)   /* the last tile's tokens past nt: read, never used */
             for (size_t t = (size_t)nt; t < dxs; t++) dx[(size_t)b * dxs + t] = 0;
         float *yt = y + t0 * ldy;
-        int64_t r = 0;
-        for (; r + R16 <= n_rows; r += R16) {
-            const uint8_t *wr[R16];
-            for (int i = 0; i < R16; i++) wr[i] = W + (size_t)(r + i) * ws;
-            q8_rows16(R16, nb, wr, w16, x16, dx, dxs, park, nt, yt + r, ldy);
-        }
-        for (; r < n_rows; r++) {
-            const uint8_t *wr[1] = { W + (size_t)r * ws };
-            q8_rows16(1, nb, wr, w16, x16, dx, dxs, park, nt, yt + r, ldy);
+        for (int64_t g = 0; g < n_rows; g += YG) {   /* YG rows' lanes parked, then out to y together */
+            const int64_t ng = n_rows - g < YG ? n_rows - g : YG;
+            int64_t r = 0;
+            for (; r + R16 <= ng; r += R16) {
+                const uint8_t *wr[R16];
+                for (int i = 0; i < R16; i++) wr[i] = W + (size_t)(g + r + i) * ws;
+                q8_rows16(R16, nb, wr, w16, dw, x16, dx, dxs, park + (size_t)r * (size_t)nt * 8, nt);
+            }
+            for (; r < ng; r++) {
+                const uint8_t *wr[1] = { W + (size_t)(g + r) * ws };
+                q8_rows16(1, nb, wr, w16, dw, x16, dx, dxs, park + (size_t)r * (size_t)nt * 8, nt);
+            }
+            q8_out(park, ng, nt, yt + g, ldy);
         }
     }
     free(x16);

@@ -26,6 +26,20 @@ static inline float x86_hsum_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* x86_hsum_ps of v[0..7] at once, lane k the sum of v[k], with the same additions (lanes
+ * i + (i + 4) first, then (0 + 2) + (1 + 3)): 8 lane swaps, 6 shuffles and 7 adds where eight
+ * x86_hsum_ps take 24 and 24. */
+static inline __m256 x86_hsum8_ps(const __m256 v[8]) {
+    /* v[k] and v[k + 4] share the first step's vectors (k in the low half, k + 4 in the high) */
+    const __m256 u0 = _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[4], 0x20), _mm256_permute2f128_ps(v[0], v[4], 0x31));
+    const __m256 u1 = _mm256_add_ps(_mm256_permute2f128_ps(v[1], v[5], 0x20), _mm256_permute2f128_ps(v[1], v[5], 0x31));
+    const __m256 u2 = _mm256_add_ps(_mm256_permute2f128_ps(v[2], v[6], 0x20), _mm256_permute2f128_ps(v[2], v[6], 0x31));
+    const __m256 u3 = _mm256_add_ps(_mm256_permute2f128_ps(v[3], v[7], 0x20), _mm256_permute2f128_ps(v[3], v[7], 0x31));
+    const __m256 s0 = _mm256_add_ps(_mm256_shuffle_ps(u0, u1, 0x44), _mm256_shuffle_ps(u0, u1, 0xEE));
+    const __m256 s1 = _mm256_add_ps(_mm256_shuffle_ps(u2, u3, 0x44), _mm256_shuffle_ps(u2, u3, 0xEE));
+    return _mm256_add_ps(_mm256_shuffle_ps(s0, s1, 0x88), _mm256_shuffle_ps(s0, s1, 0xDD));
+}
+
 /* The four int32 sums of c0..c3 (8 lanes each), exact, in one hadd tree (Q4_K chunk sums). */
 static inline __m128i x86_hsum4_epi32(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
     const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c0, c1), _mm256_hadd_epi32(c2, c3));
