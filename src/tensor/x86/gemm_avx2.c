@@ -113,7 +113,11 @@ static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, con
 _Static_assert(T16 == 4 && T16P == 2 * T16, "q8_piece16: two tiles a piece, tails of 1-3 tokens");
 #define QP 32              /* blocks per piece: a row tile's widened piece stays in L1 */
 #define W16_CHUNK (96 << 10)   /* widened activations of a token chunk (2 threads: beat 40 KB and 256 KB) */
-#define W16_MIN_TOK 16          /* tokens a chunk at least: each chunk widens the rows again */
+#define W16_MIN_TOK 48          /* tokens a chunk at least: each chunk widens the rows again (16: 1024 × 3072, two threads, 130.6 against 143.7 GFLOP/s) */
+/* Words from one widened row (token or weight) to the next: a block more than its nb blocks,
+ * so rows of 2^k blocks do not fall 4 KB apart, into the same L1 sets (n 2048: 1024 × 2048,
+ * one thread, 512 tokens: 65.3 -> 73.2 GFLOP/s; 1024 × 3072 69.4 -> 73.3). */
+#define W16_STRIDE(nb) (((size_t)(nb) + 1) * QK8_0)
 #define YG 16              /* rows whose lanes are parked before going to y: a token's 64 bytes */
 
 /* The 32 quants at q widened to int16 in w16's order: *a words 0..15, *b words 16..31. */
@@ -141,7 +145,7 @@ static inline void w16_store(const uint8_t *q, int16_t *dst) {
  * a row tile passes over its tokens a piece at a time: the piece's widened rows stay in L1 for
  * all the tokens, and the blocks still go in order for every element. A block's row vectors
  * are loaded once into registers for the T tokens, a token's two vectors once for the R rows. */
-static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_t b0, int np, int64_t nb,
+static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_t b0, int np, size_t s16,
                                                              const int16_t *w16, const int16_t *x16, size_t x16s,
                                                              const float (*pr)[R16][T16P], float *park, size_t ps) {
     __m256 acc[R16][T16];
@@ -155,7 +159,7 @@ static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_
         __m256i wa[R16], wc[R16];
         _Pragma("GCC unroll 4")
         for (int r = 0; r < R; r++) {
-            const __m256i *wv = (const __m256i *)(w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
+            const __m256i *wv = (const __m256i *)(w16 + (size_t)r * s16 + (size_t)b * QK8_0);
             wa[r] = _mm256_load_si256(wv);
             wc[r] = _mm256_load_si256(wv + 1);
             __asm__("" : "+x"(wa[r]), "+x"(wc[r]));   /* in registers for the T tokens */
@@ -184,8 +188,9 @@ static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_
  * broadcast loads would wait for the store), then the tiles of T16 tokens and the 1-3 left. */
 static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int64_t b0, int np, int64_t nb,
                                                               const int16_t *w16, const float *dw, const int16_t *x16,
-                                                              size_t x16s, const float *dx, size_t dxs, float *park,
+                                                              size_t s16, const float *dx, size_t dxs, float *park,
                                                               size_t ps) {
+    const size_t x16s = s16;
     _Alignas(32) float pr[QP][R16][T16P];
     for (int i = 0; i < np; i++) {
         const __m256 dxv = _mm256_loadu_ps(dx + (size_t)(b0 + i) * dxs);
@@ -195,12 +200,12 @@ static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int6
     }
     int t = 0;
     for (; t + T16 <= nt; t += T16)
-        q8_tile16(R, T16, b0, np, nb, w16, x16 + t * x16s, x16s, (const float (*)[R16][T16P])&pr[0][0][t], park + t * 8, ps);
+        q8_tile16(R, T16, b0, np, s16, w16, x16 + t * x16s, x16s, (const float (*)[R16][T16P])&pr[0][0][t], park + t * 8, ps);
     const float (*pt)[R16][T16P] = (const float (*)[R16][T16P])&pr[0][0][t];
     switch (nt - t) {
-    case 3: q8_tile16(R, 3, b0, np, nb, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
-    case 2: q8_tile16(R, 2, b0, np, nb, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
-    case 1: q8_tile16(R, 1, b0, np, nb, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
+    case 3: q8_tile16(R, 3, b0, np, s16, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
+    case 2: q8_tile16(R, 2, b0, np, s16, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
+    case 1: q8_tile16(R, 1, b0, np, s16, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
     default: break;
     }
 }
@@ -211,17 +216,17 @@ static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int6
 static inline __attribute__((always_inline)) void q8_rows16(int R, int64_t nb, const uint8_t *const *wr,
                                                              int16_t *w16, float *dw, const int16_t *x16,
                                                              const float *dx, size_t dxs, float *park, int64_t nt) {
-    const size_t x16s = (size_t)nb * QK8_0, ps = (size_t)nt;
+    const size_t s16 = W16_STRIDE(nb), ps = (size_t)nt;
     for (int r = 0; r < R; r++)
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = wr[r] + (size_t)b * Q8_0_BYTES;
-            w16_store(blk + Q8_0_QS, w16 + ((size_t)r * (size_t)nb + (size_t)b) * QK8_0);
+            w16_store(blk + Q8_0_QS, w16 + (size_t)r * s16 + (size_t)b * QK8_0);
             dw[(size_t)r * (size_t)nb + (size_t)b] = x86_f16_tab[rd_u16(blk)];
         }
     for (int64_t b0 = 0; b0 < nb; b0 += QP) {
         const int np = nb - b0 < QP ? (int)(nb - b0) : QP;
         for (int64_t t = 0; t < nt; t += T16P)
-            q8_piece16(R, nt - t < T16P ? (int)(nt - t) : T16P, b0, np, nb, w16, dw, x16 + t * x16s, x16s, dx + t, dxs,
+            q8_piece16(R, nt - t < T16P ? (int)(nt - t) : T16P, b0, np, nb, w16, dw, x16 + t * s16, s16, dx + t, dxs,
                        park + t * 8, ps);
     }
 }
@@ -276,7 +281,7 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     if (tc < W16_MIN_TOK) tc = W16_MIN_TOK;
     if (tc > n_tok) tc = (n_tok + T16P - 1) / T16P * T16P;
     const size_t dxs = (size_t)tc;   /* a multiple of T16P: a piece's 8-float loads stay in its block's row */
-    const size_t x16b = (size_t)tc * (size_t)nb * 2 * QK8_0, w16b = (size_t)R16 * (size_t)nb * 2 * QK8_0;
+    const size_t s16 = W16_STRIDE(nb), x16b = (size_t)tc * s16 * 2, w16b = (size_t)R16 * s16 * 2;
     const size_t bytes = x16b + w16b + (size_t)R16 * (size_t)nb * sizeof(float) + (size_t)nb * dxs * sizeof(float) +
                          (size_t)YG * (size_t)tc * 32;
     int16_t *x16 = aligned_alloc(32, (bytes + 31) / 32 * 32);   /* (a multiple of the alignment) */
@@ -291,7 +296,7 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
         for (int64_t t = 0; t < nt; t++)
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *xb = X + (t0 + t) * xs + (size_t)b * Q8_0_BYTES;
-                w16_store(xb + Q8_0_QS, x16 + ((size_t)t * (size_t)nb + (size_t)b) * QK8_0);
+                w16_store(xb + Q8_0_QS, x16 + (size_t)t * s16 + (size_t)b * QK8_0);
                 dx[(size_t)b * dxs + t] = x86_f16_tab[rd_u16(xb)];
             }
         for (int64_t b = 0; b < nb; b++)   /* the last tile's tokens past nt: read, never used */
