@@ -36,29 +36,63 @@ static inline float red64(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4,
         acc = _mm256_fmadd_ps(r_, _mm256_loadu_ps(q + i + 8 * (c)), acc);                                  \
     } while (0)
 
-static void gdn_step(int64_t d, float *S, const float *q, const float *k, const float *v, float decay, float beta,
-                     float scale, float *o) {
+/* Row j of rt_gdn_step in its two passes: the decay and the k dot (returns the dot), then the
+ * update by delta and the q dot (returns the output before the scale). */
+static inline __attribute__((always_inline)) float gdn_pass1(int64_t d, float *row, const float *k, float decay) {
     const int64_t np = d & ~(int64_t)63;
     const __m256 vdec = _mm256_set1_ps(decay);
-    for (int64_t j = 0; j < d; j++) {
+    ZERO8(a);
+    for (int64_t i = 0; i < np; i += 64) { EACH8(GDN_DEC, a); }
+    float sum = red64(a0, a1, a2, a3, a4, a5, a6, a7);
+    for (int64_t i = np; i < d; i++) {
+        row[i] *= decay;
+        sum += row[i] * k[i];
+    }
+    return sum;
+}
+
+static inline __attribute__((always_inline)) float gdn_pass2(int64_t d, float *row, const float *k, const float *q,
+                                                             float delta) {
+    const int64_t np = d & ~(int64_t)63;
+    const __m256 vd = _mm256_set1_ps(delta);
+    ZERO8(b);
+    for (int64_t i = 0; i < np; i += 64) { EACH8(GDN_UPD, b); }
+    float out = red64(b0, b1, b2, b3, b4, b5, b6, b7);
+    for (int64_t i = np; i < d; i++) {
+        row[i] = fmaf(k[i], delta, row[i]);
+        out += row[i] * q[i];
+    }
+    return out;
+}
+
+/* Rows j .. j + GR - 1 of rt_gdn_step side by side (o[0..GR)): the passes of the other rows
+ * are independent work while a row's reduction tree and delta wait on each other (a row's step
+ * is a chain of ~80 cycles: one row at a time, the 64 lanes' latency bound the scan). qwen35-
+ * 0.8b Q8_0 pp512, 2 threads, recur-bench --profile, recurrent ms a token: rows one at a time
+ * 0.80, GR 2 0.64-0.66, GR 4 0.58-0.61. Tried: each GR rows through a run of 16 tokens while
+ * they stay in L1 (the head's 64 KB state streams through L2 token by token): no faster. */
+#define GR 4
+static inline __attribute__((always_inline)) void gdn_rows(int64_t d, float *row, const float *q, const float *k,
+                                                            const float *v, float decay, float beta, float scale,
+                                                            float *o) {
+    float s[GR], dl[GR], u[GR];
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < GR; i++) s[i] = gdn_pass1(d, row + i * d, k, decay);
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < GR; i++) dl[i] = (v[i] - s[i]) * beta;
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < GR; i++) u[i] = gdn_pass2(d, row + i * d, k, q, dl[i]);
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < GR; i++) o[i] = u[i] * scale;
+}
+
+static void gdn_step(int64_t d, float *S, const float *q, const float *k, const float *v, float decay, float beta,
+                     float scale, float *o) {
+    int64_t j = 0;
+    for (; j + GR <= d; j += GR) gdn_rows(d, S + j * d, q, k, v + j, decay, beta, scale, o + j);
+    for (; j < d; j++) {
         float *row = S + j * d;
-        ZERO8(a);
-        for (int64_t i = 0; i < np; i += 64) { EACH8(GDN_DEC, a); }
-        float sum = red64(a0, a1, a2, a3, a4, a5, a6, a7);
-        for (int64_t i = np; i < d; i++) {
-            row[i] *= decay;
-            sum += row[i] * k[i];
-        }
-        const float delta = (v[j] - sum) * beta;
-        const __m256 vd = _mm256_set1_ps(delta);
-        ZERO8(b);
-        for (int64_t i = 0; i < np; i += 64) { EACH8(GDN_UPD, b); }
-        float out = red64(b0, b1, b2, b3, b4, b5, b6, b7);
-        for (int64_t i = np; i < d; i++) {
-            row[i] = fmaf(k[i], delta, row[i]);
-            out += row[i] * q[i];
-        }
-        o[j] = out * scale;
+        o[j] = gdn_pass2(d, row, k, q, (v[j] - gdn_pass1(d, row, k, decay)) * beta) * scale;
     }
 }
 
