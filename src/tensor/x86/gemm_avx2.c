@@ -138,7 +138,7 @@ static inline void w16_store(const uint8_t *q, int16_t *dst) {
     _mm256_store_si256((__m256i *)dst + 1, b);
 }
 
-/* Blocks [b0, b0 + np) of R rows (widened at w16, nb blocks each) against T ≤ T16 widened
+/* Blocks [b0, b0 + np) of R rows (widened at w16, s16 words apart) against T ≤ T16 widened
  * tokens (token t's blocks at x16 + t·x16s, 32 words each); the scale product of row r, token
  * t, block b0 + i at pr[i][r][t]. The accumulators start at zero for the first piece (b0 = 0)
  * and otherwise come from park (row r, token t at park + (r·ps + t)·8); they go back there, so
@@ -190,7 +190,6 @@ static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int6
                                                               const int16_t *w16, const float *dw, const int16_t *x16,
                                                               size_t s16, const float *dx, size_t dxs, float *park,
                                                               size_t ps) {
-    const size_t x16s = s16;
     _Alignas(32) float pr[QP][R16][T16P];
     for (int i = 0; i < np; i++) {
         const __m256 dxv = _mm256_loadu_ps(dx + (size_t)(b0 + i) * dxs);
@@ -200,12 +199,12 @@ static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int6
     }
     int t = 0;
     for (; t + T16 <= nt; t += T16)
-        q8_tile16(R, T16, b0, np, s16, w16, x16 + t * x16s, x16s, (const float (*)[R16][T16P])&pr[0][0][t], park + t * 8, ps);
+        q8_tile16(R, T16, b0, np, s16, w16, x16 + t * s16, s16, (const float (*)[R16][T16P])&pr[0][0][t], park + t * 8, ps);
     const float (*pt)[R16][T16P] = (const float (*)[R16][T16P])&pr[0][0][t];
     switch (nt - t) {
-    case 3: q8_tile16(R, 3, b0, np, s16, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
-    case 2: q8_tile16(R, 2, b0, np, s16, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
-    case 1: q8_tile16(R, 1, b0, np, s16, w16, x16 + t * x16s, x16s, pt, park + t * 8, ps); break;
+    case 3: q8_tile16(R, 3, b0, np, s16, w16, x16 + t * s16, s16, pt, park + t * 8, ps); break;
+    case 2: q8_tile16(R, 2, b0, np, s16, w16, x16 + t * s16, s16, pt, park + t * 8, ps); break;
+    case 1: q8_tile16(R, 1, b0, np, s16, w16, x16 + t * s16, s16, pt, park + t * 8, ps); break;
     default: break;
     }
 }
