@@ -140,14 +140,14 @@ static inline void w16_store(const uint8_t *q, int16_t *dst) {
 
 /* Blocks [b0, b0 + np) of R rows (widened at w16, s16 words apart) against T ≤ T16 widened
  * tokens (token t's blocks at x16 + t·x16s, 32 words each); the scale product of row r, token
- * t, block b0 + i at pr[i][r][t]. The accumulators start at zero for the first piece (b0 = 0)
+ * t, block b0 + i at pr[i][r][t0 + t]. The accumulators start at zero for the first piece (b0 = 0)
  * and otherwise come from park (row r, token t at park + (r·ps + t)·8); they go back there, so
  * a row tile passes over its tokens a piece at a time: the piece's widened rows stay in L1 for
  * all the tokens, and the blocks still go in order for every element. A block's row vectors
  * are loaded once into registers for the T tokens, a token's two vectors once for the R rows. */
 static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_t b0, int np, size_t s16,
                                                              const int16_t *w16, const int16_t *x16, size_t x16s,
-                                                             const float (*pr)[R16][T16P], float *park, size_t ps) {
+                                                             const float (*pr)[R16][T16P], int t0, float *park, size_t ps) {
     __m256 acc[R16][T16];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
@@ -172,7 +172,7 @@ static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R; r++) {
                 const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(xa, wa[r]), _mm256_madd_epi16(xc, wc[r]));
-                acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&pr[i][r][t]), _mm256_cvtepi32_ps(p), acc[r][t]);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&pr[i][r][t0 + t]), _mm256_cvtepi32_ps(p), acc[r][t]);
             }
         }
     }
@@ -199,12 +199,11 @@ static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int6
     }
     int t = 0;
     for (; t + T16 <= nt; t += T16)
-        q8_tile16(R, T16, b0, np, s16, w16, x16 + t * s16, s16, (const float (*)[R16][T16P])&pr[0][0][t], park + t * 8, ps);
-    const float (*pt)[R16][T16P] = (const float (*)[R16][T16P])&pr[0][0][t];
+        q8_tile16(R, T16, b0, np, s16, w16, x16 + t * s16, s16, pr, t, park + t * 8, ps);
     switch (nt - t) {
-    case 3: q8_tile16(R, 3, b0, np, s16, w16, x16 + t * s16, s16, pt, park + t * 8, ps); break;
-    case 2: q8_tile16(R, 2, b0, np, s16, w16, x16 + t * s16, s16, pt, park + t * 8, ps); break;
-    case 1: q8_tile16(R, 1, b0, np, s16, w16, x16 + t * s16, s16, pt, park + t * 8, ps); break;
+    case 3: q8_tile16(R, 3, b0, np, s16, w16, x16 + t * s16, s16, pr, t, park + t * 8, ps); break;
+    case 2: q8_tile16(R, 2, b0, np, s16, w16, x16 + t * s16, s16, pr, t, park + t * 8, ps); break;
+    case 1: q8_tile16(R, 1, b0, np, s16, w16, x16 + t * s16, s16, pr, t, park + t * 8, ps); break;
     default: break;
     }
 }
