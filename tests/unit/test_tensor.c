@@ -481,14 +481,15 @@ static void test_gemm_panel(void **state) {
                 check_panel_gemm_toks(tab[k], GGUF_T_Q4_0, tab[k]->gemm[GGUF_T_Q4_0], dot, gns[i], grows, 2, gtoks, &r);
             checked++;
         }
-        if (tab[k]->gemm[GGUF_T_Q8_0]) {   /* groups of 16 rows: token tiles of 3 and their tails,
-                                              * accumulators parked across 48-token blocks and
-                                              * 32-block chunks; past the group panel */
+        if (tab[k]->gemm[GGUF_T_Q8_0]) {   /* token tiles and their tails, accumulators parked
+                                              * across pieces of blocks; AVX2 at 257 blocks: row
+                                              * blocks of 16 (33 rows: three) and chunks of 56
+                                              * tokens (64, 65: two) */
             const int64_t grows[] = { 16, 33 }, gtoks[] = { 23, 24, 25, 26, 31, 64, 65, 0 };
             const tensor_vec_dot_fn dot = s->vec_dot[GGUF_T_Q8_0];
             check_panel_gemm_toks(tab[k], GGUF_T_Q8_0, tab[k]->gemm[GGUF_T_Q8_0], dot, 32 * 56, grows, 2, gtoks, &r);
             check_panel_gemm_toks(tab[k], GGUF_T_Q8_0, tab[k]->gemm[GGUF_T_Q8_0], dot, 32 * 13, grows, 2, gtoks, &r);
-            check_panel_gemm_toks(tab[k], GGUF_T_Q8_0, tab[k]->gemm[GGUF_T_Q8_0], dot, 32 * 257, grows, 1, gtoks + 1, &r);
+            check_panel_gemm_toks(tab[k], GGUF_T_Q8_0, tab[k]->gemm[GGUF_T_Q8_0], dot, 32 * 257, grows, 2, gtoks + 1, &r);
             checked++;
         }
         if (tab[k]->gemm[GGUF_T_Q5_K]) {   /* that table's dot (the scalar one sums in double) */

@@ -82,7 +82,7 @@ static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, con
  * vfmadd share two of the four vector pipes (a loop of only those ops: 2 a cycle for any mix of
  * them; vcvtdq2ps and vpaddd run beside them). The sign trick spends four of their slots on a
  * (row, token, block): sign, maddubs, madd, FMA, plus the scale product. Here the weights and
- * activations are widened to int16 once (a row tile's rows once per chunk of tokens, a
+ * activations are widened to int16 once (a block of rows once per chunk of tokens, a
  * token's row once per call) and a block's 8 lanes are two madds and an add: three slots,
  * the same integers (each product fits int16 × int16, each lane the exact sum of elements
  * 4l..4l+3), so the same bits. The widened order puts elements 4l, 4l+1 of every l in the
@@ -106,19 +106,36 @@ static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, con
  * 133.5. Tried: the scale products of a whole chunk made at once (n 3072: 71 -> 63), the next
  * tile's rows fetched into L2 ahead (no gain), chunks of 48 and 192 KB (no better). Before
  * (3 × 4, f8c867d-40fe873): 2 × 4 with both sides in registers was 2-4 % slower than 3 × 4
- * then (its products were made per tile, 4 tokens a multiply, from the fp16 scales). */
+ * then (its products were made per tile, 4 tokens a multiply, from the fp16 scales).
+ * Loops (BLIS's): a chunk of tokens is widened (W16_CHUNK), then a block of rows (W16_ROWS,
+ * held in L2); for each group of T16P tokens, a piece of QP blocks of theirs (16 KB, held in
+ * L1) meets every row tile of the block, whose rows stream from L2 (once for the group's two
+ * tiles). Until 48ce1f2 a row tile's piece sat in L1 and every chunk token streamed past it
+ * from L2: 32 bytes from L2 a (row, token, block) instead of 8. With it the scale rows went
+ * block-major per group (DX16) and the widened row stride to 33 lines mod 64 (W16_STRIDE).
+ * gv, 512 tokens, best of 4 alternating runs, 48ce1f2 -> this: one thread, gemm alone,
+ * 1024 × 1024 79.3 -> 84.4 GFLOP/s, 1024 × 2048 75.5 -> 80.1, 1024 × 3072 72.2 -> 79.5; two
+ * threads, tensor_matmul, 1024 × 2048 140.8 -> 150.6, 1024 × 3072 149.8 -> 154.6, 4096 ×
+ * 1024 155.0 -> 162.7, 6144 × 1024 154.8 -> 162.0. */
 #define R16 2              /* rows per tile: 8 accumulators, 4 row vectors, 2 token vectors, 2 temporaries */
 #define T16 4              /* tokens per tile */
 #define T16P 8             /* tokens per piece: their scale products are 8-float vectors */
 _Static_assert(T16 == 4 && T16P == 2 * T16, "q8_piece16: two tiles a piece, tails of 1-3 tokens");
-#define QP 32              /* blocks per piece: a row tile's widened piece stays in L1 */
-#define W16_CHUNK (96 << 10)   /* widened activations of a token chunk (2 threads: beat 40 KB and 256 KB) */
+#define QP 32              /* blocks per piece: a token group's widened piece (16 KB) stays in L1 */
+#define W16_CHUNK (1024 << 10)   /* widened activations of a token chunk: each chunk widens the rows again, and
+                                  * its tokens are read once per row block (96 and 256 KB: no better) */
 #define W16_MIN_TOK 48          /* tokens a chunk at least: each chunk widens the rows again (16: 1024 × 3072, two threads, 130.6 against 143.7 GFLOP/s) */
-/* Words from one widened row (token or weight) to the next: a block more than its nb blocks,
- * so rows of 2^k blocks do not fall 4 KB apart, into the same L1 sets (n 2048: 1024 × 2048,
- * one thread, 512 tokens: 65.3 -> 73.2 GFLOP/s; 1024 × 3072 69.4 -> 73.3). */
-#define W16_STRIDE(nb) (((size_t)(nb) + 1) * QK8_0)
-#define YG 16              /* rows whose lanes are parked before going to y: a token's 64 bytes */
+/* Words from one widened row (token or weight) to the next: 33 lines (of a block each) mod 64,
+ * so a token group's piece spreads over L1's 64 sets, 4 lines a set, and leaves room for the
+ * rows streaming past (rows of 2^k blocks 4 KB apart fall into the same sets; 65 lines, n 2048,
+ * put 8 lines in most sets: 1024 × 2048, one thread, 72.4 -> 80.1 GFLOP/s). */
+#define W16_STRIDE(nb) (((size_t)(nb) + (size_t)((97 - (nb) % 64) % 64)) * QK8_0)
+/* Token t's scale of block b in a chunk: a group of T16P tokens' scales contiguous, block by
+ * block, so a piece reads them as neighbouring 8-float vectors (a chunk-wide row per block put
+ * a piece's loads tc floats apart, 2 KB at 512 tokens, into two L1 sets). */
+#define DX16(nb, b, t) ((((size_t)(t) / T16P) * (size_t)(nb) + (size_t)(b)) * T16P + (size_t)(t) % T16P)
+#define YG 16              /* row blocks are a multiple of it: a token's 64 bytes of y at least */
+#define W16_ROWS (512 << 10)   /* widened rows of a row block, held in L2 (128 and 256 KB no better) */
 
 /* The 32 quants at q widened to int16 in w16's order: *a words 0..15, *b words 16..31. */
 static inline __attribute__((always_inline)) void w16_split(const uint8_t *q, __m256i *a, __m256i *b) {
@@ -139,21 +156,22 @@ static inline void w16_store(const uint8_t *q, int16_t *dst) {
 }
 
 /* Blocks [b0, b0 + np) of R rows (widened at w16, s16 words apart) against T ≤ T16 widened
- * tokens (token t's blocks at x16 + t·x16s, 32 words each); the scale product of row r, token
- * t, block b0 + i at pr[i][r][t0 + t]. The accumulators start at zero for the first piece (b0 = 0)
- * and otherwise come from park (row r, token t at park + (r·ps + t)·8); they go back there, so
- * a row tile passes over its tokens a piece at a time: the piece's widened rows stay in L1 for
- * all the tokens, and the blocks still go in order for every element. A block's row vectors
- * are loaded once into registers for the T tokens, a token's two vectors once for the R rows. */
+ * tokens (at x16, s16 words apart too); the scale product of row r, token t, block b0 + i at
+ * pr[i][r][t0 + t]. The accumulators start at zero for the first piece (b0 = 0) and otherwise
+ * come from park (row r, token t at park + (r·T16P + t)·8); they go back there, so the tiles
+ * pass over the blocks a piece at a time, a piece of the token group's widened rows staying in
+ * L1 for all the row tiles, and the blocks still go in order for every element. A block's row
+ * vectors are loaded once into registers for the T tokens, a token's two vectors once for the
+ * R rows. */
 static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_t b0, int np, size_t s16,
-                                                             const int16_t *w16, const int16_t *x16, size_t x16s,
-                                                             const float (*pr)[R16][T16P], int t0, float *park, size_t ps) {
+                                                             const int16_t *w16, const int16_t *x16,
+                                                             const float (*pr)[R16][T16P], int t0, float *park) {
     __m256 acc[R16][T16];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++)
-            acc[r][t] = b0 ? _mm256_loadu_ps(park + ((size_t)r * ps + (size_t)t) * 8) : _mm256_setzero_ps();
+            acc[r][t] = b0 ? _mm256_loadu_ps(park + ((size_t)r * T16P + (size_t)t) * 8) : _mm256_setzero_ps();
     for (int i = 0; i < np; i++) {
         const int64_t b = b0 + i;
         __m256i wa[R16], wc[R16];
@@ -166,7 +184,7 @@ static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_
         }
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
-            const __m256i *xb = (const __m256i *)(x16 + t * x16s + b * QK8_0);
+            const __m256i *xb = (const __m256i *)(x16 + (size_t)t * s16 + (size_t)b * QK8_0);
             __m256i xa = _mm256_load_si256(xb), xc = _mm256_load_si256(xb + 1);
             __asm__("" : "+x"(xa), "+x"(xc));   /* one load for the R rows */
             _Pragma("GCC unroll 4")
@@ -179,69 +197,48 @@ static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++) _mm256_storeu_ps(park + ((size_t)r * ps + (size_t)t) * 8, acc[r][t]);
+        for (int t = 0; t < T; t++) _mm256_storeu_ps(park + ((size_t)r * T16P + (size_t)t) * 8, acc[r][t]);
 }
 
-/* A piece of blocks [b0, b0 + np) for up to T16P tokens: their scale products with the rows'
- * (row scales at dw[r·nb + b], token t's of block b at dx[b·dxs + t], dxs a multiple of T16P)
- * made 8 tokens to one multiply before the tiles read any (a product stored just before its
- * broadcast loads would wait for the store), then the tiles of T16 tokens and the 1-3 left. */
+/* A piece of blocks [b0, b0 + np) for a group of up to T16P tokens: their scale products with
+ * the rows' (row scales at dw[r·nb + b], token t's of block b at dx[b·T16P + t]) made 8 tokens
+ * to one multiply before the tiles read any (a product stored just before its broadcast loads
+ * would wait for the store), then the tiles of T16 tokens and the 1-3 left; the lanes of row r,
+ * token t at park + (r·T16P + t)·8. */
 static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int64_t b0, int np, int64_t nb,
                                                               const int16_t *w16, const float *dw, const int16_t *x16,
-                                                              size_t s16, const float *dx, size_t dxs, float *park,
-                                                              size_t ps) {
+                                                              size_t s16, const float *dx, float *park) {
     _Alignas(32) float pr[QP][R16][T16P];
     for (int i = 0; i < np; i++) {
-        const __m256 dxv = _mm256_loadu_ps(dx + (size_t)(b0 + i) * dxs);
+        const __m256 dxv = _mm256_loadu_ps(dx + (size_t)(b0 + i) * T16P);
         _Pragma("GCC unroll 4")
         for (int r = 0; r < R; r++)
             _mm256_store_ps(pr[i][r], _mm256_mul_ps(_mm256_broadcast_ss(&dw[(size_t)r * (size_t)nb + (size_t)(b0 + i)]), dxv));
     }
     int t = 0;
     for (; t + T16 <= nt; t += T16)
-        q8_tile16(R, T16, b0, np, s16, w16, x16 + t * s16, s16, pr, t, park + t * 8, ps);
+        q8_tile16(R, T16, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8);
     switch (nt - t) {
-    case 3: q8_tile16(R, 3, b0, np, s16, w16, x16 + t * s16, s16, pr, t, park + t * 8, ps); break;
-    case 2: q8_tile16(R, 2, b0, np, s16, w16, x16 + t * s16, s16, pr, t, park + t * 8, ps); break;
-    case 1: q8_tile16(R, 1, b0, np, s16, w16, x16 + t * s16, s16, pr, t, park + t * 8, ps); break;
+    case 3: q8_tile16(R, 3, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8); break;
+    case 2: q8_tile16(R, 2, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8); break;
+    case 1: q8_tile16(R, 1, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8); break;
     default: break;
     }
 }
 
-/* Rows wr[0..R) over the nt widened tokens of a chunk: the rows widened into w16 and their
- * scales into dw, then piece by piece T16P tokens at a time; the lanes stay in park (row r,
- * token t at park + (r·nt + t)·8) for q8_out. */
-static inline __attribute__((always_inline)) void q8_rows16(int R, int64_t nb, const uint8_t *const *wr,
-                                                             int16_t *w16, float *dw, const int16_t *x16,
-                                                             const float *dx, size_t dxs, float *park, int64_t nt) {
-    const size_t s16 = W16_STRIDE(nb), ps = (size_t)nt;
-    for (int r = 0; r < R; r++)
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = wr[r] + (size_t)b * Q8_0_BYTES;
-            w16_store(blk + Q8_0_QS, w16 + (size_t)r * s16 + (size_t)b * QK8_0);
-            dw[(size_t)r * (size_t)nb + (size_t)b] = x86_f16_tab[rd_u16(blk)];
-        }
-    for (int64_t b0 = 0; b0 < nb; b0 += QP) {
-        const int np = nb - b0 < QP ? (int)(nb - b0) : QP;
-        for (int64_t t = 0; t < nt; t += T16P)
-            q8_piece16(R, nt - t < T16P ? (int)(nt - t) : T16P, b0, np, nb, w16, dw, x16 + t * s16, s16, dx + t, dxs,
-                       park + t * 8, ps);
-    }
-}
-
-/* The ng rows of a group out of park (q8_rows16's layout) into y[t·ldy + r]: a token's 8 rows
- * at a time in one x86_hsum8_ps and one store (the rows' outputs are neighbours in y; written
- * a row tile at a time, a token's outputs, 4 KB apart in the model's matrices, would miss L1
- * at every tile), the rows left one at a time. */
+/* The ng rows of a block out of park (row r, token t at park + (r·T16P + t)·8) into
+ * y[t·ldy + r] for t < nt: a token's 8 rows at a time in one x86_hsum8_ps and one store (the
+ * rows' outputs are neighbours in y; written a row tile at a time, a token's outputs, 4 KB
+ * apart in the model's matrices, would miss L1 at every tile), the rows left one at a time. */
 static void q8_out(const float *park, int64_t ng, int64_t nt, float *y, int64_t ldy) {
     for (int64_t t = 0; t < nt; t++) {
         int64_t r = 0;
         for (; r + 8 <= ng; r += 8) {
             __m256 v[8];
-            for (int k = 0; k < 8; k++) v[k] = _mm256_loadu_ps(park + ((size_t)(r + k) * (size_t)nt + (size_t)t) * 8);
+            for (int k = 0; k < 8; k++) v[k] = _mm256_loadu_ps(park + ((size_t)(r + k) * T16P + (size_t)t) * 8);
             _mm256_storeu_ps(y + t * ldy + r, x86_hsum8_ps(v));
         }
-        for (; r < ng; r++) y[t * ldy + r] = x86_hsum_ps(_mm256_loadu_ps(park + ((size_t)r * (size_t)nt + (size_t)t) * 8));
+        for (; r < ng; r++) y[t * ldy + r] = x86_hsum_ps(_mm256_loadu_ps(park + ((size_t)r * T16P + (size_t)t) * 8));
     }
 }
 
@@ -275,44 +272,57 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
                       float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK8_0;
-    int64_t tc = (int64_t)(W16_CHUNK / ((size_t)nb * 2 * QK8_0)) / T16P * T16P;
+    const size_t s16 = W16_STRIDE(nb);
+    int64_t tc = (int64_t)(W16_CHUNK / (s16 * 2)) / T16P * T16P;
     if (tc < W16_MIN_TOK) tc = W16_MIN_TOK;
     if (tc > n_tok) tc = (n_tok + T16P - 1) / T16P * T16P;
-    const size_t dxs = (size_t)tc;   /* a multiple of T16P: a piece's 8-float loads stay in its block's row */
-    const size_t s16 = W16_STRIDE(nb), x16b = (size_t)tc * s16 * 2, w16b = (size_t)R16 * s16 * 2;
-    const size_t bytes = x16b + w16b + (size_t)R16 * (size_t)nb * sizeof(float) + (size_t)nb * dxs * sizeof(float) +
-                         (size_t)YG * (size_t)tc * 32;
+    int64_t mb = (int64_t)(W16_ROWS / (s16 * 2)) / YG * YG;   /* rows of a row block */
+    if (mb < YG) mb = YG;
+    if (mb > n_rows) mb = n_rows;
+    const size_t x16b = (size_t)tc * s16 * 2, w16b = (size_t)mb * s16 * 2;
+    const size_t bytes = x16b + w16b + (size_t)mb * (size_t)nb * sizeof(float) + (size_t)nb * (size_t)tc * sizeof(float) +
+                         (size_t)mb * T16P * 32;
     int16_t *x16 = aligned_alloc(32, (bytes + 31) / 32 * 32);   /* (a multiple of the alignment) */
     if (!x16) {
         gemm_q8_0_sign(n, w, ws, n_rows, x, xs, n_tok, y, ldy);
         return;
     }
-    int16_t *w16 = x16 + x16b / 2;   /* a row tile's widened rows */
-    float *dw = (float *)(w16 + w16b / 2), *dx = dw + (size_t)R16 * (size_t)nb, *park = dx + (size_t)nb * dxs;
+    int16_t *w16 = x16 + x16b / 2;   /* a row block's widened rows */
+    float *dw = (float *)(w16 + w16b / 2), *dx = dw + (size_t)mb * (size_t)nb, *park = dx + (size_t)nb * (size_t)tc;
     for (int64_t t0 = 0; t0 < n_tok; t0 += tc) {
         const int64_t nt = n_tok - t0 < tc ? n_tok - t0 : tc;
         for (int64_t t = 0; t < nt; t++)
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *xb = X + (t0 + t) * xs + (size_t)b * Q8_0_BYTES;
                 w16_store(xb + Q8_0_QS, x16 + (size_t)t * s16 + (size_t)b * QK8_0);
-                dx[(size_t)b * dxs + t] = x86_f16_tab[rd_u16(xb)];
+                dx[DX16(nb, b, t)] = x86_f16_tab[rd_u16(xb)];
             }
         for (int64_t b = 0; b < nb; b++)   /* the last tile's tokens past nt: read, never used */
-            for (size_t t = (size_t)nt; t < dxs; t++) dx[(size_t)b * dxs + t] = 0;
-        float *yt = y + t0 * ldy;
-        for (int64_t g = 0; g < n_rows; g += YG) {   /* YG rows' lanes parked, then out to y together */
-            const int64_t ng = n_rows - g < YG ? n_rows - g : YG;
-            int64_t r = 0;
-            for (; r + R16 <= ng; r += R16) {
-                const uint8_t *wr[R16];
-                for (int i = 0; i < R16; i++) wr[i] = W + (size_t)(g + r + i) * ws;
-                q8_rows16(R16, nb, wr, w16, dw, x16, dx, dxs, park + (size_t)r * (size_t)nt * 8, nt);
+            for (int64_t t = nt; t < tc; t++) dx[DX16(nb, b, t)] = 0;
+        for (int64_t g = 0; g < n_rows; g += mb) {
+            const int64_t ng = n_rows - g < mb ? n_rows - g : mb;
+            for (int64_t r = 0; r < ng; r++)
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *blk = W + (size_t)(g + r) * ws + (size_t)b * Q8_0_BYTES;
+                    w16_store(blk + Q8_0_QS, w16 + (size_t)r * s16 + (size_t)b * QK8_0);
+                    dw[(size_t)r * (size_t)nb + (size_t)b] = x86_f16_tab[rd_u16(blk)];
+                }
+            /* T16P tokens (a piece of them in L1) against every row of the block (from L2),
+             * a piece of blocks at a time, the lanes parked between pieces */
+            for (int64_t t = 0; t < nt; t += T16P) {
+                const int nt8 = nt - t < T16P ? (int)(nt - t) : T16P;
+                for (int64_t b0 = 0; b0 < nb; b0 += QP) {
+                    const int np = nb - b0 < QP ? (int)(nb - b0) : QP;
+                    int64_t r = 0;
+                    for (; r + R16 <= ng; r += R16)
+                        q8_piece16(R16, nt8, b0, np, nb, w16 + (size_t)r * s16, dw + (size_t)r * (size_t)nb,
+                                   x16 + t * s16, s16, dx + DX16(nb, 0, t), park + (size_t)r * T16P * 8);
+                    for (; r < ng; r++)
+                        q8_piece16(1, nt8, b0, np, nb, w16 + (size_t)r * s16, dw + (size_t)r * (size_t)nb,
+                                   x16 + t * s16, s16, dx + DX16(nb, 0, t), park + (size_t)r * T16P * 8);
+                }
+                q8_out(park, ng, nt8, y + (t0 + t) * ldy + g, ldy);
             }
-            for (; r < ng; r++) {
-                const uint8_t *wr[1] = { W + (size_t)(g + r) * ws };
-                q8_rows16(1, nb, wr, w16, dw, x16, dx, dxs, park + (size_t)r * (size_t)nt * 8, nt);
-            }
-            q8_out(park, ng, nt, yt + g, ldy);
         }
     }
     free(x16);
