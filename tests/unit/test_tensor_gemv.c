@@ -137,8 +137,9 @@ static void test_gemv_bits(void **state) {
     rng r = { 2024 };
     gv_case cs[48];
     const int m = list_cases(cs, 48);
-    /* block-32 types; 32 * 513: past the Q4_0 kernel's activation panel (its fallback) */
-    static const int64_t n_q8[] = { 32, 64, 96, 160, 1056, 3072 + 32, 32 * 513 }, n_k[] = { 256, 768, 2816 };
+    /* block-32 types; 32 * 513: past the Q4_0 kernel's activation panel (its fallback); 32 *
+     * 1025: past the AVX2 Q8_0 kernel's widened activation (its sign-trick fallback) */
+    static const int64_t n_q8[] = { 32, 64, 96, 160, 1056, 3072 + 32, 32 * 513, 32 * 1025 }, n_k[] = { 256, 768, 2816 };
     for (int i = 0; i < m; i++) {
         const bool q8 = cs[i].wt == GGUF_T_Q8_0 || cs[i].wt == GGUF_T_Q4_0;
         const int64_t *ns = q8 ? n_q8 : n_k;
