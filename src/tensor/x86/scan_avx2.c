@@ -2,6 +2,7 @@
  * reference are eight accumulators (lanes 8c .. 8c+7), reduced in the reference's tree; tails
  * go element by element as there. Same operations, same bits. Any sizes, no alignment. */
 #include <math.h>
+#include <string.h>
 
 #include "tensor/x86/simd_x86.h"
 
@@ -123,6 +124,26 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
         y[p] = sum;
     }
 }
+
+/* ssm2_rows over nt tokens (tensor.h ssm2_tokens): rows in groups of SSM2_G, each group through
+ * all the tokens before the next, so that its state stays in L1 while the tokens pass (a
+ * head's 64 rows of 128 floats are L1's 32 KB: token by token the whole head streamed from
+ * L2 for every token); the run's B and C rows (SCAN_RUN tokens: 16 KB) stay there too. The
+ * rows are independent, so each sees ssm2_rows's operations in its order: the same bits.
+ * (AVX2 cannot hold a 128-float row in registers as the AVX-512 kernel does.) */
+#define SSM2_G 8
+
+static void ssm2_tokens(int64_t ds, int64_t n, int64_t nt, const float *s_in, float *s, const float *B,
+                        const float *C, const float *x, int64_t is, const float *dA, const float *dt, float *y,
+                        int64_t ys) {
+    for (int64_t p = 0; p < n; p += SSM2_G) {
+        const int64_t g = n - p < SSM2_G ? n - p : SSM2_G;
+        if (s_in != s) memcpy(s + p * ds, s_in + p * ds, (size_t)(g * ds) * sizeof(float));
+        for (int64_t t = 0; t < nt; t++)
+            ssm2_rows(ds, g, s + p * ds, B + t * is, C + t * is, dA[t], dt[t], x + t * is + p, y + t * ys + p);
+    }
+}
+
 #undef ZERO8
 #undef EACH8
 #undef GDN_DEC
@@ -206,6 +227,7 @@ static void conv_run(float *state, const float *w, int K, int64_t C, int64_t lo,
 void rt_fill_scan_avx2(tensor_kernels *k) {
     k->gdn_step = gdn_step;
     k->ssm2_rows = ssm2_rows;
+    k->ssm2_tokens = ssm2_tokens;
     k->conv_step = conv_step;
     k->conv_run = conv_run;
 }
