@@ -171,9 +171,15 @@ static inline void x86_gemm_r16_unpacked(void (*unpack)(const void *, int64_t, v
  *  - AVX-512: 0.29-0.47x the time at 2-4 tokens, 0.62-0.81x at 6-12, 0.94-1.0x at 16,
  *    1.2x at 32 (its panel gemm transposes 16 rows into lanes, cheaper per token);
  *  - AVX2: 0.28-0.51x at 2-4 tokens, 0.82-1.0x at 6-64, 0.92-1.06x at 96-256, 1.06x at
- *    512 (the same tiles as its gemm, whose token chunks suit long prompts). */
+ *    512 (the same tiles as its gemm, whose token chunks suit long prompts), until the gemm
+ *    took BLIS's loop order (6165767); since then (/tmp/s16/gv.c, tensor_matmul, 2 threads,
+ *    best of 3 alternating, GFLOP/s streams / gemm): 151936 x 1024 from
+ *    memory 122 / 96 at 8 tokens, 126 / 110 at 12, 122 / 132 at 16, 128 / 141 at 24;
+ *    1024 x 1024, 6144 x 1024 and 1024 x 3072 (in L3) 126-131 / 98-104 at 4 tokens,
+ *    127-131 / 126-132 at 10, 110-131 / 143-151 at 16, 127-131 / 151-158 at 32, 127-130 /
+ *    156-163 at 63. */
 #define X86_Q8_STREAMS_MAX 16
-#define X86_Q8_STREAMS_MAX_AVX2 64
+#define X86_Q8_STREAMS_MAX_AVX2 16
 
 /* Rows too long for a gemm's panel buffer run their blocks in pieces, one panel's worth at a
  * time, X86_PARK_TOKENS tokens at a time: each tile parks its accumulator chains in memory
