@@ -118,7 +118,8 @@ void block_mamba(const struct recur_model *m, model_fwd *f, const model_layer *L
  * ubatch's x, B and C rows once per head, from memory: mamba2-370m pp512 scan 1.76-2.00 s ->
  * 1.51-1.61 per 5 runs (pool timer, 3 alternating pairs). A run goes to the kernel in one
  * call where the table has ssm2_tokens, which keeps a row's state in registers through the
- * run's tokens: pp512 1.11-1.15x (6 alternating pairs, recur-bench -r 3). */
+ * run's tokens: pp512 1.11-1.15x (6 alternating pairs, recur-bench -r 3); AVX2's keeps a group
+ * of rows in L1 instead (scan_avx2.c). */
 #define SCAN_RUN 16
 
 static void mamba2_scan_job(void *arg, int ith, int nth) {
@@ -155,7 +156,7 @@ static void mamba2_scan_job(void *arg, int ith, int nth) {
                 dA[t - t0] = expf(dsp[t - t0] * A[h]);
             }
             const float *x0 = f->r_conv + t0 * nc;
-            if (f->kern->ssm2_tokens)   /* the run's tokens in one call: the state stays in registers */
+            if (f->kern->ssm2_tokens)   /* the run's tokens in one call: the state stays in registers (AVX2: L1) */
                 f->kern->ssm2_tokens(ds, hd, t1 - t0, s_in + h * hd * ds, s + h * hd * ds, x0 + di + g * ds,
                                      x0 + di + ng * ds + g * ds, x0 + h * hd, nc, dA, dsp, f->r_y + t0 * di + h * hd,
                                      di);

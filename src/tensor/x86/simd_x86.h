@@ -176,7 +176,7 @@ static inline void x86_gemm_r16_unpacked(void (*unpack)(const void *, int64_t, v
  *    best of 3 alternating, GFLOP/s streams / gemm): 151936 x 1024 from
  *    memory 122 / 96 at 8 tokens, 126 / 110 at 12, 122 / 132 at 16, 128 / 141 at 24;
  *    1024 x 1024, 6144 x 1024 and 1024 x 3072 (in L3) 126-131 / 98-104 at 4 tokens,
- *    127-131 / 126-132 at 10, 110-131 / 143-151 at 16, 127-131 / 151-158 at 32, 127-130 /
+ *    127-131 / 126-132 at 10, 110-131 / 142-151 at 16, 127-131 / 151-158 at 32, 127-130 /
  *    156-163 at 63. */
 #define X86_Q8_STREAMS_MAX 16
 #define X86_Q8_STREAMS_MAX_AVX2 16
