@@ -2,7 +2,7 @@
  * (tensor.h tensor_q4_K_r16_pack, tensor_q6_K_r16_pack, tensor_q8_0_r16_pack,
  * tensor_q4_0_r16_pack, tensor_q5_K_r16_pack; Q6_K, Q8_0, Q4_0 and Q5_K: their kernels,
  * x86/gemv_q6k16_avx512.c, x86/gemv_q8016_avx512.c, x86/gemv_q40_avx512.c and
- * x86/gemv_q4k16_avx512.c, say why).
+ * x86/gemv_q4k16_avx512.c / x86/gemv_q4k16_avx2.c, say why).
  *
  * A token's matmuls read every weight byte once; the Q4_K ones in the file's layout cost the
  * single-token kernel a scale unpack and a sum across lanes per row and block, which on the

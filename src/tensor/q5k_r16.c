@@ -1,7 +1,8 @@
 /* q5k_r16.c — Q5_K rows packed 16 to a group (tensor.h): packing, unpacking, and the scalar
- * dot over a packed group in the order of the AVX-512 table's Q5_K dot (rt_dot_q5_K_rp), the
- * oracle of the SIMD kernel (x86/gemv_q4k16_avx512.c gemv_q5_K_r16). Only that table packs Q5_K (its kernel is
- * the one that needs it), so only its order is needed here. */
+ * dot over a packed group in the order of the AVX-512 and AVX2 tables' Q5_K dot (rt_dot_q5_K_rp),
+ * the oracle of the SIMD kernels (x86/gemv_q4k16_avx512.c and x86/gemv_q4k16_avx2.c
+ * gemv_q5_K_r16). Only those tables pack Q5_K (their kernels are the ones that need it), so
+ * only their order is needed here. */
 #include <math.h>
 #include <string.h>
 

@@ -247,7 +247,7 @@ typedef struct tensor_kernels {
      * w_stride the Q4_0 row bytes. */
     tensor_gemm_fn       gemm_q4_0_r16;
     /* Q5_K rows packed 16 to a group (tensor_q5_K_r16_pack): row r gets vec_dot[Q5_K]'s bits
-     * for the row it was. Only a table whose Q5_K dot it reproduces has it (AVX-512). */
+     * for the row it was. Only a table whose Q5_K dot it reproduces has it (AVX-512, AVX2). */
     tensor_gemv          gemv_q5_K_r16;
     bool                 q5_K_r16_native;   /* gemv_q5_K_r16 is a SIMD kernel */
     /* optional (NULL: matmul unpacks the rows for gemm[Q5_K]): gemm[Q5_K] over rows packed so,
@@ -345,7 +345,8 @@ void tensor_q4_0_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_st
 
 /* ---- Q5_K packed 16 rows to a group -------------------------------------------------------
  *
- * As Q4_0 above, for the single-token Q5_K kernel (x86/gemv_q4k16_avx512.c gemv_q5_K_r16), whose
+ * As Q4_0 above, for the single-token Q5_K kernels (x86/gemv_q4k16_avx512.c, x86/gemv_q4k16_avx2.c
+ * gemv_q5_K_r16), whose
  * file-layout kernel is bound by its vector work (each row's fifth bits, scales and lane sums),
  * not by memory. Block i of 16 rows is one run of TENSOR_Q5R16_BLOCK bytes with one lane per row:
  *   [0, 32)       d of rows 0..15 (fp16)        [32, 64)  dmin of rows 0..15

@@ -19,6 +19,8 @@
  *    (the packed kernel) and for batches (the packed Q8_0 gemm of the tables that have one,
  *    slabs unpacked for the gemm otherwise; rows within and past its panel), on 1-3 threads,
  *    alone and next to a matrix of another type in one job;
+ *  - Q5_K at its extremes (every value 31, activations at ±127): the kernels' int16 sums do
+ *    not wrap;
  *  - tensor_get_row of a packed Q6_K or Q8_0 row gives the floats of the unpacked row. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -311,6 +313,49 @@ static void test_matmul_r16(void **state) {
     }
 }
 
+/* Q5_K at its extremes: every value 31 (nibbles 15, fifth bits set), scales and mins 63, and
+ * every activation at the same sign's limit: each unit's int16 pair sums are 2·31·127, so a
+ * kernel that summed more than four units in int16 (gemv_q4k16_avx2.c k4_tile) would wrap.
+ * The packed single-token kernel against the table's dot, and tensor_matmul packed against the
+ * file's layout for the several-token kernel and the packed gemm. */
+static void test_q5_r16_extremes(void **state) {
+    (void)state;
+    rng r = { 31 };
+    const int64_t n = 512, rows = TENSOR_R16_ROWS, toks[] = { 1, 5, 100 };
+    const size_t wb = tensor_row_bytes(GGUF_T_Q5_K, n);
+    uint8_t *w = xalloc(wb * rows), *p = xalloc(wb * rows), *x = xalloc(tensor_act_row_bytes(GGUF_T_Q8_K, n));
+    float *f = xalloc((size_t)(n * 100) * 4), *y0 = xalloc((size_t)(rows * 100) * 4), *y1 = xalloc((size_t)(rows * 100) * 4);
+    memset(w, 0xFF, wb * rows);
+    for (size_t b = 0; b < wb * rows / 176; b++)
+        for (int k = 0; k < 2; k++) {
+            const uint16_t h = rand_scale(&r);
+            memcpy(w + b * 176 + 2 * k, &h, 2);
+        }
+    pack_matrix(GGUF_T_Q5_K, w, wb, n, rows, p);
+    const tensor_kernels *tab[6];
+    const int nt = tables_for(GGUF_T_Q5_K, tab);
+    for (int sign = 0; sign < 2; sign++) {
+        for (int64_t i = 0; i < n * 100; i++) f[i] = sign ? -1.0f : 1.0f;
+        for (int k = 0; k < nt; k++) {
+            tensor_act_quantize(tab[k], GGUF_T_Q8_K, f, x, n);
+            const tensor_gemv gv = gemv16(tab[k], GGUF_T_Q5_K);
+            gv.fn(n, p, wb, rows, 0, tensor_gemv_groups(rows, gv.group), x, y1);
+            for (int64_t o = 0; o < rows; o++) {
+                const float e = want_dot(tab[k], GGUF_T_Q5_K, n, w + (size_t)o * wb, x);
+                if (memcmp(&e, &y1[o], 4) != 0)
+                    fail_msg("%s gemv_q5_K_r16 sign %d row %lld: %a, want %a", tab[k]->isa, sign, (long long)o, y1[o], e);
+            }
+            for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
+                run_mm(NULL, tab[k], GGUF_T_Q5_K, w, 0, NULL, n, rows, f, toks[ti], y0, NULL);
+                run_mm(NULL, tab[k], TENSOR_T_Q5_K_R16, p, 0, NULL, n, rows, f, toks[ti], y1, NULL);
+                if (memcmp(y0, y1, (size_t)(rows * toks[ti]) * 4) != 0)
+                    fail_msg("%s sign %d n_tok %lld: packed differs", tab[k]->isa, sign, (long long)toks[ti]);
+            }
+        }
+    }
+    free(w); free(p); free(x); free(f); free(y0); free(y1);
+}
+
 /* tensor_get_row of a packed Q6_K or Q8_0 matrix: every row's floats as from the unpacked one
  * (Q4_K, Q4_0 and Q5_K token embeddings are not packed). */
 static void test_get_row_r16(void **state) {
@@ -345,6 +390,7 @@ int main(void) {
         cmocka_unit_test(test_pack_round_trip),
         cmocka_unit_test(test_gemv_r16_bits),
         cmocka_unit_test(test_matmul_r16),
+        cmocka_unit_test(test_q5_r16_extremes),
         cmocka_unit_test(test_get_row_r16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,9 @@
 /* gemm_q4k_avx2.c — AVX2 tiles of Q4_K weight rows × Q8_K activation rows in the order of
  * ggml's repacked gemm (tensor.h, gemm_q4_K_rp; rt_dot_q4_K_rp), for CPUs without AVX-512;
- * Q5_K rows in the same order (gemm[Q5_K], rt_dot_q5_K_rp) on the same tiles.
+ * Q5_K rows in the same order (gemm[Q5_K], rt_dot_q5_K_rp) on the same tiles, in the file's
+ * layout or packed 16 rows to a group (gemm_q5_K_r16: the panels straight from the packed
+ * runs, without the file layout's gathers: 3072 x 1024, 512 tokens, 2 threads, 193-200
+ * against 153-190 GFLOP/s).
  *
  * Every output element performs exactly rt_dot_q4_K_rp's operations: per 64-element chunk j
  * the exact integer sum sc[2j]·Σ q·y + sc[2j+1]·Σ q·y and the exact min sum
@@ -37,6 +40,20 @@ typedef struct q4k_pblk {
     float   d[QR], dmin[QR];
 } q4k_pblk;
 
+/* Row r of a panel block from the row's 12 scale bytes at q and its d, dmin. */
+static inline void put_row_fields(q4k_pblk *p, int r, const uint8_t *q, float d, float dmin) {
+    uint64_t sc, mm;
+    rt_k4_scales_u64(q, &sc, &mm);
+    for (int s = 0; s < 8; s++) {
+        const int32_t v = (int32_t)((sc >> (8 * s)) & 0xFF);
+        p->sc[s][r] = v | v << 16;
+    }
+    for (int j = 0; j < 4; j++)
+        p->m[j][r] = (int32_t)((mm >> (16 * j)) & 0xFF) | (int32_t)((mm >> (16 * j + 8)) & 0xFF) << 16;
+    p->d[r] = d;
+    p->dmin[r] = dmin;
+}
+
 /* Unpacks block b of rows row[0..8) into p (q5: Q5_K rows, each value's fifth bit joined to
  * its nibble: bit 2j of qh byte l to chunk j's low nibble l, bit 2j+1 to its high one). vi: the
  * rows' offsets from row[0]. */
@@ -44,16 +61,7 @@ static void pack_block(q4k_pblk *p, const uint8_t *const *row, __m256i vi, int64
     const size_t off = (size_t)b * (q5 ? Q5_K_BYTES : Q4_K_BYTES);
     for (int r = 0; r < QR; r++) {
         const uint8_t *a = row[r] + off;
-        uint64_t sc, mm;
-        rt_k4_scales_u64(a + Q4_K_SCALES, &sc, &mm);
-        for (int s = 0; s < 8; s++) {
-            const int32_t v = (int32_t)((sc >> (8 * s)) & 0xFF);
-            p->sc[s][r] = v | v << 16;
-        }
-        for (int j = 0; j < 4; j++)
-            p->m[j][r] = (int32_t)((mm >> (16 * j)) & 0xFF) | (int32_t)((mm >> (16 * j + 8)) & 0xFF) << 16;
-        p->d[r] = x86_f16(a);
-        p->dmin[r] = x86_f16(a + Q4_K_DMIN);
+        put_row_fields(p, r, a + Q4_K_SCALES, x86_f16(a), x86_f16(a + Q4_K_DMIN));
     }
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     const uint8_t *qs = row[0] + off + (q5 ? Q5_K_QS : Q4_K_QS), *qh = row[0] + off + Q5_K_QH;
@@ -70,6 +78,46 @@ static void pack_block(q4k_pblk *p, const uint8_t *const *row, __m256i vi, int64
             _mm256_store_si256((__m256i *)p->q[16 * j + k], lo);
             _mm256_store_si256((__m256i *)p->q[16 * j + 8 + k], hi);
         }
+}
+
+/* The same panel block from rows 8·half..8·half+7 of a packed 16-row run at h (tensor.h
+ * tensor_q4_K_r16_pack, q5: tensor_q5_K_r16_pack): a packed vector's half is already a panel
+ * group (4 bytes a row, 8 rows), so no gathers; the fifth bits come from its mask. */
+static void pack_block_r16(q4k_pblk *p, const uint8_t *h, int half, bool q5) {
+    for (int r = 0; r < QR; r++) {
+        uint8_t q[12];
+        for (int k = 0; k < 12; k++) q[k] = h[R16_SCALES + 16 * k + QR * half + r];
+        put_row_fields(p, r, q, 0.0f, 0.0f);
+    }
+    _mm256_store_ps(p->d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + R16_D + 16 * half))));
+    _mm256_store_ps(p->dmin, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + R16_DMIN + 16 * half))));
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < 4; j++)
+        for (int k = 0; k < 8; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(h + (q5 ? Q5R16_QS : R16_QS) + 64 * (8 * j + k) + 32 * half));
+            __m256i lo = _mm256_and_si256(v, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+            if (q5) {
+                const uint8_t *mk = h + Q5R16_QH + 16 * (8 * j + k) + 4 * half;
+                lo = _mm256_or_si256(lo, x86_q5r16_bits16(mk));
+                hi = _mm256_or_si256(hi, x86_q5r16_bits16(mk + 8));
+            }
+            _mm256_store_si256((__m256i *)p->q[16 * j + k], lo);
+            _mm256_store_si256((__m256i *)p->q[16 * j + 8 + k], hi);
+        }
+}
+
+/* Block b of the 8-row panel at row r0 into p: from the file's rows (row, vi) or, r16, from
+ * the packed group holding them. */
+static inline __attribute__((always_inline)) void fill_panel(bool q5, bool r16, q4k_pblk *p, const uint8_t *W,
+                                                             size_t ws, int64_t r0, const uint8_t *const *row,
+                                                             __m256i vi, int64_t b) {
+    if (r16)
+        pack_block_r16(p,
+                       W + (size_t)(r0 / TENSOR_R16_ROWS) * TENSOR_R16_ROWS * ws +
+                           (size_t)b * (q5 ? TENSOR_Q5R16_BLOCK : TENSOR_R16_BLOCK),
+                       (int)(r0 / QR) & 1, q5);
+    else
+        pack_block(p, row, vi, b, q5);
 }
 
 /* The min pair of chunk j of a Q8_K row: (bs[4j]+bs[4j+1]) | (bs[4j+2]+bs[4j+3]) << 16. */
@@ -195,18 +243,18 @@ static void panel_tokens(bool q5, int64_t nb, const q4k_pblk *pk, const uint8_t 
  * 6.6 -> 6.3. Packed Q4_K rows take the several-token kernel instead (gemv_q4k16_avx2.c:
  * 14336, 5.2-5.9 ms), so this serves RECUR_NO_REPACK. Returns false without memory for the
  * park. */
-static bool gemm_q4k_pieces(bool q5, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X,
-                            size_t xs, int64_t n_tok, float *y, int64_t ldy) {
+static bool gemm_q4k_pieces(bool q5, bool r16, int64_t nb, const uint8_t *W, size_t ws, int64_t n_rows,
+                            const uint8_t *X, size_t xs, int64_t n_tok, float *y, int64_t ldy) {
     q4k_park *park = aligned_alloc(32, (size_t)n_tok * sizeof *park);
     if (!park) return false;
     _Alignas(32) q4k_pblk pk[QPB];
     for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
         const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
         const uint8_t *row[QR];
-        const __m256i vi = x86_panel8_rows(W, ws, r0, nr, row);
+        const __m256i vi = r16 ? _mm256_setzero_si256() : x86_panel8_rows(W, ws, r0, nr, row);
         for (int64_t b0 = 0; b0 < nb; b0 += QPB) {
             const int64_t len = nb - b0 < QPB ? nb - b0 : QPB;
-            for (int64_t b = 0; b < len; b++) pack_block(&pk[b], row, vi, b0 + b, q5);
+            for (int64_t b = 0; b < len; b++) fill_panel(q5, r16, &pk[b], W, ws, r0, row, vi, b0 + b);
             panel_tokens(q5, len, pk, X + (size_t)b0 * Q8_K_BYTES, xs, n_tok, y + r0, ldy, nr, park, b0 == 0,
                          b0 + len == nb);
         }
@@ -215,37 +263,56 @@ static bool gemm_q4k_pieces(bool q5, int64_t nb, const uint8_t *W, size_t ws, in
     return true;
 }
 
-/* Q4_K or (q5) Q5_K rows. */
-static void gemm_k4(bool q5, int64_t n, const uint8_t *W, size_t ws, int64_t n_rows, const uint8_t *X, size_t xs,
-                    int64_t n_tok, float *y, int64_t ldy) {
+static void gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                      float *y, int64_t ldy);
+
+/* Q4_K or (q5) Q5_K rows, in the file's layout or (r16, Q5_K only) packed 16 rows to a group
+ * (n_rows a multiple of 16). Packed Q4_K rows have no gemm here: the several-token kernel
+ * (gemv_q4k16_avx2.c) was faster at every count (panels from the packed rows, 3072 x 1024, 2
+ * threads, best of 3: 96 tokens about equal, 512 tokens 137-171 against 149-199 GFLOP/s). */
+static inline __attribute__((always_inline)) void gemm_k4(bool q5, bool r16, int64_t n, const uint8_t *W, size_t ws,
+                                                          int64_t n_rows, const uint8_t *X, size_t xs, int64_t n_tok,
+                                                          float *y, int64_t ldy) {
     const int64_t nb = n / QK_K;
-    if (n_tok >= QT && nb > QPB && gemm_q4k_pieces(q5, nb, W, ws, n_rows, X, xs, n_tok, y, ldy)) return;
+    if (n_tok >= QT && nb > QPB && gemm_q4k_pieces(q5, r16, nb, W, ws, n_rows, X, xs, n_tok, y, ldy)) return;
     if (nb > QPB || n_tok < QT) {   /* too few tokens to pay for the panel (or no memory): the dot */
-        x86_gemm_by_dot(q5 ? rt_dot_q5_K_rp_avx2 : rt_dot_q4_K_rp_avx2, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        if (r16)
+            x86_gemm_r16_unpacked(tensor_q5_K_r16_unpack, gemm_q5_K, rt_dot_q5_K_r16, n, W, ws, n_rows, X, xs, n_tok,
+                                  y, ldy);
+        else
+            x86_gemm_by_dot(q5 ? rt_dot_q5_K_rp_avx2 : rt_dot_q4_K_rp_avx2, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
     _Alignas(32) q4k_pblk pk[QPB];
     for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
         const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
         const uint8_t *row[QR];
-        const __m256i vi = x86_panel8_rows(W, ws, r0, nr, row);
-        for (int64_t b = 0; b < nb; b++) pack_block(&pk[b], row, vi, b, q5);
+        const __m256i vi = r16 ? _mm256_setzero_si256() : x86_panel8_rows(W, ws, r0, nr, row);
+        for (int64_t b = 0; b < nb; b++) fill_panel(q5, r16, &pk[b], W, ws, r0, row, vi, b);
         panel_tokens(q5, nb, pk, X, xs, n_tok, y + r0, ldy, nr, NULL, true, true);
     }
 }
 
 static void gemm_q4_K_rp(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                          int64_t n_tok, float *y, int64_t ldy) {
-    gemm_k4(false, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
+    gemm_k4(false, false, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
 }
 
 /* The AVX2 table's gemm[Q5_K] (rt_dot_q5_K_rp's order): these tiles over Q5_K panels. */
 static void gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
                       float *y, int64_t ldy) {
-    gemm_k4(true, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
+    gemm_k4(true, false, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
+}
+
+/* Q5_K rows packed 16 to a group at load (tensor.h gemm_q5_K_r16): the panels straight from
+ * the packed runs, no unpacking (tensor.h MM_R16 path's scalar reshuffle). */
+static void gemm_q5_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                          int64_t n_tok, float *y, int64_t ldy) {
+    gemm_k4(true, true, n, w, ws, n_rows, x, xs, n_tok, y, ldy);
 }
 
 void rt_fill_gemm_q4k_avx2(tensor_kernels *k) {
     k->gemm_q4_K_rp = gemm_q4_K_rp;
     k->gemm[GGUF_T_Q5_K] = gemm_q5_K;
+    k->gemm_q5_K_r16 = gemm_q5_K_r16;
 }

@@ -1,7 +1,7 @@
-/* gemv_q4k16_avx2.c — Q4_K rows packed 16 to a group (tensor.h tensor_q4_K_r16_pack) × one
- * Q8_K activation row on AVX2: the single-token matmul over a packed matrix, one float lane per
- * row, eight rows to a vector; and the same against up to four tokens at a time (r16_tile, the
- * several-token kernel).
+/* gemv_q4k16_avx2.c — Q4_K or Q5_K rows packed 16 to a group (tensor.h tensor_q4_K_r16_pack,
+ * tensor_q5_K_r16_pack) × one Q8_K activation row on AVX2: the single-token matmul over a
+ * packed matrix, one float lane per row, eight rows to a vector; and the same against up to
+ * four tokens at a time (k4_tile, the several-token kernel).
  *
  * Every y[r] performs dot_q4_K_rp's operations in its order (tensor_impl.h rt_dot_q4_K_rp), as
  * the AVX-512 kernel does (gemv_q4k16_avx512.c): per 64-element chunk j the exact integer sum
@@ -15,8 +15,21 @@
  * The min sums are one madd of the row's (m[2j], m[2j+1]) words against the block's
  * (bs[4j] + bs[4j+1], bs[4j+2] + bs[4j+3]) (|.| <= 4064: words).
  *
+ * Q5_K (rt_dot_q5_K_rp, the AVX2 table's Q5_K order: the same steps with five-bit values): a
+ * vector's fifth bits come from its packed mask (x86_q5r16_bits16: a shuffle, two ands and a
+ * compare a mask) and are or-ed into the nibbles, and the int16 sums are scaled every four
+ * units (k4_tile says why). That is 17 vector operations a unit and half where Q4_K takes 7,
+ * so the kernel is bound by its operations: in cache (/tmp/s16/gv.c outside the repo, 512 x
+ * 1024, one thread, three alternating rounds) 11.4-19.4 GB/s against 10.6-17.7 for the file
+ * layout's kernel (gemv_avx2.c gemv_q5_K_rp) and 18-31 for packed Q4_K. Its gain is the
+ * several-token kernel: tensor_matmul, 3072 x 1024, 2 threads, GFLOP/s file layout's gemm
+ * (gemm_q4k_avx2.c gemm_q5_K, whose panels gather the rows) against this: 4 tokens 53-57 /
+ * 129-157, 8 tokens 104-107 / 138-177, 16 110 / 167; from 24 tokens the packed gemm
+ * (gemm_q4k_avx2.c gemm_q5_K_r16) takes over (32 tokens 140, 64 159-204, 512 193-200 against
+ * 114-119 at 32-64 for this kernel), hence tokens_max.
+ *
  * Memory: a thread's groups are one run of memory, read in order; each block prefetches the
- * lines R16_PF bytes ahead (the AVX-512 kernel's distance), and the lean twin does without
+ * lines R16_PF_BLOCKS blocks ahead (the AVX-512 kernel's distance), and the lean twin does without
  * (tensor/prefetch.c chooses).
  *
  * Measured on the Zen 5 machine with RECUR_ISA=avx2, programs outside the repo:
@@ -33,7 +46,7 @@
 
 #include "tensor/x86/simd_x86.h"
 
-#define R16_PF (2 * TENSOR_R16_BLOCK)
+#define R16_PF_BLOCKS 2
 
 static inline __m256i bcast4(const int8_t *p) {
     int32_t v;
@@ -65,21 +78,38 @@ static inline __m256i r16_dup_words(__m128i v, int h) {
     return _mm256_cvtepu8_epi16(b);
 }
 
-/* Rows 0..15 of the packed group at w (nb blocks) against T tokens (token t's Q8_K row at
- * x + t·xs): y[t·ldy + 0..16). Each token's lanes take exactly the one-token operations (a
- * row's chains run j = 0..3 within a block, rows 0-7 and 8-15 one after the other), so every y
- * is the single-token kernel's; the weight vectors and the scales are loaded and split once
- * for the T tokens. */
-static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
-                                                           size_t xs, float *y, int64_t ldy, bool pf) {
+/* The low (sub-block 2j) and high (2j+1) values of rows 8g..8g+7 of packed vector u of chunk
+ * j: nibbles, and with q5 their fifth bits joined (the masks at mk, tensor.h). */
+static inline __attribute__((always_inline)) void k4_values(bool q5, const uint8_t *h, int j, int u, int g,
+                                                            __m256i *lo, __m256i *hi) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(h + (q5 ? Q5R16_QS : R16_QS) + 64 * (8 * j + u) + 32 * g));
+    *lo = _mm256_and_si256(v, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (q5) {
+        const uint8_t *mk = h + Q5R16_QH + 16 * (8 * j + u) + 4 * g;
+        *lo = _mm256_or_si256(*lo, x86_q5r16_bits16(mk));
+        *hi = _mm256_or_si256(*hi, x86_q5r16_bits16(mk + 8));
+    }
+}
+
+/* Rows 0..15 of the packed group at w (nb blocks; q5: Q5_K's layout) against T tokens (token
+ * t's Q8_K row at x + t·xs): y[t·ldy + 0..16). Each token's lanes take exactly the one-token
+ * operations (a row's chains run j = 0..3 within a block, rows 0-7 and 8-15 one after the
+ * other), so every y is the single-token kernel's; the weight vectors and the scales are
+ * loaded and split once for the T tokens. Q5_K's five-bit values make int16 pair sums up to
+ * 2·31·127 = 7874: four units of a chunk fit a word, not eight, so each half of the units is
+ * scaled apart and the two added in int32 (exact either way). */
+static inline __attribute__((always_inline)) void k4_tile(bool q5, int T, int64_t nb, const uint8_t *w,
+                                                          const uint8_t *x, size_t xs, float *y, int64_t ldy, bool pf) {
+    const size_t blk = q5 ? TENSOR_Q5R16_BLOCK : TENSOR_R16_BLOCK;
     __m256 acc[4][2], accm[4][2];
     _Pragma("GCC unroll 4")
     for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = accm[t][0] = accm[t][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *h = w + (size_t)i * TENSOR_R16_BLOCK;
+        const uint8_t *h = w + (size_t)i * blk;
         if (pf)
-            for (int o = 0; o < TENSOR_R16_BLOCK; o += 64) _mm_prefetch((const char *)(h + R16_PF + o), _MM_HINT_T0);
+            for (int o = 0; o < (int)blk; o += 64) _mm_prefetch((const char *)(h + R16_PF_BLOCKS * blk + o), _MM_HINT_T0);
         const uint8_t *b[4];
         _Pragma("GCC unroll 4")
         for (int t = 0; t < T; t++) b[t] = x + t * xs + (size_t)i * Q8_K_BYTES;
@@ -91,14 +121,14 @@ static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, co
             const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + R16_DMIN + 16 * g)));
             _Pragma("GCC unroll 1")
             for (int j = 0; j < 4; j++) {
-                __m256i s1[4], s2[4];
+                const __m256i sw1 = r16_dup_words(sc[2 * j], g), sw2 = r16_dup_words(sc[2 * j + 1], g);
+                __m256i s1[4], s2[4], part[4];
                 _Pragma("GCC unroll 4")
                 for (int t = 0; t < T; t++) s1[t] = s2[t] = _mm256_setzero_si256();
-                const uint8_t *q = h + R16_QS + 8 * 64 * j + 32 * g;
                 _Pragma("GCC unroll 8")
                 for (int u = 0; u < 8; u++) {
-                    const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * u));
-                    const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    __m256i lo, hi;
+                    k4_values(q5, h, j, u, g, &lo, &hi);
                     _Pragma("GCC unroll 4")
                     for (int t = 0; t < T; t++) {
                         const int8_t *yq = (const int8_t *)(b[t] + Q8_K_QS) + 64 * j + 4 * u;
@@ -108,14 +138,20 @@ static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, co
                          * and spilled them to the stack */
                         __asm__("" : "+x"(s1[t]), "+x"(s2[t]));
                     }
+                    if (q5 && u == 3)
+                        _Pragma("GCC unroll 4")
+                        for (int t = 0; t < T; t++) {
+                            part[t] = _mm256_add_epi32(_mm256_madd_epi16(s1[t], sw1), _mm256_madd_epi16(s2[t], sw2));
+                            s1[t] = s2[t] = _mm256_setzero_si256();
+                        }
                 }
-                const __m256i sw1 = r16_dup_words(sc[2 * j], g), sw2 = r16_dup_words(sc[2 * j + 1], g);
                 const __m128i mp = g ? _mm_unpackhi_epi8(mn[2 * j], mn[2 * j + 1]) : _mm_unpacklo_epi8(mn[2 * j], mn[2 * j + 1]);
                 const __m256i mw = _mm256_cvtepu8_epi16(mp);
                 _Pragma("GCC unroll 4")
                 for (int t = 0; t < T; t++) {
                     const __m256 yd = _mm256_set1_ps(rd_f32(b[t]));
-                    const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(s1[t], sw1), _mm256_madd_epi16(s2[t], sw2));
+                    __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(s1[t], sw1), _mm256_madd_epi16(s2[t], sw2));
+                    if (q5) sum = _mm256_add_epi32(part[t], sum);
                     acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, yd), acc[t][g]);
                     /* rt_q4_K_rp_min's two pair sums, as the words of every row's dword */
                     const uint8_t *bs = b[t] + Q8_K_BSUMS + 8 * j;
@@ -134,18 +170,28 @@ static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, co
     }
 }
 
-/* One token: the group kernel of X86_GEMV_R16_TWINS. r16_tile's operations with T = 1, the
+static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
+                                                           size_t xs, float *y, int64_t ldy, bool pf) {
+    k4_tile(false, T, nb, w, x, xs, y, ldy, pf);
+}
+
+static inline __attribute__((always_inline)) void q5_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
+                                                          size_t xs, float *y, int64_t ldy, bool pf) {
+    k4_tile(true, T, nb, w, x, xs, y, ldy, pf);
+}
+
+/* One token: the group kernel of X86_GEMV_R16_TWINS. k4_tile's operations with T = 1, the
  * chunks outermost so that both halves share the broadcasts: 1.02-1.03x the speed of
  * r16_tile(1, ...) (/tmp/s8/gv1.c, 40 packed 3072 x 1024 matrices, 2 threads, RECUR_PREFETCH=on,
  * three alternating pairs). */
-static inline __attribute__((always_inline)) void r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
-                                                            bool pf) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+static inline __attribute__((always_inline)) void k4_group(bool q5, int64_t nb, const uint8_t *w, const uint8_t *x,
+                                                           float *y, bool pf) {
+    const size_t blk = q5 ? TENSOR_Q5R16_BLOCK : TENSOR_R16_BLOCK;
     __m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() }, accm[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *h = w + (size_t)i * TENSOR_R16_BLOCK, *b = x + (size_t)i * Q8_K_BYTES;
+        const uint8_t *h = w + (size_t)i * blk, *b = x + (size_t)i * Q8_K_BYTES;
         if (pf)
-            for (int o = 0; o < TENSOR_R16_BLOCK; o += 64) _mm_prefetch((const char *)(h + R16_PF + o), _MM_HINT_T0);
+            for (int o = 0; o < (int)blk; o += 64) _mm_prefetch((const char *)(h + R16_PF_BLOCKS * blk + o), _MM_HINT_T0);
         const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
         const __m256 yd = _mm256_set1_ps(rd_f32(b));
         __m128i sc[8], mn[8];
@@ -158,26 +204,34 @@ static inline __attribute__((always_inline)) void r16_group(int64_t nb, const ui
         }
         _Pragma("GCC unroll 1")
         for (int j = 0; j < 4; j++) {
-            __m256i s1[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() }, s2[2] = { s1[0], s1[0] };
-            const uint8_t *q = h + R16_QS + 8 * 64 * j;
+            __m256i s1[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() }, s2[2] = { s1[0], s1[0] }, part[2];
             _Pragma("GCC unroll 8")
             for (int u = 0; u < 8; u++) {
                 const __m256i ylo = bcast4(yq + 64 * j + 4 * u), yhi = bcast4(yq + 64 * j + 32 + 4 * u);
                 _Pragma("GCC unroll 2")
                 for (int g = 0; g < 2; g++) {
-                    const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * u + 32 * g));
-                    s1[g] = _mm256_add_epi16(s1[g], _mm256_maddubs_epi16(_mm256_and_si256(v, m4), ylo));
-                    s2[g] = _mm256_add_epi16(s2[g], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), yhi));
-                    __asm__("" : "+x"(s1[g]), "+x"(s2[g]));   /* as in r16_tile */
+                    __m256i lo, hi;
+                    k4_values(q5, h, j, u, g, &lo, &hi);
+                    s1[g] = _mm256_add_epi16(s1[g], _mm256_maddubs_epi16(lo, ylo));
+                    s2[g] = _mm256_add_epi16(s2[g], _mm256_maddubs_epi16(hi, yhi));
+                    __asm__("" : "+x"(s1[g]), "+x"(s2[g]));   /* as in k4_tile */
                 }
+                if (q5 && u == 3)   /* k4_tile's halves */
+                    _Pragma("GCC unroll 2")
+                    for (int g = 0; g < 2; g++) {
+                        part[g] = _mm256_add_epi32(_mm256_madd_epi16(s1[g], r16_dup_words(sc[2 * j], g)),
+                                                   _mm256_madd_epi16(s2[g], r16_dup_words(sc[2 * j + 1], g)));
+                        s1[g] = s2[g] = _mm256_setzero_si256();
+                    }
             }
             const uint8_t *bs = b + Q8_K_BSUMS + 8 * j;
             const int p0 = rd_i16(bs) + rd_i16(bs + 2), p1 = rd_i16(bs + 4) + rd_i16(bs + 6);
             const __m256i pp = _mm256_set1_epi32((int)(((uint32_t)(uint16_t)p1 << 16) | (uint16_t)p0));
             _Pragma("GCC unroll 2")
             for (int g = 0; g < 2; g++) {
-                const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(s1[g], r16_dup_words(sc[2 * j], g)),
-                                                     _mm256_madd_epi16(s2[g], r16_dup_words(sc[2 * j + 1], g)));
+                __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(s1[g], r16_dup_words(sc[2 * j], g)),
+                                               _mm256_madd_epi16(s2[g], r16_dup_words(sc[2 * j + 1], g)));
+                if (q5) sum = _mm256_add_epi32(part[g], sum);
                 acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d[g], acc[g]);
                 const __m128i mp = g ? _mm_unpackhi_epi8(mn[2 * j], mn[2 * j + 1]) : _mm_unpacklo_epi8(mn[2 * j], mn[2 * j + 1]);
                 accm[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_cvtepu8_epi16(mp), pp)), dm[g], accm[g]);
@@ -188,12 +242,27 @@ static inline __attribute__((always_inline)) void r16_group(int64_t nb, const ui
     _mm256_storeu_ps(y + 8, _mm256_sub_ps(acc[1], accm[1]));
 }
 
+static inline __attribute__((always_inline)) void r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
+                                                            bool pf) {
+    k4_group(false, nb, w, x, y, pf);
+}
+
+static inline __attribute__((always_inline)) void q5_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
+                                                           bool pf) {
+    k4_group(true, nb, w, x, y, pf);
+}
+
 X86_GEMV_R16_TWINS(gemv_q4_K_r16, r16_group, QK_K)
+X86_GEMV_R16_TWINS(gemv_q5_K_r16, q5_group, QK_K)
 
 /* Several tokens (tensor.h tensor_gemv.tokens). */
 X86_GEMM_R16_TOKENS(gemm_q4_K_r16_tokens, r16_tile, QK_K)
+X86_GEMM_R16_TOKENS(gemm_q5_K_r16_tokens, q5_tile, QK_K)
 
 void rt_fill_gemv_q4k16_avx2(tensor_kernels *k) {
     k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0, gemm_q4_K_r16_tokens, 0 };
     k->q4_K_r16_native = true;
+    /* 24: about even with the packed gemm at 16-24 tokens (the machine's noise, ±25 %) */
+    k->gemv_q5_K_r16 = (tensor_gemv){ gemv_q5_K_r16, TENSOR_R16_ROWS, gemv_q5_K_r16_lean, 0, gemm_q5_K_r16_tokens, 24 };
+    k->q5_K_r16_native = true;
 }

@@ -227,6 +227,19 @@ static inline __attribute__((always_inline)) __m256i x86_bit_to_4(__m256i h, int
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
+/* Q5_K packed 16 rows to a group (tensor.h TENSOR_Q5R16_BLOCK): the fifth bits of rows
+ * 8g..8g+7 of a packed vector, from the 32 bits of its mask at m + 4g (bit k: byte k), as 16
+ * in the bytes whose bit is set, 0 in the others. */
+static inline __m256i x86_q5r16_bits16(const uint8_t *m) {
+    int32_t v;
+    memcpy(&v, m, 4);
+    const __m256i idx = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);   /* byte k: bit k % 8 */
+    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(v), idx), sel);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(b, sel), _mm256_set1_epi8(16));
+}
+
 /* int16 lane k of each 128-bit half of s (both halves equal) broadcast to all 16 lanes. */
 static inline __m256i x86_bcast_i16(__m256i s, int k) {
     return _mm256_shuffle_epi8(s, _mm256_set1_epi16((short)(((2 * k + 1) << 8) | (2 * k))));
