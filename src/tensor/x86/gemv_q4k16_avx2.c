@@ -170,15 +170,7 @@ static inline __attribute__((always_inline)) void k4_tile(bool q5, int T, int64_
     }
 }
 
-static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
-                                                           size_t xs, float *y, int64_t ldy, bool pf) {
-    k4_tile(false, T, nb, w, x, xs, y, ldy, pf);
-}
-
-static inline __attribute__((always_inline)) void q5_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
-                                                          size_t xs, float *y, int64_t ldy, bool pf) {
-    k4_tile(true, T, nb, w, x, xs, y, ldy, pf);
-}
+X86_K4_TILES(k4_tile)
 
 /* One token: the group kernel of X86_GEMV_R16_TWINS. k4_tile's operations with T = 1, the
  * chunks outermost so that both halves share the broadcasts: 1.02-1.03x the speed of

@@ -125,15 +125,7 @@ static inline __attribute__((always_inline)) void k4_tile(bool q5, int T, int64_
     for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, _mm512_sub_ps(acc[t], accm[t]));
 }
 
-static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
-                                                           size_t xs, float *y, int64_t ldy, bool pf) {
-    k4_tile(false, T, nb, w, x, xs, y, ldy, pf);
-}
-
-static inline __attribute__((always_inline)) void q5_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,
-                                                          size_t xs, float *y, int64_t ldy, bool pf) {
-    k4_tile(true, T, nb, w, x, xs, y, ldy, pf);
-}
+X86_K4_TILES(k4_tile)
 
 /* One token: the group kernel of X86_GEMV_R16_TWINS. */
 static inline __attribute__((always_inline)) void r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,

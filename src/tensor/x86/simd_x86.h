@@ -397,6 +397,18 @@ static inline __attribute__((always_inline)) void x86_kq_rows(int G, int P, x86_
     }                                                                                                                \
     X86_GEMV_PF_TWINS(name)
 
+/* r16_tile and q5_tile, the Q4_K and Q5_K tiles (tile_fn of X86_GEMM_R16_TOKENS) of a file's
+ * k4_fn(q5, T, nb, w, x, xs, y, ldy, pf). */
+#define X86_K4_TILES(k4_fn)                                                                                         \
+    static inline __attribute__((always_inline)) void r16_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x, \
+                                                               size_t xs, float *y, int64_t ldy, bool pf) {         \
+        k4_fn(false, T, nb, w, x, xs, y, ldy, pf);                                                                  \
+    }                                                                                                               \
+    static inline __attribute__((always_inline)) void q5_tile(int T, int64_t nb, const uint8_t *w, const uint8_t *x,  \
+                                                              size_t xs, float *y, int64_t ldy, bool pf) {          \
+        k4_fn(true, T, nb, w, x, xs, y, ldy, pf);                                                                   \
+    }
+
 /* A tensor_gemv.tokens function, name, over a packed layout of qk-element blocks: each 16-row
  * group against the tokens in tiles of up to four, tile_fn(T, blocks, group, x, x_stride, y,
  * ldy, pf) for T = 1..4 (a constant), the first tile fetching ahead: the group's bytes come
