@@ -2,8 +2,8 @@
  * ggml's repacked gemm (tensor.h, gemm_q4_K_rp; rt_dot_q4_K_rp), for CPUs without AVX-512;
  * Q5_K rows in the same order (gemm[Q5_K], rt_dot_q5_K_rp) on the same tiles, in the file's
  * layout or packed 16 rows to a group (gemm_q5_K_r16: the panels straight from the packed
- * runs, without the file layout's gathers: 3072 x 1024, 512 tokens, 2 threads, 193-200
- * against 153-190 GFLOP/s).
+ * runs, without the file layout's gathers: 3072 x 1024, 512 tokens, 2 threads, 192-193
+ * against 181-185 GFLOP/s).
  *
  * Every output element performs exactly rt_dot_q4_K_rp's operations: per 64-element chunk j
  * the exact integer sum sc[2j]·Σ q·y + sc[2j+1]·Σ q·y and the exact min sum

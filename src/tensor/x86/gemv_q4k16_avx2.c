@@ -20,13 +20,15 @@
  * compare a mask) and are or-ed into the nibbles, and the int16 sums are scaled every four
  * units (k4_tile says why). That is 17 vector operations a unit and half where Q4_K takes 7,
  * so the kernel is bound by its operations: in cache (/tmp/s16/gv.c outside the repo, 512 x
- * 1024, one thread, three alternating rounds) 11.4-19.4 GB/s against 10.6-17.7 for the file
- * layout's kernel (gemv_avx2.c gemv_q5_K_rp) and 18-31 for packed Q4_K. Its gain is the
- * several-token kernel: tensor_matmul, 3072 x 1024, 2 threads, GFLOP/s file layout's gemm
- * (gemm_q4k_avx2.c gemm_q5_K, whose panels gather the rows) against this: 4 tokens 53-57 /
- * 129-157, 8 tokens 104-107 / 138-177, 16 110 / 167; from 24 tokens the packed gemm
- * (gemm_q4k_avx2.c gemm_q5_K_r16) takes over (32 tokens 140, 64 159-204, 512 193-200 against
- * 114-119 at 32-64 for this kernel), hence tokens_max.
+ * 1024, one thread, four alternating rounds in quiet minutes) 19.0-19.4 GB/s against 17.7 for
+ * the file layout's kernel (gemv_avx2.c gemv_q5_K_rp) and 31.7 for packed Q4_K; the masks
+ * read as Q4_K-like bit planes instead (a layout the AVX-512 kernel's masked adds would lose
+ * by) measured 20.5: not worth a second layout. The several-token kernel gains more:
+ * tensor_matmul, 3072 x 1024, 2 threads, GFLOP/s, the file layout's gemm (gemm_q4k_avx2.c
+ * gemm_q5_K, whose panels gather the rows) against this: 4 tokens 52-59 / 155-158, 8 tokens
+ * 82-85 / 121, 16 tokens 95-119 / 116-122 (four shapes); from 24 tokens the packed gemm
+ * (gemm_q4k_avx2.c gemm_q5_K_r16) takes over (512 tokens: 192-193 against the file layout's
+ * 181-185), this kernel falling behind it (114-119 at 32-64), hence tokens_max.
  *
  * Memory: a thread's groups are one run of memory, read in order; each block prefetches the
  * lines R16_PF_BLOCKS blocks ahead (the AVX-512 kernel's distance), and the lean twin does without
@@ -254,7 +256,7 @@ X86_GEMM_R16_TOKENS(gemm_q5_K_r16_tokens, q5_tile, QK_K)
 void rt_fill_gemv_q4k16_avx2(tensor_kernels *k) {
     k->gemv_q4_K_r16 = (tensor_gemv){ gemv_q4_K_r16, TENSOR_R16_ROWS, gemv_q4_K_r16_lean, 0, gemm_q4_K_r16_tokens, 0 };
     k->q4_K_r16_native = true;
-    /* 24: about even with the packed gemm at 16-24 tokens (the machine's noise, ±25 %) */
+    /* 24: about even with the packed gemm at 16-24 tokens (within the machine's noise) */
     k->gemv_q5_K_r16 = (tensor_gemv){ gemv_q5_K_r16, TENSOR_R16_ROWS, gemv_q5_K_r16_lean, 0, gemm_q5_K_r16_tokens, 24 };
     k->q5_K_r16_native = true;
 }
