@@ -326,10 +326,10 @@ static void test_q5_r16_extremes(void **state) {
     uint8_t *w = xalloc(wb * rows), *p = xalloc(wb * rows), *x = xalloc(tensor_act_row_bytes(GGUF_T_Q8_K, n));
     float *f = xalloc((size_t)(n * 100) * 4), *y0 = xalloc((size_t)(rows * 100) * 4), *y1 = xalloc((size_t)(rows * 100) * 4);
     memset(w, 0xFF, wb * rows);
-    for (size_t b = 0; b < wb * rows / 176; b++)
+    for (size_t b = 0; b < wb * rows / block_bytes(GGUF_T_Q5_K); b++)
         for (int k = 0; k < 2; k++) {
             const uint16_t h = rand_scale(&r);
-            memcpy(w + b * 176 + 2 * k, &h, 2);
+            memcpy(w + b * block_bytes(GGUF_T_Q5_K) + 2 * k, &h, 2);
         }
     pack_matrix(GGUF_T_Q5_K, w, wb, n, rows, p);
     const tensor_kernels *tab[6];
