@@ -24,6 +24,7 @@ source "$(dirname "$0")/lib/harness.sh"
 start() {
   local model=$1
   shift
+  : >"$WORK/log"
   "$SRV" -m "$DATA/models/$model" --chat-template-file "$TMPL" --port 0 -c 512 -np 2 -t 2 "$@" >"$WORK/log" 2>&1 &
   PID=$!
   wait_port

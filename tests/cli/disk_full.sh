@@ -24,6 +24,7 @@ step() { echo "disk_full.sh: $*"; }
 # start [FSIZE_KIB]: a server on a free port, under a file-size limit when given (its log is
 # far smaller than the limit)
 start() {
+  : >"$WORK/log"
   (
     [ -n "${1:-}" ] && ulimit -f "$1"
     exec "$SRV" -m "$MODEL" --chat-template-file "$TMPL" --port 0 -c 512 -np 2 -t 2 \

@@ -31,6 +31,7 @@ set -e
 
 # --- start (port 0: the server prints the one it got), with a slow load to see the 503s -------------
 step "start (port 0: the server prints the one it got), with a slow load to see the 503s"
+: >"$WORK/log"
 RECUR_SERVER_LOAD_DELAY_MS=1500 "$SRV" -m "$MODEL" --chat-template-file "$TMPL" --port 0 -c 4096 -np 2 \
   --api-key "$KEY" --metrics -t 2 >"$WORK/log" 2>&1 &
 PID=$!
@@ -292,6 +293,7 @@ PID=
 
 # --- --q8-order block: the server runs its contexts in the block order -----------------------------
 step "--q8-order block"
+: >"$WORK/log"
 "$SRV" -m "$MODEL" --chat-template-file "$TMPL" --port 0 -c 512 -np 1 -t 2 --q8-order block >"$WORK/log" 2>&1 &
 PID=$!
 wait_port

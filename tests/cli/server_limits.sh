@@ -18,6 +18,7 @@ source "$(dirname "$0")/lib/harness.sh"
 START_S=$(date +%s)
 step() { echo "server_limits.sh: [$(( $(date +%s) - START_S ))s] $*"; }
 
+: >"$WORK/log"
 "$SRV" -m "$MODEL" --chat-template-file "$TMPL" --port 0 -c "$NCTX" -np 1 -t 2 >"$WORK/log" 2>&1 &
 PID=$!
 wait_port

@@ -1,7 +1,10 @@
 # harness.sh — what the server shell tests share (sourced, not run: tests/cli/lib is not globbed
 # into CTest): a work folder removed at exit with the server killed, fail() showing the tail of the
 # server's log, and the wait for a server started on port 0 to print its port and load its model.
-# The sourcing script starts the server with its output in "$WORK/log" and sets PID.
+# The sourcing script starts the server with its output in "$WORK/log" and sets PID, emptying the
+# log first (`: >"$WORK/log"`) in this shell: a background job's own `>` runs in the child after the
+# fork, so without it wait_port could read the previous server's "listening on" line, and then find
+# the log truncated under it.
 WORK=$(mktemp -d)
 PID=
 harness_cleanup() {
