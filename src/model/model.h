@@ -158,6 +158,7 @@ struct recur_model {
     bool               repack_q8;   /* and Q8_0 */
     bool               repack_q40;  /* and Q4_0 */
     bool               repack_q5;   /* and Q5_K */
+    bool               repack_q5_fives;   /* in the five-byte layout (the table's q5_K_r16_fives) */
     void             **packed;      /* the packed weights' arena chunks [n_packed] */
     int                n_packed, cap_packed;
     uint8_t           *pack_at;     /* the free part of the last chunk */

@@ -303,6 +303,7 @@ static recur_status model_open(struct recur_model *m, const char *path, const re
                    (tensor_q8_0_r16_preferred(kt) || (rq8 && strcmp(rq8, "1") == 0 && kt->q8_0_r16_native));
     m->repack_q40 = m->repack && !q40_off && tensor_q4_0_r16_preferred(kt);
     m->repack_q5 = m->repack && !q5_off && tensor_q5_K_r16_preferred(kt);
+    m->repack_q5_fives = m->repack_q5 && kt->q5_K_r16_fives;
     /* every page now, in 2 MiB pages where it can (gguf_map.c), as decode reads them all; and
      * before packing unmaps the packed matrices' pages */
     gguf_map_all(m->g);

@@ -126,10 +126,12 @@ void model_repack(struct recur_model *m, model_w *w, bool lookup) {
     if (!dst) return;
     const uint8_t *src = w->data;
     const size_t gb = rb * TENSOR_R16_ROWS;
+    void (*q5)(const void *, size_t, int64_t, void *) = m->repack_q5_fives ? tensor_q5_K_r16f_pack
+                                                                          : tensor_q5_K_r16_pack;
     void (*pack)(const void *, size_t, int64_t, void *) = w->type == GGUF_T_Q4_K   ? tensor_q4_K_r16_pack
                                                         : w->type == GGUF_T_Q6_K ? tensor_q6_K_r16_pack
                                                         : w->type == GGUF_T_Q4_0 ? tensor_q4_0_r16_pack
-                                                        : w->type == GGUF_T_Q5_K ? tensor_q5_K_r16_pack
+                                                        : w->type == GGUF_T_Q5_K ? q5
                                                                                  : tensor_q8_0_r16_pack;
     size_t dropped = 0;   /* the file's bytes already let go: a big matrix (a 200 MB token
                            * embedding) would otherwise hold both copies at its end */

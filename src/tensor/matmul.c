@@ -275,10 +275,12 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     void (*unpack)(const void *, int64_t, void *, size_t) = q4    ? tensor_q4_K_r16_unpack
                                                            : q6  ? tensor_q6_K_r16_unpack
                                                            : q40 ? tensor_q4_0_r16_unpack
-                                                           : q5  ? tensor_q5_K_r16_unpack
+                                                           : q5  ? (j->k->q5_K_r16_fives ? tensor_q5_K_r16f_unpack
+                                                                                         : tensor_q5_K_r16_unpack)
                                                                  : tensor_q8_0_r16_unpack;
     const rt_dot_r16_fn dot = q4 ? rt_dot_q4_K_r16 : q6 ? rt_dot_q6_K_r16 : q40 ? rt_dot_q4_0_r16
-                            : q5 ? rt_dot_q5_K_r16 : j->k->q8_block ? rt_dot_q8_0_blk_r16 : rt_dot_q8_0_r16;
+                            : q5 ? (j->k->q5_K_r16_fives ? rt_dot_q5_K_r16f : rt_dot_q5_K_r16)
+                            : j->k->q8_block ? rt_dot_q8_0_blk_r16 : rt_dot_q8_0_r16;
     for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
         const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
         if (buf) {

@@ -1,8 +1,9 @@
-/* q5k_r16.c — Q5_K rows packed 16 to a group (tensor.h): packing, unpacking, and the scalar
- * dot over a packed group in the order of the AVX-512 and AVX2 tables' Q5_K dot (rt_dot_q5_K_rp),
- * the oracle of the SIMD kernels (x86/gemv_q4k16_avx512.c and x86/gemv_q4k16_avx2.c
- * gemv_q5_K_r16). Only those tables pack Q5_K (their kernels are the ones that need it), so
- * only their order is needed here. */
+/* q5k_r16.c — Q5_K rows packed 16 to a group (tensor.h), in both layouts (the AVX-512 table's
+ * masks, the AVX2 table's five-byte runs): packing, unpacking, and the scalar dot over a packed
+ * group in the order of the AVX-512 and AVX2 tables' Q5_K dot (rt_dot_q5_K_rp), the oracle of
+ * the SIMD kernels (x86/gemv_q4k16_avx512.c and x86/gemv_q4k16_avx2.c gemv_q5_K_r16). Only
+ * those tables pack Q5_K (their kernels are the ones that need it), so only their order is
+ * needed here. */
 #include <math.h>
 #include <string.h>
 
@@ -65,9 +66,90 @@ static int q5r16_value(const uint8_t *h, int r, int j, int u, int half, int e) {
     return (half ? q >> 4 : q & 0xF) | bit << 4;
 }
 
+/* The five-byte layout (tensor.h, after TENSOR_Q5R16_BLOCK): value k (0..7) of lane l of run (j, q,
+ * g), for row 8g + l/4, element l%4 of unit 4q + k/2, sub-block 2j + k%2. Values 0-4 are bits
+ * 0-4 of bytes P0-P4; values 5-7 are made of their bits 5-7 (15 bits, 5 a value):
+ *   v5 = P0[5..7] | P1[5..6] << 3,  v6 = P1[7] | P2[5..7] << 1 | P3[5] << 4,
+ *   v7 = P3[6..7] | P4[5..7] << 2. */
+static const uint8_t *q5f_run(const uint8_t *h, int r, int j, int u) {
+    return h + Q5R16F_Q + 640 * j + 160 * (2 * (u / 4) + r / 8) + 4 * (r % 8);
+}
+
+/* The pieces of value k: (byte, bit of the byte, bits, bit of the value), up to three. */
+typedef struct { int8_t byte, shift, bits, at; } q5f_piece;
+static const q5f_piece q5f_pieces[8][3] = {
+    { { 0, 0, 5, 0 } }, { { 1, 0, 5, 0 } }, { { 2, 0, 5, 0 } }, { { 3, 0, 5, 0 } }, { { 4, 0, 5, 0 } },
+    { { 0, 5, 3, 0 }, { 1, 5, 2, 3 } },
+    { { 1, 7, 1, 0 }, { 2, 5, 3, 1 }, { 3, 5, 1, 4 } },
+    { { 3, 6, 2, 0 }, { 4, 5, 3, 2 } },
+};
+
+static int q5f_get(const uint8_t *h, int r, int j, int u, int half, int e) {
+    const uint8_t *p = q5f_run(h, r, j, u) + e;
+    const int k = 2 * (u % 4) + half;
+    int v = 0;
+    for (int i = 0; i < 3 && q5f_pieces[k][i].bits; i++) {
+        const q5f_piece c = q5f_pieces[k][i];
+        v |= (p[32 * c.byte] >> c.shift & ((1 << c.bits) - 1)) << c.at;
+    }
+    return v;
+}
+
+static void q5f_put(uint8_t *h, int r, int j, int u, int half, int e, int v) {
+    uint8_t *p = (uint8_t *)q5f_run(h, r, j, u) + e;
+    const int k = 2 * (u % 4) + half;
+    for (int i = 0; i < 3 && q5f_pieces[k][i].bits; i++) {
+        const q5f_piece c = q5f_pieces[k][i];
+        p[32 * c.byte] |= (uint8_t)((v >> c.at & ((1 << c.bits) - 1)) << c.shift);
+    }
+}
+
+/* Block i of the 16 rows at `rows` to or from its five-byte run at h: d, dmin and scales at
+ * Q4_K's packed places (rt_r16_k4_move, its qs bytes moved to scratch), then each value. */
+static void q5f_move(uint8_t *rows, size_t stride, int64_t n, uint8_t *h, bool pack) {
+    for (int64_t i = 0; i < n / QK_K; i++, h += TENSOR_Q5R16_BLOCK) {
+        uint8_t scratch[R16_QS + 64 * 32];
+        if (pack) {
+            memset(h + Q5R16F_Q, 0, TENSOR_Q5R16_BLOCK - Q5R16F_Q);
+        } else {
+            memcpy(scratch, h, R16_QS);
+            memset(scratch + R16_QS, 0, sizeof scratch - R16_QS);   /* the rows' qs start at 0 */
+        }
+        for (int r = 0; r < TENSOR_R16_ROWS; r++) {
+            uint8_t *a = rows + (size_t)r * stride + (size_t)i * Q5_K_BYTES;
+            if (!pack) memset(a + Q5_K_QH, 0, QK_K / 8);
+            rt_r16_k4_move(a, scratch, r, Q5_K_QS, R16_QS, pack);
+            for (int j = 0; j < 4; j++)
+                for (int l = 0; l < 32; l++)   /* element l of sub-blocks 2j (half 0) and 2j+1 */
+                    for (int half = 0; half < 2; half++) {
+                        uint8_t *q = a + Q5_K_QS + 32 * j + l, *qh = a + Q5_K_QH + l;
+                        const int b = 2 * j + half;
+                        if (pack) {
+                            const int v = (half ? *q >> 4 : *q & 0xF) | (*qh >> b & 1) << 4;
+                            q5f_put(h, r, j, l / 4, half, l % 4, v);
+                        } else {
+                            const int v = q5f_get(h, r, j, l / 4, half, l % 4);
+                            *q |= (uint8_t)((v & 0xF) << 4 * half);
+                            *qh |= (uint8_t)((v >> 4) << b);
+                        }
+                    }
+        }
+        if (pack) memcpy(h, scratch, R16_QS);
+    }
+}
+
+void tensor_q5_K_r16f_pack(const void *src, size_t src_stride, int64_t n, void *dst) {
+    q5f_move((uint8_t *)(uintptr_t)src, src_stride, n, dst, true);
+}
+
+void tensor_q5_K_r16f_unpack(const void *src, int64_t n, void *dst, size_t dst_stride) {
+    q5f_move(dst, dst_stride, n, (uint8_t *)(uintptr_t)src, false);
+}
+
 /* rt_dot_q5_K_rp over the packed bytes: per chunk j the exact sum sc[2j]·s1 + sc[2j+1]·s2 and
- * the exact min sum, one fma each into acc and accm; acc − accm. */
-float rt_dot_q5_K_r16(int64_t n, const void *group, int r, const void *x) {
+ * the exact min sum, one fma each into acc and accm; acc − accm. value: the layout's. */
+static float q5r16_dot(int (*value)(const uint8_t *, int, int, int, int, int), int64_t n, const void *group, int r,
+                       const void *x) {
     const uint8_t *g = group, *b = x;
     float acc = 0.0f, accm = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++, b += Q8_K_BYTES) {
@@ -79,14 +161,22 @@ float rt_dot_q5_K_r16(int64_t n, const void *group, int r, const void *x) {
         for (int j = 0; j < 4; j++, y += 64) {
             int s1 = 0, s2 = 0;
             for (int l = 0; l < 32; l++) {
-                s1 += q5r16_value(h, r, j, l / 4, 0, l % 4) * y[l];
-                s2 += q5r16_value(h, r, j, l / 4, 1, l % 4) * y[l + 32];
+                s1 += value(h, r, j, l / 4, 0, l % 4) * y[l];
+                s2 += value(h, r, j, l / 4, 1, l % 4) * y[l + 32];
             }
             acc = fmaf((float)(sc[2 * j] * s1 + sc[2 * j + 1] * s2), d, acc);
             accm = fmaf((float)rt_q4_K_rp_min(b, m, j), dmin, accm);
         }
     }
     return acc - accm;
+}
+
+float rt_dot_q5_K_r16(int64_t n, const void *group, int r, const void *x) {
+    return q5r16_dot(q5r16_value, n, group, r, x);
+}
+
+float rt_dot_q5_K_r16f(int64_t n, const void *group, int r, const void *x) {
+    return q5r16_dot(q5f_get, n, group, r, x);
 }
 
 bool tensor_q5_K_r16_preferred(const tensor_kernels *k) { return k && k->q5_K_r16_native; }

@@ -246,10 +246,12 @@ typedef struct tensor_kernels {
      * each element with gemm[Q4_0]'s bits; w a group's start, n_rows a multiple of 16,
      * w_stride the Q4_0 row bytes. */
     tensor_gemm_fn       gemm_q4_0_r16;
-    /* Q5_K rows packed 16 to a group (tensor_q5_K_r16_pack): row r gets vec_dot[Q5_K]'s bits
-     * for the row it was. Only a table whose Q5_K dot it reproduces has it (AVX-512, AVX2). */
+    /* Q5_K rows packed 16 to a group (tensor_q5_K_r16_pack, or with q5_K_r16_fives
+     * tensor_q5_K_r16f_pack): row r gets vec_dot[Q5_K]'s bits for the row it was. Only a table
+     * whose Q5_K dot it reproduces has it (AVX-512, AVX2). */
     tensor_gemv          gemv_q5_K_r16;
     bool                 q5_K_r16_native;   /* gemv_q5_K_r16 is a SIMD kernel */
+    bool                 q5_K_r16_fives;    /* its layout is the five-byte one (AVX2) */
     /* optional (NULL: matmul unpacks the rows for gemm[Q5_K]): gemm[Q5_K] over rows packed so,
      * each element with gemm[Q5_K]'s bits; w a group's start, n_rows a multiple of 16,
      * w_stride the Q5_K row bytes. */
@@ -346,9 +348,10 @@ void tensor_q4_0_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_st
 /* ---- Q5_K packed 16 rows to a group -------------------------------------------------------
  *
  * As Q4_0 above, for the single-token Q5_K kernels (x86/gemv_q4k16_avx512.c, x86/gemv_q4k16_avx2.c
- * gemv_q5_K_r16), whose
- * file-layout kernel is bound by its vector work (each row's fifth bits, scales and lane sums),
- * not by memory. Block i of 16 rows is one run of TENSOR_Q5R16_BLOCK bytes with one lane per row:
+ * gemv_q5_K_r16), whose file-layout kernel is bound by its vector work (each row's fifth bits,
+ * scales and lane sums), not by memory. Two layouts of the same size: the AVX-512 table's
+ * (masks, for its masked adds) and the AVX2 table's (five-byte runs, below). In the first,
+ * block i of 16 rows is one run of TENSOR_Q5R16_BLOCK bytes with one lane per row:
  *   [0, 32)       d of rows 0..15 (fp16)        [32, 64)  dmin of rows 0..15
  *   [64, 256)     scale byte k (0..11) of row r at 64 + 16k + r
  *   [256, 768)    the fifth bits: for chunk j (sub-blocks 2j, 2j+1), u = 0..7 and half h (0:
@@ -358,12 +361,23 @@ void tensor_q4_0_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_st
  * (Q4_K's packed places, with the masks between), and group g is blocks 0..n/256-1 of those
  * runs in order (16 rows' bytes). */
 #define TENSOR_Q5R16_BLOCK 2816
+/* The five-byte layout: the AVX2 table's layout of the same block (k->q5_K_r16_fives), whose kernel has no masked
+ * adds and would spend 10 of its 17 operations a unit turning masks into bits: d, dmin and
+ * scales as above; then, for chunk j, units 4q..4q+3 and rows 8g..8g+7, a run of 5 × 32 bytes
+ * at 256 + 640j + 160(2q + g), byte 32k + 4r + e of which is P_k's lane for row 8g + r,
+ * element e of the units' 4. Its 8 five-bit value vectors (v 2t + h: unit 4q + t, sub-block
+ * 2j + h) are bits 0-4 of P0..P4 (v0..v4) and, made of their bits 5-7, v5 = P0[5..7] |
+ * P1[5..6] << 3, v6 = P1[7] | P2[5..7] << 1 | P3[5] << 4, v7 = P3[6..7] | P4[5..7] << 2: an
+ * and a vector, or 5-8 operations for the last three. */
 /* Whether Q5_K matrices should be packed for table k: where it has the packed kernel. */
 bool tensor_q5_K_r16_preferred(const tensor_kernels *k);
 /* Packs 16 Q5_K rows of n elements (n a multiple of 256), src_stride bytes apart, into dst. */
 void tensor_q5_K_r16_pack(const void *src, size_t src_stride, int64_t n, void *dst);
 /* The inverse: the 16 rows of the group at src, to dst_stride bytes apart. */
 void tensor_q5_K_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_stride);
+/* The same two in the five-byte layout. */
+void tensor_q5_K_r16f_pack(const void *src, size_t src_stride, int64_t n, void *dst);
+void tensor_q5_K_r16f_unpack(const void *src, int64_t n, void *dst, size_t dst_stride);
 
 /* Fills the tables; safe to call more than once (recur_init calls it). */
 void tensor_init(void);
@@ -432,7 +446,8 @@ size_t tensor_matmul_scratch_bytes(uint32_t wtype, int64_t n_in, int64_t n_tok);
 #define TENSOR_T_Q8_0_R16 TENSOR_T_R16(GGUF_T_Q8_0)
 /* And for a Q4_0 W packed by tensor_q4_0_r16_pack (never a token embedding: no tensor_get_row). */
 #define TENSOR_T_Q4_0_R16 TENSOR_T_R16(GGUF_T_Q4_0)
-/* And for a Q5_K W packed by tensor_q5_K_r16_pack (never a token embedding: no tensor_get_row). */
+/* And for a Q5_K W packed by tensor_q5_K_r16_pack, or by tensor_q5_K_r16f_pack where the
+ * table's q5_K_r16_fives (never a token embedding: no tensor_get_row). */
 #define TENSOR_T_Q5_K_R16 TENSOR_T_R16(GGUF_T_Q5_K)
 void   tensor_matmul(tp_pool *pool, const tensor_kernels *k, uint32_t wtype, const void *W,
                      int64_t n_in, int64_t n_out, const float *X, int64_t n_tok,

@@ -49,6 +49,8 @@ enum {
     Q40R16_D = 0, Q40R16_QS = 32,
     /* offsets in a packed Q5_K run of 16 rows (tensor.h) */
     Q5R16_D = 0, Q5R16_DMIN = 32, Q5R16_SCALES = 64, Q5R16_QH = 256, Q5R16_QS = 768,
+    /* and in the five-byte layout: its runs of values from here, 640 bytes a chunk */
+    Q5R16F_Q = 256,
 };
 
 /* The 16 non-uniform levels of IQ4_NL / IQ4_XS. */
@@ -298,6 +300,8 @@ static inline void rt_r16_k4_row(const uint8_t *h, int r, float yd, uint8_t sc[8
 /* rt_dot_q5_K_rp of row r of a packed Q5_K group (the AVX-512 table's Q5_K order): the oracle
  * of gemv_q5_K_r16. */
 float rt_dot_q5_K_r16(int64_t n, const void *group, int r, const void *x);
+/* The same over the five-byte layout (tensor.h, after TENSOR_Q5R16_BLOCK): the AVX2 kernels' oracle. */
+float rt_dot_q5_K_r16f(int64_t n, const void *group, int r, const void *x);
 float rt_dot_q8_0_blk_r16(int64_t n, const void *group, int r, const void *x);
 /* The scalar gemv_q8_0_r16 of the table's Q8_0 order (k->q8_block: the block order). */
 void rt_fill_q8_0_r16(tensor_kernels *k);

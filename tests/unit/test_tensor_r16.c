@@ -1,10 +1,11 @@
 /* test_tensor_r16.c — tensor/: Q4_K, Q6_K, Q8_0, Q4_0 and Q5_K rows packed 16 to a group
  * (tensor.h tensor_q4_K_r16_pack, tensor_q6_K_r16_pack, tensor_q8_0_r16_pack,
- * tensor_q4_0_r16_pack, tensor_q5_K_r16_pack) and the single-token kernels over them
- * (gemv_q4_K_r16, gemv_q6_K_r16, gemv_q8_0_r16 of every table, gemv_q4_0_r16 and gemv_q5_K_r16
- * of the tables that have them, against their own vec_dot[Q4_0] / vec_dot[Q5_K], and the scalar
- * oracles rt_dot_q4_0_r16 / rt_dot_q5_K_r16 too; Q8_0: of the q8blk tables too, in the block
- * order), for each type:
+ * tensor_q4_0_r16_pack, tensor_q5_K_r16_pack, and Q5_K's five-byte layout tensor_q5_K_r16f_pack)
+ * and the single-token kernels over them (gemv_q4_K_r16, gemv_q6_K_r16, gemv_q8_0_r16 of every
+ * table, gemv_q4_0_r16 and gemv_q5_K_r16 of the tables that have them, against their own
+ * vec_dot[Q4_0] / vec_dot[Q5_K], and the scalar oracles rt_dot_q4_0_r16 / rt_dot_q5_K_r16 /
+ * rt_dot_q5_K_r16f too; Q8_0: of the q8blk tables too, in the block order; Q5_K packed in the
+ * layout of the table that runs it), for each type:
  *
  *  - packing then unpacking gives the rows back byte for byte (Q6_K, Q8_0: one row at a time
  *    too), and a packed Q4_K or Q8_0 group holds the same bytes as its 16 rows (a permutation);
@@ -48,19 +49,20 @@ static bool own_order(uint32_t t) { return t == GGUF_T_Q4_0 || t == GGUF_T_Q5_K;
 
 static uint32_t packed_type(uint32_t t) { return TENSOR_T_R16(t); }
 
-static void pack16(uint32_t t, const void *src, size_t stride, int64_t n, void *dst) {
+/* fives: Q5_K in the five-byte layout (a table's q5_K_r16_fives), not the masks */
+static void pack16(uint32_t t, bool fives, const void *src, size_t stride, int64_t n, void *dst) {
     (t == GGUF_T_Q4_K   ? tensor_q4_K_r16_pack
      : t == GGUF_T_Q6_K ? tensor_q6_K_r16_pack
      : t == GGUF_T_Q4_0 ? tensor_q4_0_r16_pack
-     : t == GGUF_T_Q5_K ? tensor_q5_K_r16_pack
+     : t == GGUF_T_Q5_K ? (fives ? tensor_q5_K_r16f_pack : tensor_q5_K_r16_pack)
                         : tensor_q8_0_r16_pack)(src, stride, n, dst);
 }
 
-static void unpack16(uint32_t t, const void *src, int64_t n, void *dst, size_t stride) {
+static void unpack16(uint32_t t, bool fives, const void *src, int64_t n, void *dst, size_t stride) {
     (t == GGUF_T_Q4_K   ? tensor_q4_K_r16_unpack
      : t == GGUF_T_Q6_K ? tensor_q6_K_r16_unpack
      : t == GGUF_T_Q4_0 ? tensor_q4_0_r16_unpack
-     : t == GGUF_T_Q5_K ? tensor_q5_K_r16_unpack
+     : t == GGUF_T_Q5_K ? (fives ? tensor_q5_K_r16f_unpack : tensor_q5_K_r16_unpack)
                         : tensor_q8_0_r16_unpack)(src, n, dst, stride);
 }
 
@@ -126,25 +128,30 @@ static void fill_rows(rng *r, uint32_t t, bool raw, uint8_t *w, int64_t n, int64
         }
 }
 
-static void pack_matrix(uint32_t t, const uint8_t *w, size_t ws, int64_t n, int64_t rows, uint8_t *p) {
+/* W packed as table k lays it out (model/repack.c: Q5_K's layout is the table's) */
+static void pack_matrix(uint32_t t, const tensor_kernels *k, const uint8_t *w, size_t ws, int64_t n, int64_t rows,
+                        uint8_t *p) {
     const size_t wb = tensor_row_bytes(t, n);
     for (int64_t g = 0; g < rows / TENSOR_R16_ROWS; g++)
-        pack16(t, w + (size_t)g * TENSOR_R16_ROWS * ws, ws, n, p + (size_t)g * TENSOR_R16_ROWS * wb);
+        pack16(t, k->q5_K_r16_fives, w + (size_t)g * TENSOR_R16_ROWS * ws, ws, n, p + (size_t)g * TENSOR_R16_ROWS * wb);
 }
 
 static void test_pack_round_trip(void **state) {
     (void)state;
     rng r = { 31 };
     static const int64_t ns[] = { 256, 768, 2816 };
-    for (size_t l = 0; l < N_TYPES * sizeof ns / sizeof ns[0]; l++) {
-        const uint32_t t = types[l % N_TYPES];
-        const int64_t n = ns[l / N_TYPES];
+    for (size_t l = 0; l < (N_TYPES + 1) * sizeof ns / sizeof ns[0]; l++) {
+        /* the last "type": Q5_K in the five-byte layout */
+        const bool fives = l % (N_TYPES + 1) == N_TYPES;
+        const uint32_t t = fives ? GGUF_T_Q5_K : types[l % (N_TYPES + 1)];
+        const int64_t n = ns[l / (N_TYPES + 1)];
         const size_t wb = tensor_row_bytes(t, n), ws = wb + 7;
         uint8_t *w = xalloc(ws * TENSOR_R16_ROWS), *p = xalloc(wb * TENSOR_R16_ROWS), *u = xalloc(ws * TENSOR_R16_ROWS);
         for (size_t i = 0; i < ws * TENSOR_R16_ROWS; i++) w[i] = (uint8_t)rng_u64(&r);
         memset(u, 0xA5, ws * TENSOR_R16_ROWS);
-        pack16(t, w, ws, n, p);
-        unpack16(t, p, n, u, ws);
+        memset(p, 0x5A, wb * TENSOR_R16_ROWS);   /* packing writes every byte */
+        pack16(t, fives, w, ws, n, p);
+        unpack16(t, fives, p, n, u, ws);
         for (int row = 0; row < TENSOR_R16_ROWS; row++)
             assert_memory_equal(w + (size_t)row * ws, u + (size_t)row * ws, wb);
         for (int row = 0; (t == GGUF_T_Q6_K || t == GGUF_T_Q8_0) && row < TENSOR_R16_ROWS; row++) {
@@ -187,9 +194,9 @@ static void test_gemv_r16_bits(void **state) {
         for (int raw = 0; raw < 2; raw++) {
             fill_rows(&r, t, raw, w, n, rows);
             for (int64_t o = rows - 1; o >= 0; o--) memmove(w + (size_t)o * ws, w + (size_t)o * wb, wb);
-            pack_matrix(t, w, ws, n, rows, p);
             fill_rough_spread(&r, f, n, raw ? 6.0f : 2.0f);
             for (int k = 0; k < 2 * nt; k++) {   /* then each without its software prefetch */
+                pack_matrix(t, tab[k % nt], w, ws, n, rows, p);
                 /* the activations as the table lays them out (a Q8_0 tail is per order) */
                 tensor_act_quantize(tab[k % nt], vt, f, x, n);
                 int distinct = 0;
@@ -199,7 +206,9 @@ static void test_gemv_r16_bits(void **state) {
                 }
                 assert_true(distinct >= rows / 2);
                 for (int64_t o = 0; own_order(t) && k < nt && o < rows; o++) {   /* the scalar oracle too */
-                    const float d = (t == GGUF_T_Q4_0 ? rt_dot_q4_0_r16 : rt_dot_q5_K_r16)(
+                    const float d = (t == GGUF_T_Q4_0              ? rt_dot_q4_0_r16
+                                     : tab[k % nt]->q5_K_r16_fives ? rt_dot_q5_K_r16f
+                                                                   : rt_dot_q5_K_r16)(
                         n, p + (size_t)(o / TENSOR_R16_ROWS) * TENSOR_R16_ROWS * wb, (int)(o % TENSOR_R16_ROWS), x);
                     if (memcmp(&d, &want[o], 4) != 0)
                         fail_msg("%s oracle n %lld raw %d row %lld: %a, want %a", tn, (long long)n, raw, (long long)o,
@@ -286,14 +295,14 @@ static void test_matmul_r16(void **state) {
             const int64_t n = mc->n, rows = mc->n_outs[2] ? mc->n_outs[2] : mc->n_outs[0];
             const size_t wb = tensor_row_bytes(t, n);
             fill_rows(&r, t, false, w, n, rows);
-            pack_matrix(t, w, wb, n, rows, p);
             fill_rough_spread(&r, f6, n * 32, 2.0f);
             tensor_kernels_scalar()->from_float[t6](f6, w6, n * 32);
             fill_rough_spread(&r, x, n * max_tok, 2.0f);
             for (int nth = 1; nth <= 3; nth++) {
                 tp_pool *pool = tp_new(nth);
                 assert_non_null(pool);
-                for (int k = 0; k < nt; k++)
+                for (int k = 0; k < nt; k++) {
+                    pack_matrix(t, tab[k], w, wb, n, rows, p);
                     for (size_t a = 0; a < 3 && mc->n_outs[a]; a++)
                         for (size_t b = 0; b < 4 && mc->n_toks[b]; b++)
                             for (int pair = 0; pair < 2; pair++) {
@@ -306,6 +315,7 @@ static void test_matmul_r16(void **state) {
                                              tab[k]->isa, t, nth, (long long)n, (long long)no, (long long)nk, pair);
                                 if (pair) assert_memory_equal(z0, z1, (size_t)(32 * nk) * 4);
                             }
+                }
                 tp_free(pool);
             }
         }
@@ -331,12 +341,12 @@ static void test_q5_r16_extremes(void **state) {
             const uint16_t h = rand_scale(&r);
             memcpy(w + b * block_bytes(GGUF_T_Q5_K) + 2 * k, &h, 2);
         }
-    pack_matrix(GGUF_T_Q5_K, w, wb, n, rows, p);
     const tensor_kernels *tab[6];
     const int nt = tables_for(GGUF_T_Q5_K, tab);
     for (int sign = 0; sign < 2; sign++) {
         for (int64_t i = 0; i < n * 100; i++) f[i] = sign ? -1.0f : 1.0f;
         for (int k = 0; k < nt; k++) {
+            pack_matrix(GGUF_T_Q5_K, tab[k], w, wb, n, rows, p);
             tensor_act_quantize(tab[k], GGUF_T_Q8_K, f, x, n);
             const tensor_gemv gv = gemv16(tab[k], GGUF_T_Q5_K);
             gv.fn(n, p, wb, rows, 0, tensor_gemv_groups(rows, gv.group), x, y1);
@@ -371,7 +381,7 @@ static void test_get_row_r16(void **state) {
         uint8_t *w = xalloc(wb * rows), *p = xalloc(wb * rows);
         float *a = xalloc((size_t)n * 4), *b = xalloc((size_t)n * 4);
         fill_rows(&r, t, true, w, n, rows);
-        pack_matrix(t, w, wb, n, rows, p);
+        pack_matrix(t, tab[0], w, wb, n, rows, p);
         for (int k = 0; k < nt; k++)
             for (int64_t row = 0; row < rows; row++) {
                 tensor_get_row(tab[k], t, w, n, row, a);

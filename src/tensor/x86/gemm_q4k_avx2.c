@@ -81,8 +81,9 @@ static void pack_block(q4k_pblk *p, const uint8_t *const *row, __m256i vi, int64
 }
 
 /* The same panel block from rows 8·half..8·half+7 of a packed 16-row run at h (tensor.h
- * tensor_q4_K_r16_pack, q5: tensor_q5_K_r16_pack): a packed vector's half is already a panel
- * group (4 bytes a row, 8 rows), so no gathers; the fifth bits come from its mask. */
+ * tensor_q4_K_r16_pack, q5: tensor_q5_K_r16f_pack): a packed vector's half is already a panel
+ * group (4 bytes a row, 8 rows), so no gathers; Q5_K's values come whole from its five-byte
+ * runs. */
 static void pack_block_r16(q4k_pblk *p, const uint8_t *h, int half, bool q5) {
     for (int r = 0; r < QR; r++) {
         uint8_t q[12];
@@ -93,13 +94,15 @@ static void pack_block_r16(q4k_pblk *p, const uint8_t *h, int half, bool q5) {
     _mm256_store_ps(p->dmin, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + R16_DMIN + 16 * half))));
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     for (int j = 0; j < 4; j++)
+        _Pragma("GCC unroll 8")
         for (int k = 0; k < 8; k++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(h + (q5 ? Q5R16_QS : R16_QS) + 64 * (8 * j + k) + 32 * half));
-            __m256i lo = _mm256_and_si256(v, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+            __m256i lo, hi;
             if (q5) {
-                const uint8_t *mk = h + Q5R16_QH + 16 * (8 * j + k) + 4 * half;
-                lo = _mm256_or_si256(lo, x86_q5r16_bits16(mk));
-                hi = _mm256_or_si256(hi, x86_q5r16_bits16(mk + 8));
+                x86_q5f_values(h, j, k, half, &lo, &hi);
+            } else {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(h + R16_QS + 64 * (8 * j + k) + 32 * half));
+                lo = _mm256_and_si256(v, lo4);
+                hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
             }
             _mm256_store_si256((__m256i *)p->q[16 * j + k], lo);
             _mm256_store_si256((__m256i *)p->q[16 * j + 8 + k], hi);
@@ -277,7 +280,7 @@ static inline __attribute__((always_inline)) void gemm_k4(bool q5, bool r16, int
     if (n_tok >= QT && nb > QPB && gemm_q4k_pieces(q5, r16, nb, W, ws, n_rows, X, xs, n_tok, y, ldy)) return;
     if (nb > QPB || n_tok < QT) {   /* too few tokens to pay for the panel (or no memory): the dot */
         if (r16)
-            x86_gemm_r16_unpacked(tensor_q5_K_r16_unpack, gemm_q5_K, rt_dot_q5_K_r16, n, W, ws, n_rows, X, xs, n_tok,
+            x86_gemm_r16_unpacked(tensor_q5_K_r16f_unpack, gemm_q5_K, rt_dot_q5_K_r16f, n, W, ws, n_rows, X, xs, n_tok,
                                   y, ldy);
         else
             x86_gemm_by_dot(q5 ? rt_dot_q5_K_rp_avx2 : rt_dot_q4_K_rp_avx2, n, W, ws, n_rows, X, xs, n_tok, y, ldy);

@@ -1,5 +1,5 @@
 /* gemv_q4k16_avx2.c — Q4_K or Q5_K rows packed 16 to a group (tensor.h tensor_q4_K_r16_pack,
- * tensor_q5_K_r16_pack) × one Q8_K activation row on AVX2: the single-token matmul over a
+ * tensor_q5_K_r16f_pack) × one Q8_K activation row on AVX2: the single-token matmul over a
  * packed matrix, one float lane per row, eight rows to a vector; and the same against up to
  * four tokens at a time (k4_tile, the several-token kernel).
  *
@@ -15,20 +15,20 @@
  * The min sums are one madd of the row's (m[2j], m[2j+1]) words against the block's
  * (bs[4j] + bs[4j+1], bs[4j+2] + bs[4j+3]) (|.| <= 4064: words).
  *
- * Q5_K (rt_dot_q5_K_rp, the AVX2 table's Q5_K order: the same steps with five-bit values): a
- * vector's fifth bits come from its packed mask (x86_q5r16_bits16: a shuffle, two ands and a
- * compare a mask) and are or-ed into the nibbles, and the int16 sums are scaled every four
- * units (k4_tile says why). That is 17 vector operations a unit and half where Q4_K takes 7,
- * so the kernel is bound by its operations: in cache (/tmp/s16/gv.c outside the repo, 512 x
- * 1024, one thread, four alternating rounds in quiet minutes) 19.0-19.4 GB/s against 17.7 for
- * the file layout's kernel (gemv_avx2.c gemv_q5_K_rp) and 31.7 for packed Q4_K; the masks
- * read as Q4_K-like bit planes instead (a layout the AVX-512 kernel's masked adds would lose
- * by) measured 20.5: not worth a second layout. The several-token kernel gains more:
- * tensor_matmul, 3072 x 1024, 2 threads, GFLOP/s, the file layout's gemm (gemm_q4k_avx2.c
- * gemm_q5_K, whose panels gather the rows) against this: 4 tokens 52-59 / 155-158, 8 tokens
- * 82-85 / 121, 16 tokens 95-119 / 116-122 (four shapes); from 24 tokens the packed gemm
- * (gemm_q4k_avx2.c gemm_q5_K_r16) takes over (512 tokens: 192-193 against the file layout's
- * 181-185), this kernel falling behind it (114-119 at 32-64), hence tokens_max.
+ * Q5_K (rt_dot_q5_K_rp, the AVX2 table's Q5_K order: the same steps with five-bit values): the
+ * AVX2 table packs Q5_K in the five-byte layout (tensor.h), whose values come whole from the
+ * bytes (x86_q5f_values: an and a vector, 5-8 operations for three vectors in eight), and the
+ * int16 sums are scaled every four units (k4_tile says why). Before it the AVX-512 table's
+ * mask layout took 17 operations a unit and half (10 to turn a mask's bits into 16s), and the
+ * kernel was bound by them. /tmp/s16/gv.c outside the repo, one thread, 512 x 1024 in cache,
+ * four alternating rounds: masks 19.3-19.4 GB/s, five-byte 27.4-27.8 (the file layout's
+ * kernel, gemv_avx2.c gemv_q5_K_rp: 17.7; packed Q4_K: 31.7); tensor_matmul of 65536 x 1024
+ * from memory, 2 threads, best of 40, four rounds: 19.2-25.7 GB/s against 49.9-56.7;
+ * recur-bench -p 0 -n 64 -r 1 on qwen3-0.6b Q5_K_M, three alternating pairs: 45.2-46.6 against
+ * 67.9-73.1 t/s. The several-token kernel (4 tokens, 3072 x 1024, 2 threads, tensor_matmul):
+ * 201-204 against 236-237 GFLOP/s, 16 tokens 116-176 against 259-261; from 24 tokens the
+ * packed gemm (gemm_q4k_avx2.c gemm_q5_K_r16) takes over, this kernel falling behind it, hence
+ * tokens_max.
  *
  * Memory: a thread's groups are one run of memory, read in order; each block prefetches the
  * lines R16_PF_BLOCKS blocks ahead (the AVX-512 kernel's distance), and the lean twin does without
@@ -80,19 +80,18 @@ static inline __m256i r16_dup_words(__m128i v, int h) {
     return _mm256_cvtepu8_epi16(b);
 }
 
-/* The low (sub-block 2j) and high (2j+1) values of rows 8g..8g+7 of packed vector u of chunk
- * j: nibbles, and with q5 their fifth bits joined (the masks at mk, tensor.h). */
+/* The low (sub-block 2j) and high (2j+1) values of rows 8g..8g+7 of packed unit u of chunk
+ * j: Q4_K's nibbles, or with q5 the five-byte layout's values (x86_q5f_values). */
 static inline __attribute__((always_inline)) void k4_values(bool q5, const uint8_t *h, int j, int u, int g,
                                                             __m256i *lo, __m256i *hi) {
+    if (q5) {
+        x86_q5f_values(h, j, u, g, lo, hi);
+        return;
+    }
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i v = _mm256_loadu_si256((const __m256i *)(h + (q5 ? Q5R16_QS : R16_QS) + 64 * (8 * j + u) + 32 * g));
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(h + R16_QS + 64 * (8 * j + u) + 32 * g));
     *lo = _mm256_and_si256(v, m4);
     *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    if (q5) {
-        const uint8_t *mk = h + Q5R16_QH + 16 * (8 * j + u) + 4 * g;
-        *lo = _mm256_or_si256(*lo, x86_q5r16_bits16(mk));
-        *hi = _mm256_or_si256(*hi, x86_q5r16_bits16(mk + 8));
-    }
 }
 
 /* Rows 0..15 of the packed group at w (nb blocks; q5: Q5_K's layout) against T tokens (token
@@ -259,4 +258,5 @@ void rt_fill_gemv_q4k16_avx2(tensor_kernels *k) {
     /* 24: about even with the packed gemm at 16-24 tokens (within the machine's noise) */
     k->gemv_q5_K_r16 = (tensor_gemv){ gemv_q5_K_r16, TENSOR_R16_ROWS, gemv_q5_K_r16_lean, 0, gemm_q5_K_r16_tokens, 24 };
     k->q5_K_r16_native = true;
+    k->q5_K_r16_fives = true;
 }

@@ -227,17 +227,38 @@ static inline __attribute__((always_inline)) __m256i x86_bit_to_4(__m256i h, int
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-/* Q5_K packed 16 rows to a group (tensor.h TENSOR_Q5R16_BLOCK): the fifth bits of rows
- * 8g..8g+7 of a packed vector, from the 32 bits of its mask at m + 4g (bit k: byte k), as 16
- * in the bytes whose bit is set, 0 in the others. */
-static inline __m256i x86_q5r16_bits16(const uint8_t *m) {
-    int32_t v;
-    memcpy(&v, m, 4);
-    const __m256i idx = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);   /* byte k: bit k % 8 */
-    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(v), idx), sel);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(b, sel), _mm256_set1_epi8(16));
+/* Q5_K packed 16 rows to a group in the five-byte layout (tensor.h, after TENSOR_Q5R16_BLOCK):
+ * the low (sub-block 2j) and high (2j+1) five-bit values of rows 8g..8g+7 of unit u of chunk j
+ * in the block at h. Units 4q, 4q+1 take whole bytes (an and a vector), units 4q+2 and 4q+3
+ * assemble v5-v7 from the bytes' top bits (word shifts: what a shift brings from the next
+ * byte the mask drops). u must be a constant where this is inlined. */
+static inline __attribute__((always_inline)) void x86_q5f_values(const uint8_t *h, int j, int u, int g, __m256i *lo,
+                                                               __m256i *hi) {
+    const uint8_t *p = h + Q5R16F_Q + 640 * j + 160 * (2 * (u / 4) + g);
+#define X86_Q5F_P(k) _mm256_loadu_si256((const __m256i *)(p + 32 * (k)))
+#define X86_Q5F_BITS(k, sh, m) _mm256_and_si256(_mm256_srli_epi16(X86_Q5F_P(k), sh), _mm256_set1_epi8(m))
+    const __m256i m5 = _mm256_set1_epi8(0x1F);
+    switch (u % 4) {
+    case 0:
+        *lo = _mm256_and_si256(X86_Q5F_P(0), m5);
+        *hi = _mm256_and_si256(X86_Q5F_P(1), m5);
+        break;
+    case 1:
+        *lo = _mm256_and_si256(X86_Q5F_P(2), m5);
+        *hi = _mm256_and_si256(X86_Q5F_P(3), m5);
+        break;
+    case 2:
+        *lo = _mm256_and_si256(X86_Q5F_P(4), m5);
+        *hi = _mm256_or_si256(X86_Q5F_BITS(0, 5, 0x07), X86_Q5F_BITS(1, 2, 0x18));
+        break;
+    default:
+        *lo = _mm256_or_si256(_mm256_or_si256(X86_Q5F_BITS(1, 7, 0x01), X86_Q5F_BITS(2, 4, 0x0E)),
+                              X86_Q5F_BITS(3, 1, 0x10));
+        *hi = _mm256_or_si256(X86_Q5F_BITS(3, 6, 0x03), X86_Q5F_BITS(4, 3, 0x1C));
+        break;
+    }
+#undef X86_Q5F_BITS
+#undef X86_Q5F_P
 }
 
 /* int16 lane k of each 128-bit half of s (both halves equal) broadcast to all 16 lanes. */
