@@ -95,44 +95,53 @@ static int q5f_get(const uint8_t *h, int r, int j, int u, int half, int e) {
     return v;
 }
 
-static void q5f_put(uint8_t *h, int r, int j, int u, int half, int e, int v) {
-    uint8_t *p = (uint8_t *)q5f_run(h, r, j, u) + e;
-    const int k = 2 * (u % 4) + half;
-    for (int i = 0; i < 3 && q5f_pieces[k][i].bits; i++) {
-        const q5f_piece c = q5f_pieces[k][i];
-        p[32 * c.byte] |= (uint8_t)((v >> c.at & ((1 << c.bits) - 1)) << c.shift);
-    }
-}
-
-/* Block i of the 16 rows at `rows` to or from its five-byte run at h: d, dmin and scales at
- * Q4_K's packed places (rt_r16_k4_move, its qs bytes moved to scratch), then each value. */
+/* Block i of the 16 rows at `rows` to or from its five-byte runs at h: d, dmin and scales at
+ * Q4_K's packed places (rt_r16_k4_move, its qs bytes moved to scratch), then a row's 256 values
+ * (v[32b + l]: element l of sub-block b), eight to five bytes by the formulas above (the
+ * oracle reads them back by q5f_pieces: two ways to one layout). A chunk of a row at a time
+ * (/tmp/s22/pk.c outside the repo, 4096 x 4096, one thread: 390-490 MB/s while another job ran;
+ * a value at a time, as the oracle reads, 117 MB/s: too slow for a model's load). */
 static void q5f_move(uint8_t *rows, size_t stride, int64_t n, uint8_t *h, bool pack) {
     for (int64_t i = 0; i < n / QK_K; i++, h += TENSOR_Q5R16_BLOCK) {
         uint8_t scratch[R16_QS + 64 * 32];
-        if (pack) {
-            memset(h + Q5R16F_Q, 0, TENSOR_Q5R16_BLOCK - Q5R16F_Q);
-        } else {
+        if (!pack) {
             memcpy(scratch, h, R16_QS);
             memset(scratch + R16_QS, 0, sizeof scratch - R16_QS);   /* the rows' qs start at 0 */
         }
         for (int r = 0; r < TENSOR_R16_ROWS; r++) {
-            uint8_t *a = rows + (size_t)r * stride + (size_t)i * Q5_K_BYTES;
-            if (!pack) memset(a + Q5_K_QH, 0, QK_K / 8);
+            uint8_t *a = rows + (size_t)r * stride + (size_t)i * Q5_K_BYTES, *qs = a + Q5_K_QS, *qh = a + Q5_K_QH;
+            uint8_t v[QK_K];
             rt_r16_k4_move(a, scratch, r, Q5_K_QS, R16_QS, pack);
+            for (int j = 0; pack && j < 4; j++)   /* chunk j: sub-blocks 2j (low nibbles), 2j + 1 */
+                for (int e = 0; e < 32; e++) {
+                    v[64 * j + e] = (uint8_t)((qs[32 * j + e] & 0xF) | (qh[e] >> 2 * j & 1) << 4);
+                    v[64 * j + 32 + e] = (uint8_t)((qs[32 * j + e] >> 4) | (qh[e] >> (2 * j + 1) & 1) << 4);
+                }
             for (int j = 0; j < 4; j++)
-                for (int l = 0; l < 32; l++)   /* element l of sub-blocks 2j (half 0) and 2j+1 */
-                    for (int half = 0; half < 2; half++) {
-                        uint8_t *q = a + Q5_K_QS + 32 * j + l, *qh = a + Q5_K_QH + l;
-                        const int b = 2 * j + half;
+                for (int q = 0; q < 2; q++)
+                    for (int e = 0; e < 4; e++) {
+                        uint8_t *p = h + Q5R16F_Q + 640 * j + 160 * (2 * q + r / 8) + 4 * (r % 8) + e;
+                        uint8_t *x[8];   /* value k: unit 4q + k/2, sub-block 2j + k%2 */
+                        for (int k = 0; k < 8; k++) x[k] = v + 32 * (2 * j + k % 2) + 16 * q + 4 * (k / 2) + e;
                         if (pack) {
-                            const int v = (half ? *q >> 4 : *q & 0xF) | (*qh >> b & 1) << 4;
-                            q5f_put(h, r, j, l / 4, half, l % 4, v);
+                            p[0] = (uint8_t)(*x[0] | *x[5] << 5);
+                            p[32] = (uint8_t)(*x[1] | (*x[5] >> 3) << 5 | *x[6] << 7);
+                            p[64] = (uint8_t)(*x[2] | (*x[6] >> 1 & 7) << 5);
+                            p[96] = (uint8_t)(*x[3] | (*x[6] >> 4) << 5 | *x[7] << 6);
+                            p[128] = (uint8_t)(*x[4] | (*x[7] >> 2) << 5);
                         } else {
-                            const int v = q5f_get(h, r, j, l / 4, half, l % 4);
-                            *q |= (uint8_t)((v & 0xF) << 4 * half);
-                            *qh |= (uint8_t)((v >> 4) << b);
+                            for (int k = 0; k < 5; k++) *x[k] = p[32 * k] & 0x1F;
+                            *x[5] = (uint8_t)(p[0] >> 5 | (p[32] >> 5 & 3) << 3);
+                            *x[6] = (uint8_t)(p[32] >> 7 | (p[64] >> 5) << 1 | (p[96] >> 5 & 1) << 4);
+                            *x[7] = (uint8_t)(p[96] >> 6 | (p[128] >> 5) << 2);
                         }
                     }
+            if (!pack) memset(qh, 0, QK_K / 8);
+            for (int j = 0; !pack && j < 4; j++)
+                for (int e = 0; e < 32; e++) {
+                    qs[32 * j + e] = (uint8_t)((v[64 * j + e] & 0xF) | (v[64 * j + 32 + e] & 0xF) << 4);
+                    qh[e] |= (uint8_t)((v[64 * j + e] >> 4) << 2 * j | (v[64 * j + 32 + e] >> 4) << (2 * j + 1));
+                }
         }
         if (pack) memcpy(h, scratch, R16_QS);
     }
