@@ -36,6 +36,19 @@ check q8-order-block 0 "$cli" -m "$q8" --prompt-tokens 1,2,3,4,5 -n 0 -q --q8-or
 if [ -s "$tmp/lb.f32" ] && ! cmp -s "$tmp/lg.f32" "$tmp/lb.f32"; then pass=$((pass + 1)); else
   fail=$((fail + 1)); echo "FAIL q8-order-block: same logits as ggml's order (or none)"; fi
 
+# Q5_K matrices packed at load (where the CPU has the packed kernel, in its table's layout) give
+# the file layout's logits, through the prompt gemm (one ubatch), the several-token kernel
+# (ubatches of 4) and the single-token one (of 1)
+"$build/recur-gguf" synth --arch qwen3 --preset qwen3-tiny --type Q5_K -o "$tmp/q5.gguf" > /dev/null
+for ub in 512 4 1; do
+  check "q5-packed-ub$ub" 0 "$cli" -q -m "$tmp/q5.gguf" --prompt-tokens "$(seq -s, 1 40)" -n 0 -ub $ub \
+    --logits-out "$tmp/q5p$ub.f32"
+  check "q5-file-ub$ub" 0 env RECUR_NO_REPACK=q5 "$cli" -q -m "$tmp/q5.gguf" --prompt-tokens "$(seq -s, 1 40)" -n 0 \
+    -ub $ub --logits-out "$tmp/q5f$ub.f32"
+  if [ -s "$tmp/q5p$ub.f32" ] && cmp -s "$tmp/q5p$ub.f32" "$tmp/q5f$ub.f32"; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL q5-packed-ub$ub: packed Q5_K logits differ from the file layout's"; fi
+done
+
 # the default model: written by recur-gguf synth on first use, announced as random weights
 cd "$tmp" || exit 1
 check default-model 0 "$cli" -p "hello" -n 8
