@@ -361,9 +361,9 @@ void tensor_q4_0_r16_unpack(const void *src, int64_t n, void *dst, size_t dst_st
  * (Q4_K's packed places, with the masks between), and group g is blocks 0..n/256-1 of those
  * runs in order (16 rows' bytes). */
 #define TENSOR_Q5R16_BLOCK 2816
-/* The five-byte layout: the AVX2 table's layout of the same block (k->q5_K_r16_fives), whose kernel has no masked
- * adds and would spend 10 of its 17 operations a unit turning masks into bits: d, dmin and
- * scales as above; then, for chunk j, units 4q..4q+3 and rows 8g..8g+7, a run of 5 × 32 bytes
+/* The five-byte layout: the AVX2 table's layout of the same block (k->q5_K_r16_fives), whose
+ * kernel has no masked adds and would spend 10 of its 17 operations a unit turning masks into
+ * bits: d, dmin and scales as above; then, for chunk j, units 4q..4q+3 and rows 8g..8g+7, a run of 5 × 32 bytes
  * at 256 + 640j + 160(2q + g), byte 32k + 4r + e of which is P_k's lane for row 8g + r,
  * element e of the units' 4. Its 8 five-bit value vectors (v 2t + h: unit 4q + t, sub-block
  * 2j + h) are bits 0-4 of P0..P4 (v0..v4) and, made of their bits 5-7, v5 = P0[5..7] |
