@@ -249,7 +249,8 @@ static inline __attribute__((always_inline)) void scores2_pass(int R, int NP, in
         for (int j = 0; j < NP; j++) kv[j] = ld_f16x8((const uint8_t *)(kr[j] + d));
         _Pragma("GCC unroll 8")
         for (int i = 0; i < R; i++) {
-            const __m256 qv = _mm256_loadu_ps(q[i] + d);
+            __m256 qv = _mm256_loadu_ps(q[i] + d);
+            __asm__("" : "+x"(qv));   /* one load for the NP positions (folded, gcc loaded it NP times) */
             _Pragma("GCC unroll 8")
             for (int j = 0; j < NP; j++) a[NP * i + j] = _mm256_fmadd_ps(kv[j], qv, a[NP * i + j]);
         }
@@ -374,7 +375,7 @@ static void att_wsum4_lanes(int nr, int64_t dv, const uint16_t *const *v, const 
 
 /* The weighted sums with the lane accumulators in registers (head dims a multiple of 8): lane
  * l of the reference (positions l, l + 16, ...) is run on its own over a pass of the rows'
- * outputs d0..d0+8C-1, R·C = 8 vectors, so a V row is loaded and converted once for every row
+ * outputs d0..d0+8C-1, R·C <= 12 vectors, so a V row is loaded and converted once for every row
  * and no lane row goes through memory per position; the 16 lane results of a pass go to a
  * stack buffer and are added element-wise in rt_hsum16_ggml's order (att_avx512.c's scheme).
  * The lanes pass block by block, the next block prefetched toward L2 as they go: a lane
@@ -382,7 +383,17 @@ static void att_wsum4_lanes(int nr, int64_t dv, const uint16_t *const *v, const 
  * at a few GB/s (ab2 as above: 64.1 -> 21.1 ms, 3.7 -> 11.1 GB/s). Contexts in cache: 64 or
  * 256 positions for every head, no slower (0.087 -> 0.079 ms at 64); one head of 1024
  * positions held in L2, run over and over, 6.8 -> 8.1 us (the accumulators stored and
- * reloaded every 8 positions of a lane, prefetches of lines already there). */
+ * reloaded every 8 positions of a lane, prefetches of lines already there).
+ * Only a decode step (cold) fetches ahead: a batch's rows are in L2 already, shared by its
+ * groups. Three rows take 4 vectors a pass (12 accumulators; four rows at 3 vectors a pass ran
+ * slower, 37-47 GFLOP/s against 53-55: spills). With
+ * the scores' query vectors held in registers (gcc had folded each load into the FMAs, so a
+ * 4-row tile loaded it twice a step: 10 loads for 8 FMAs) and the rows' probability pointers
+ * too, one thread on warm rows (/tmp/s24/at.c outside the repo, head dim 128, 256 positions,
+ * best of 10): 4 rows scores 47.8 -> 62.0 GFLOP/s, weighted sums 46.9 -> 53-55; 3 rows weighted
+ * sums 49.8 -> 61-64 (of ~86 a core: 5.4 G FMAs/s measured). recur-bench pp512 --profile,
+ * qwen3-0.6b Q4_K_M, 2 threads, 3 alternating pairs: attention 0.80-0.91 -> 0.76-0.84 ms a
+ * token (a fifth of the prompt's time). */
 #define WS2_ACC 8
 #define WS2_BLK 128           /* positions per block of a weighted-sum pass (a multiple of 16);
                                * ab2: 256 no faster from memory, slower in L2 */
@@ -393,13 +404,17 @@ static inline __attribute__((always_inline)) void wsum2_span(int R, int C, bool 
                                                               int64_t d0, const uint16_t *const *v,
                                                               const float *const *pr, const int32_t *n_ctx,
                                                               __m256 acc[4][WS2_ACC]) {
+    const float *prr[4];   /* the rows' pointers held in registers (read through pr, gcc loaded them
+                            * again at every position: 4 of a position's 11 loads) */
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < R; i++) prr[i] = pr[i];
     for (; p < end; p += 16) {
         const uint8_t *vp = (const uint8_t *)v[p];
         if (!vp) continue;
         if (!check) {
             __m256 b[4];
             _Pragma("GCC unroll 4")
-            for (int i = 0; i < R; i++) b[i] = _mm256_set1_ps(pr[i][p]);
+            for (int i = 0; i < R; i++) b[i] = _mm256_set1_ps(prr[i][p]);
             _Pragma("GCC unroll 8")
             for (int c = 0; c < C; c++) {
                 const __m256 x = ld_f16x8(vp + 2 * (d0 + 8 * c));
@@ -411,7 +426,7 @@ static inline __attribute__((always_inline)) void wsum2_span(int R, int C, bool 
         _Pragma("GCC unroll 4")
         for (int i = 0; i < R; i++) {
             if (p >= n_ctx[i]) continue;
-            const __m256 b = _mm256_set1_ps(pr[i][p]);
+            const __m256 b = _mm256_set1_ps(prr[i][p]);
             _Pragma("GCC unroll 8")
             for (int c = 0; c < C; c++) acc[i][c] = _mm256_fmadd_ps(b, ld_f16x8(vp + 2 * (d0 + 8 * c)), acc[i][c]);
         }
@@ -424,14 +439,15 @@ static inline __attribute__((always_inline)) void wsum2_span(int R, int C, bool 
  * toward L2, 1/16 of them per lane. */
 static inline __attribute__((always_inline)) void wsum2_pass(int R, int C, int64_t d0, const uint16_t *const *v,
                                                               const float *const *pr, const int32_t *n_ctx,
-                                                              int32_t n_min, int32_t n_max, float *const *out) {
+                                                              int32_t n_min, int32_t n_max, float *const *out,
+                                                              bool pf) {
     _Alignas(32) float lanes[4][16][8 * WS2_ACC];
     for (int32_t b0 = 0; b0 == 0 || b0 < n_max; b0 += WS2_BLK) {   /* block 0 even when empty: it zeroes the lanes */
         const int32_t b1 = b0 + WS2_BLK < n_max ? b0 + WS2_BLK : n_max;
         const int32_t e_all = b1 < n_min ? b1 : n_min;   /* [b0, e_all): every row sees them */
         for (int l = 0; l < 16; l++) {
             const int32_t f0 = b1 + l * (WS2_BLK / 16), f1 = f0 + WS2_BLK / 16 < n_max ? f0 + WS2_BLK / 16 : n_max;
-            for (int32_t p = f0; p < f1; p++)   /* every 64-byte line of the pass's part of the row */
+            for (int32_t p = f0; pf && p < f1; p++)   /* every 64-byte line of the pass's part of the row */
                 if (v[p])
                     _Pragma("GCC unroll 8")
                     for (int c = 0; c < C; c += 4) _mm_prefetch((const char *)(v[p] + d0 + 8 * c), _MM_HINT_T1);
@@ -465,31 +481,30 @@ static inline __attribute__((always_inline)) void wsum2_pass(int R, int C, int64
 
 static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
                       const int32_t n_ctx[4], float *const out[4], bool cold) {
-    (void)cold;
     if (dv % 8) {   /* head dims that are not a multiple of 8: the lane rows in memory */
         att_wsum4_lanes(nr, dv, v, pr, n_ctx, out);
         return;
     }
     int32_t n_min = n_ctx[0], n_max = n_ctx[0];
     for (int i = 1; i < nr; i++) n_min = n_ctx[i] < n_min ? n_ctx[i] : n_min, n_max = n_ctx[i] > n_max ? n_ctx[i] : n_max;
-    const int C = nr == 1 ? 8 : nr == 2 ? 4 : 2;   /* vectors of outputs per pass */
+    const int C = nr == 1 ? 8 : nr <= 3 ? 4 : 2;   /* vectors of outputs per pass (R·C <= 12 accumulators) */
     for (int64_t d0 = 0; d0 < dv;) {
         const int64_t left = (dv - d0) / 8;
         if (left >= C) {
             switch (nr) {
-            case 1: wsum2_pass(1, 8, d0, v, pr, n_ctx, n_min, n_max, out); break;
-            case 2: wsum2_pass(2, 4, d0, v, pr, n_ctx, n_min, n_max, out); break;
-            case 3: wsum2_pass(3, 2, d0, v, pr, n_ctx, n_min, n_max, out); break;
-            default: wsum2_pass(4, 2, d0, v, pr, n_ctx, n_min, n_max, out); break;
+            case 1: wsum2_pass(1, 8, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
+            case 2: wsum2_pass(2, 4, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
+            case 3: wsum2_pass(3, 4, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
+            default: wsum2_pass(4, 2, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
             }
             d0 += 8 * C;
             continue;
         }
         switch (nr) {   /* the last vectors of a head dim that is not a multiple of the pass */
-        case 1: wsum2_pass(1, 1, d0, v, pr, n_ctx, n_min, n_max, out); break;
-        case 2: wsum2_pass(2, 1, d0, v, pr, n_ctx, n_min, n_max, out); break;
-        case 3: wsum2_pass(3, 1, d0, v, pr, n_ctx, n_min, n_max, out); break;
-        default: wsum2_pass(4, 1, d0, v, pr, n_ctx, n_min, n_max, out); break;
+        case 1: wsum2_pass(1, 1, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
+        case 2: wsum2_pass(2, 1, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
+        case 3: wsum2_pass(3, 1, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
+        default: wsum2_pass(4, 1, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
         }
         d0 += 8;
     }
