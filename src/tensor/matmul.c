@@ -192,15 +192,17 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
 /* A packed matrix's rows [lo, hi) (multiples of 16) for n_tok > 1. Where the table has a
  * several-token kernel for the layout (tensor_gemv.tokens: each group's bytes read once for
  * all the tokens, the values split once for up to four), it takes every call of a type
- * without a packed gemm (Q6_K, Q8_0 in the block order; Q4_K on AVX2) and, below
- * MM_R16_TOKENS_Q4_GEMM or MM_R16_TOKENS_Q8_GEMM tokens, of one with (Q4_K and Q5_K, whose
- * gemm is Q4_K's; Q8_0 in ggml's order): a parallel-slot decode step, a short prompt; in either case only below the
+ * without a packed gemm (Q6_K on AVX-512, Q8_0 in the block order; Q4_K on AVX2) and, below
+ * MM_R16_TOKENS_Q4_GEMM, MM_R16_TOKENS_Q8_GEMM or MM_R16_TOKENS_Q6_GEMM tokens, of one with
+ * (Q4_K and Q5_K, whose gemm is Q4_K's; Q8_0 in ggml's order; Q6_K on AVX2): a parallel-slot
+ * decode step, a short prompt; in either case only below the
  * kernel's own tokens_max where it has one (AVX2 Q6_K: 256). Otherwise a few tokens take the
  * packed single-token kernel once per token over MM_R16_SLAB rows at a time, which stay in cache
  * between the tokens: the same bits (the kernel's rows get the file layout's dot, as the gemms'
  * do). More take the table's packed gemm where it has one (Q8_0 in ggml's order, Q4_K in the
  * repacked order, Q5_K in its like order: x86/gemm_q4k_avx512.c gemm_q5_K_r16, Q4_0 in ggml's order:
- * x86/gemm_q40_avx512.c gemm_q4_0_r16; rows too long for their panel buffers go in pieces),
+ * x86/gemm_q40_avx512.c gemm_q4_0_r16, Q6_K on AVX2: x86/gemm_q6k_avx2.c gemm_q6_K_r16; rows too
+ * long for their panel buffers go in pieces),
  * else MM_R16_SLAB rows at a time unpacked into a buffer that mm_dot_rows reads as the file's
  * rows (the same kernels, so the same bits; unpacking a slab costs a
  * scalar reshuffle of it, against its n_tok-fold use). Without a buffer, the packed group's
@@ -222,9 +224,15 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
  *    0.15-0.45x from 32 to 128 and 0.58-0.99x from 192 to 512 (unpacked for gemm[Q6_K]);
  *    Q8_0 3072 x 1024 in ggml's order 0.75-0.78x from 2 to 8 tokens, 0.92x at 12, 0.99x at 16,
  *    1.13-1.63x (slower) from 24 to 512: hence MM_R16_TOKENS_Q8_GEMM; in the block order
- *    0.38-0.63x from 2 to 64 tokens, 0.68-0.95x from 96 to 512 (unpacked for its gemm). */
+ *    0.38-0.63x from 2 to 64 tokens, 0.68-0.95x from 96 to 512 (unpacked for its gemm);
+ *  - /tmp/s24/q6g.c (1024 x 3072 and 3072 x 1024 Q6_K, one thread, direct calls, best of 4),
+ *    AVX2's packed Q6_K gemm against the several-token kernel: 2-4 tokens 1.1-1.4x the time,
+ *    6 0.9x, 8 1.0x, 12-24 0.74-0.87x, 32-512 0.66-0.76x; against unpacking for gemm[Q6_K]:
+ *    0.04x at 2 tokens (the scalar unpacking, ~6 ms for 3 MiB) to 0.75x at 512: hence
+ *    MM_R16_TOKENS_Q6_GEMM. */
 #define MM_R16_TOKENS_Q4_GEMM 96
 #define MM_R16_TOKENS_Q8_GEMM 16
+#define MM_R16_TOKENS_Q6_GEMM 8
 #define MM_R16_SLAB 64
 #define MM_R16_GEMV_TOK 8          /* below it the kernel token by token, with a packed gemm */
 #define MM_R16_GEMV_TOK_UNPACK 32  /* and without one (the unpacking) */
@@ -233,13 +241,17 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     const bool gemm_q4 = j->wtype == GGUF_T_Q4_K && j->k->gemm_q4_K_rp_r16 && j->gemm == j->k->gemm_q4_K_rp;
     const bool gemm_q5 = j->wtype == GGUF_T_Q5_K && j->k->gemm_q5_K_r16 && j->gemm == j->k->gemm[GGUF_T_Q5_K];
     const bool gemm_q40 = j->wtype == GGUF_T_Q4_0 && j->k->gemm_q4_0_r16 && j->gemm == j->k->gemm[GGUF_T_Q4_0];
+    const bool gemm_q6 = j->wtype == GGUF_T_Q6_K && j->k->gemm_q6_K_r16 && j->gemm == j->k->gemm[GGUF_T_Q6_K];
     if (j->gemv.tokens && (!j->gemv.tokens_max || j->n_tok < j->gemv.tokens_max) &&
-        (gemm_q4 || gemm_q5 ? j->n_tok < MM_R16_TOKENS_Q4_GEMM : !gemm_q8 || j->n_tok < MM_R16_TOKENS_Q8_GEMM)) {
+        (gemm_q4 || gemm_q5 ? j->n_tok < MM_R16_TOKENS_Q4_GEMM
+         : gemm_q8          ? j->n_tok < MM_R16_TOKENS_Q8_GEMM
+         : gemm_q6          ? j->n_tok < MM_R16_TOKENS_Q6_GEMM
+                            : true)) {
         j->gemv.tokens(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride, j->n_tok,
                        j->Y + lo, j->ldy);
         return;
     }
-    if (j->gemv.fn && j->n_tok < (gemm_q8 || gemm_q4 || gemm_q5 || gemm_q40 ? MM_R16_GEMV_TOK : MM_R16_GEMV_TOK_UNPACK)) {
+    if (j->gemv.fn && j->n_tok < (gemm_q8 || gemm_q4 || gemm_q5 || gemm_q40 || gemm_q6 ? MM_R16_GEMV_TOK : MM_R16_GEMV_TOK_UNPACK)) {
         for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
             const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
             for (int64_t t = 0; t < j->n_tok; t++)
@@ -261,6 +273,11 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
     }
     if (gemm_q40) {
         j->k->gemm_q4_0_r16(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride,
+                            j->n_tok, j->Y + lo, j->ldy);
+        return;
+    }
+    if (gemm_q6) {
+        j->k->gemm_q6_K_r16(j->n_in, j->W + (size_t)lo * j->w_stride, j->w_stride, hi - lo, j->Xq, j->x_stride,
                             j->n_tok, j->Y + lo, j->ldy);
         return;
     }

@@ -230,6 +230,10 @@ typedef struct tensor_kernels {
      * for the row it was; as gemv_q4_K_r16 otherwise. */
     tensor_gemv          gemv_q6_K_r16;
     bool                 q6_K_r16_native;   /* gemv_q6_K_r16 is a SIMD kernel */
+    /* optional (NULL: matmul unpacks the rows for gemm[Q6_K]): gemm[Q6_K] over rows packed so,
+     * each element with gemm[Q6_K]'s bits; w a group's start, n_rows a multiple of 16,
+     * w_stride the Q6_K row bytes. */
+    tensor_gemm_fn       gemm_q6_K_r16;
     /* Q8_0 rows packed 16 to a group (tensor_q8_0_r16_pack): row r gets vec_dot[Q8_0]'s bits
      * for the row it was (the table's order: ggml's, or the block order of a q8blk table). */
     tensor_gemv          gemv_q8_0_r16;

@@ -17,7 +17,7 @@
  *  - tensor_matmul and tensor_matmul_n over a packed matrix (TENSOR_T_Q4_K_R16,
  *    TENSOR_T_Q6_K_R16, TENSOR_T_Q8_0_R16, TENSOR_T_Q4_0_R16, TENSOR_T_Q5_K_R16) give the bits
  *    of the unpacked one, for one token
- *    (the packed kernel) and for batches (the packed Q8_0 gemm of the tables that have one,
+ *    (the packed kernel) and for batches (the packed gemms of the tables that have them,
  *    slabs unpacked for the gemm otherwise; rows within and past its panel), on 1-3 threads,
  *    alone and next to a matrix of another type in one job;
  *  - Q5_K at its extremes (every value 31, activations at ±127): the kernels' int16 sums do
@@ -266,11 +266,11 @@ static void test_matmul_r16(void **state) {
     rng r = { 4242 };
     /* 1024 x 768: past matmul's one-thread size; 2, 7 and 33 tokens: the several-token
      * kernels' tiles of 1-4 tokens (matmul.c mm_dot_r16); 100: past MM_R16_TOKENS_Q4_GEMM and
-     * MM_R16_TOKENS_Q8_GEMM, the packed gemms; 300: past a tokens kernel's tokens_max (AVX2
-     * Q6_K), the rows unpacked; 8448-long rows: past a packed gemm's panel (Q8_0: 256
-     * blocks), so it takes its other way; 12544-long rows with 100 tokens: past the Q4_K
-     * gemm's panel buffer (48 blocks; the Q5_K gemm is the same), the Q8_0 and Q4_0
-     * ones' (256 blocks), their pieces */
+     * MM_R16_TOKENS_Q8_GEMM, the packed gemms (and 33 past MM_R16_TOKENS_Q6_GEMM); 300: past
+     * a tokens kernel's tokens_max (AVX2 Q6_K); 8448-long rows: past a packed gemm's panel
+     * (Q8_0: 256 blocks), so it takes its other way; 12544-long rows with 100 tokens: past the
+     * Q4_K and Q6_K gemms' panel buffers (48 blocks; the Q5_K gemm is Q4_K's), the Q8_0 and
+     * Q4_0 ones' (256 blocks), their pieces */
     static const mm_case cases[] = { { 768, { 16, 80, 1024 }, { 1, 2, 7, 33 } }, { 768, { 80, 0, 0 }, { 100, 300, 0, 0 } },
                                      { 8448, { 32, 0, 0 }, { 9, 0, 0, 0 } }, { 12544, { 32, 0, 0 }, { 100, 0, 0, 0 } } };
     const int64_t max_out = 1024, max_tok = 300, max_n = 12544;
@@ -291,7 +291,6 @@ static void test_matmul_r16(void **state) {
         float *z0 = xalloc((size_t)(32 * max_tok) * 4), *z1 = xalloc((size_t)(32 * max_tok) * 4);
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             const mm_case *mc = &cases[c];
-            if (mc->n == 12544 && t == GGUF_T_Q6_K) continue;   /* its way: 8448's */
             const int64_t n = mc->n, rows = mc->n_outs[2] ? mc->n_outs[2] : mc->n_outs[0];
             const size_t wb = tensor_row_bytes(t, n);
             fill_rows(&r, t, false, w, n, rows);

@@ -257,6 +257,7 @@ void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q5_K] = rt_dot_q5_K_rp_avx512;
     k->vec_dot[GGUF_T_Q6_K] = rt_dot_q6_K_avx512;
     k->gemm[GGUF_T_Q6_K] = rt_gemm_q6_K_avx512;
+    k->gemm_q6_K_r16 = NULL;   /* AVX2's (the same bits) against unpacking for this one: not measured */
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
     rt_fill_float_avx512(k);
     rt_fill_quant_avx512(k);

@@ -13,7 +13,8 @@
  *  - a register tile of 8 rows × QT tokens shares every panel load over QT tokens.
  * Rows longer than QMAXB blocks run in pieces (gemm_q6_K); calls of fewer than QT tokens take
  * the dot. Any row and token counts, unaligned rows and strides; row offsets within a panel
- * must fit in int32. */
+ * must fit in int32. gemm_q6_K_r16 takes rows packed 16 to a group at load (tensor.h), each
+ * group as two panels filled straight from its packed runs. */
 #include "tensor/x86/simd_x86.h"
 
 #define QR 8       /* weight rows per panel: one per int32 lane */
@@ -56,6 +57,42 @@ static void pack_block(q6k_pblk *p, const uint8_t *const *row, __m256i vi, int64
                 const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(H, 2 * q), m2);
                 _mm256_store_si256((__m256i *)p->q[32 * h + 8 * q + k], _mm256_or_si256(lo[q], _mm256_slli_epi16(hb, 4)));
             }
+        }
+}
+
+/* Block b of half hf (rows 8hf..8hf+7) of the packed group at g (tensor.h TENSOR_Q6R16_BLOCK)
+ * into p: the values are whole there (bits 0-5 of the runs' bytes, the fourth of each 4 in
+ * their bits 6-7) and 8 rows' bytes are neighbours, so the panel is masks and shifts of loads,
+ * where the file's layout takes three gathers a vector and its nibbles assembled (and, before
+ * this, a scalar unpacking of the group into that layout first). */
+static void pack_block_r16(q6k_pblk *p, const uint8_t *g, int hf, int64_t b) {
+    const uint8_t *h = g + (size_t)b * TENSOR_Q6R16_BLOCK;
+    _mm256_store_ps(p->d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + Q6R16_D + 16 * hf))));
+    const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+    __m256i sc[16];
+    for (int s = 0; s < 16; s++) {   /* sub-block s's scales of the 8 rows, sign-extended */
+        sc[s] = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(h + Q6R16_SCALES + 16 * s + 8 * hf)));
+        _mm256_store_si256((__m256i *)p->sc[s], _mm256_or_si256(_mm256_and_si256(sc[s], lo16), _mm256_slli_epi32(sc[s], 16)));
+    }
+    for (int i = 0; i < 8; i++)
+        _mm256_store_si256((__m256i *)p->sp[i],
+                           _mm256_or_si256(_mm256_and_si256(sc[2 * i], lo16), _mm256_slli_epi32(sc[2 * i + 1], 16)));
+    const __m256i m6 = _mm256_set1_epi8(0x3F), m01 = _mm256_set1_epi8(0x03), m23 = _mm256_set1_epi8(0x0C),
+                  m45 = _mm256_set1_epi8(0x30);
+    for (int hh = 0; hh < 2; hh++)   /* run (hh, u): elements 128hh + 32c + 4u + j, group 32hh + 8c + u */
+        for (int u = 0; u < 8; u++) {
+            const uint8_t *run = h + Q6R16_Q + Q6R16_RUN * (8 * hh + u) + 32 * hf;
+            const __m256i P0 = _mm256_loadu_si256((const __m256i *)run),
+                          P1 = _mm256_loadu_si256((const __m256i *)(run + 64)),
+                          P2 = _mm256_loadu_si256((const __m256i *)(run + 128));
+            _mm256_store_si256((__m256i *)p->q[32 * hh + u], _mm256_and_si256(P0, m6));
+            _mm256_store_si256((__m256i *)p->q[32 * hh + 8 + u], _mm256_and_si256(P1, m6));
+            _mm256_store_si256((__m256i *)p->q[32 * hh + 16 + u], _mm256_and_si256(P2, m6));
+            /* 16-bit shifts: what a byte takes from its neighbour falls outside its mask */
+            const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(P0, 6), m01),
+                                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(P1, 4), m23),
+                                                               _mm256_and_si256(_mm256_srli_epi16(P2, 2), m45)));
+            _mm256_store_si256((__m256i *)p->q[32 * hh + 24 + u], v3);
         }
 }
 
@@ -135,33 +172,62 @@ static void tiles(int64_t len, const q6k_pblk *pk, const uint8_t *x, size_t xs, 
  * of 5): 14336 elements 18.7 -> 9.3 ms, 18944 24.8 -> 10.2 (12288, one piece: 6.9);
  * recur-bench pp512 -r 1 with RECUR_ISA=avx2 on a Q6_K llama3-8b (recur-gguf synth, zero
  * weights), whose packed rows are unpacked for this gemm: 15.0 -> 20.0 t/s. */
-static void gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
-                      float *y, int64_t ldy) {
-    const uint8_t *W = w, *X = x;
-    const int64_t nb = n / QK_K;
-    if (n_tok < QT) {   /* too few tokens to pay for the unpacking */
-        x86_gemm_by_dot(rt_dot_q6_K_avx2, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
-        return;
-    }
+/* The panels of rows [r0, r0 + 8) (nr of them) over tokens [0, n_tok): blocks [b0, b0 + QMAXB)
+ * filled (packed: from half hf of the group at g; else from the rows row[], offsets vi), then
+ * the tiles, X86_PARK_TOKENS tokens a pass where the rows take several pieces. */
+static inline __attribute__((always_inline)) void q6_panels(bool packed, int64_t nb, const uint8_t *const *row,
+                                                            __m256i vi, const uint8_t *g, int hf, const uint8_t *X,
+                                                            size_t xs, int64_t n_tok, float *y, int64_t ldy, int nr) {
     _Alignas(32) q6k_pblk pk[QMAXB];
     _Alignas(32) float park[X86_PARK_TOKENS][QR];
     const int64_t tb = nb > QMAXB ? X86_PARK_TOKENS : n_tok;   /* one piece: every token in one pass */
-    for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
-        const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
-        const uint8_t *row[QR];
-        const __m256i vi = x86_panel8_rows(W, ws, r0, nr, row);
-        for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
-            const int64_t nt = n_tok - t0 < tb ? n_tok - t0 : tb;
-            for (int64_t b0 = 0; b0 < nb; b0 += QMAXB) {
-                const int64_t len = nb - b0 < QMAXB ? nb - b0 : QMAXB;
-                const int phase = (b0 > 0 ? X86_PARK_IN : 0) | (b0 + len < nb ? X86_PARK_OUT : 0);
-                for (int64_t b = 0; b < len; b++) pack_block(&pk[b], row, vi, b0 + b);
-                tiles(len, pk, X + t0 * xs + (size_t)b0 * Q8_K_BYTES, xs, nt, y + r0 + t0 * ldy, ldy, nr, park, phase);
+    for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
+        const int64_t nt = n_tok - t0 < tb ? n_tok - t0 : tb;
+        for (int64_t b0 = 0; b0 < nb; b0 += QMAXB) {
+            const int64_t len = nb - b0 < QMAXB ? nb - b0 : QMAXB;
+            const int phase = (b0 > 0 ? X86_PARK_IN : 0) | (b0 + len < nb ? X86_PARK_OUT : 0);
+            for (int64_t b = 0; b < len; b++) {
+                if (packed) pack_block_r16(&pk[b], g, hf, b0 + b);
+                else pack_block(&pk[b], row, vi, b0 + b);
             }
+            tiles(len, pk, X + t0 * xs + (size_t)b0 * Q8_K_BYTES, xs, nt, y + t0 * ldy, ldy, nr, park, phase);
         }
     }
 }
 
+/* Rows longer than QMAXB blocks go in pieces of QMAXB blocks, X86_PARK_TOKENS tokens at a
+ * time, the tiles' chains parked between the pieces (simd_x86.h). Before, such rows took the
+ * dot. 256 rows, 256 tokens, 2 threads, RECUR_ISA=avx2 (/tmp/s16/mmn.c outside the repo, best
+ * of 5): 14336 elements 18.7 -> 9.3 ms, 18944 24.8 -> 10.2 (12288, one piece: 6.9);
+ * recur-bench pp512 -r 1 with RECUR_ISA=avx2 on a Q6_K llama3-8b (recur-gguf synth, zero
+ * weights), whose packed rows are unpacked for this gemm: 15.0 -> 20.0 t/s. */
+static void gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                      float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x;
+    if (n_tok < QT) {   /* too few tokens to pay for the unpacking */
+        x86_gemm_by_dot(rt_dot_q6_K_avx2, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        return;
+    }
+    for (int64_t r0 = 0; r0 < n_rows; r0 += QR) {
+        const int nr = n_rows - r0 < QR ? (int)(n_rows - r0) : QR;
+        const uint8_t *row[QR];
+        const __m256i vi = x86_panel8_rows(W, ws, r0, nr, row);
+        q6_panels(false, n / QK_K, row, vi, NULL, 0, X, xs, n_tok, y + r0, ldy, nr);
+    }
+}
+
+/* gemm[Q6_K] over rows packed 16 to a group (tensor.h gemm_q6_K_r16; n_rows a multiple of 16):
+ * each group's halves as panels, filled from its runs. */
+static void gemm_q6_K_r16(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                          int64_t n_tok, float *y, int64_t ldy) {
+    const __m256i vi = _mm256_setzero_si256();
+    for (int64_t g = 0; g < n_rows / TENSOR_R16_ROWS; g++)
+        for (int hf = 0; hf < 2; hf++)
+            q6_panels(true, n / QK_K, NULL, vi, (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws, hf, x, xs, n_tok,
+                      y + TENSOR_R16_ROWS * g + QR * hf, ldy, QR);
+}
+
 void rt_fill_gemm_q6k_avx2(tensor_kernels *k) {
     k->gemm[GGUF_T_Q6_K] = gemm_q6_K;
+    k->gemm_q6_K_r16 = gemm_q6_K_r16;
 }
