@@ -14,6 +14,7 @@
  * the tiles' contract is the one-row order for every row, so the grouping, like the thread
  * split, cannot change a bit. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "model/forward.h"
@@ -24,6 +25,7 @@ typedef struct att_job {
     model_fwd         *f;
     const model_layer *L;
     int                kv_layer;
+    atomic_long        next;   /* a batch's next unclaimed unit (att_job_fn) */
 } att_job;
 
 /* Query rows computed together (the attention tiles take up to 4). */
@@ -124,10 +126,13 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
 /* Work units: a block of tb consecutive tokens times the r query heads of one KV head, with
  * tb * r a multiple of ATT_ROWS (tb = ATT_ROWS / gcd(r, ATT_ROWS)). A unit's rows, token by
  * token, go in groups of ATT_ROWS; a group closes early where the sequence changes (rows of
- * a group share the cells). Units are dealt out round-robin, KV head by KV head (causal
- * attention makes later tokens dearer, so contiguous ranges would load the last thread most).
- * Grouping changes no row's operations (att_group), so outputs do not depend on it, nor on
- * the thread split. */
+ * a group share the cells). The threads claim units one at a time from a counter, KV head
+ * by KV head (causal attention makes later tokens dearer, so contiguous ranges would load the
+ * last thread most; dealt out round-robin, the caller waited for the other thread 0.02-1.2 ms
+ * a job where a neighbour held one back: recur-bench pp512 --profile, qwen3-0.6b Q8_0, 2
+ * threads, 3 alternating pairs, 20-1185 -> 29-87 us a job, attention 0.70-0.96 -> 0.75-0.81
+ * ms a token). Grouping changes no row's operations (att_group), so outputs do not depend on
+ * it, nor on the thread split. */
 static void att_job_fn(void *arg, int ith, int nth) {
     const att_job *j = arg;
     model_fwd *f = j->f;
@@ -138,7 +143,8 @@ static void att_job_fn(void *arg, int ith, int nth) {
     int64_t slot;
     att_scratch w;
     float *ws = att_workspace(f, ith, dk, &slot, &w);
-    for (long u = ith; u < n_blk * hp->n_head_kv; u += nth) {
+    (void)nth;
+    for (long u; (u = atomic_fetch_add_explicit(&((att_job *)j)->next, 1, memory_order_relaxed)) < n_blk * hp->n_head_kv;) {
         const int g = (int)(u / n_blk);
         const int32_t t0 = (int32_t)(u % n_blk) * tb;
         const int32_t t1 = t0 + tb < f->n_tok ? t0 + tb : f->n_tok;
@@ -277,7 +283,7 @@ static void att_decode_fn(void *arg, int ith, int nth) {
 
 /* RMSNorm + RoPE of q and k, K/V into cells, then every (token, head) output into f->att. */
 static void att_run(const struct recur_model *m, model_fwd *f, const model_layer *L, int kv_layer) {
-    att_job j = { m, f, L, kv_layer };
+    att_job j = { m, f, L, kv_layer, 0 };
     /* a small job runs on the caller alone: waking the workers would cost more */
     const double work = (double)f->n_tok * m->hp.n_head * (f->pos[f->n_tok - 1] + 1) * m->hp.head_dim_k;
     tp_pool *pool = work < (1 << 15) ? NULL : f->pool;
