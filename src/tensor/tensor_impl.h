@@ -61,11 +61,13 @@ static const int8_t rt_kvalues_iq4nl[16] = {
 /* ---- unaligned little-endian field access ---------------------------------------------- */
 
 static inline uint16_t rd_u16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline uint32_t rd_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline int16_t  rd_i16(const uint8_t *p) { int16_t v; memcpy(&v, p, 2); return v; }
 static inline float    rd_f32(const uint8_t *p) { float v; memcpy(&v, p, 4); return v; }
 static inline float    rd_f16(const uint8_t *p) { return rt_f16_to_f32(rd_u16(p)); }
 static inline int32_t  rt_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
 static inline void     wr_u16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+static inline void     wr_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static inline void     wr_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
 
 /* The tail of a Q8_0 activation row (tensor.h, tensor_act_quantize), q8_0_tail bytes into the
