@@ -251,7 +251,8 @@ static void mm_dot_r16(const mm_job *j, long lo, long hi) {
                        j->Y + lo, j->ldy);
         return;
     }
-    if (j->gemv.fn && j->n_tok < (gemm_q8 || gemm_q4 || gemm_q5 || gemm_q40 || gemm_q6 ? MM_R16_GEMV_TOK : MM_R16_GEMV_TOK_UNPACK)) {
+    const bool packed_gemm = gemm_q8 || gemm_q4 || gemm_q5 || gemm_q40 || gemm_q6;
+    if (j->gemv.fn && j->n_tok < (packed_gemm ? MM_R16_GEMV_TOK : MM_R16_GEMV_TOK_UNPACK)) {
         for (long r0 = lo; r0 < hi; r0 += MM_R16_SLAB) {
             const long r1 = r0 + MM_R16_SLAB < hi ? r0 + MM_R16_SLAB : hi;
             for (int64_t t = 0; t < j->n_tok; t++)

@@ -144,7 +144,8 @@ static void att_job_fn(void *arg, int ith, int nth) {
     att_scratch w;
     float *ws = att_workspace(f, ith, dk, &slot, &w);
     (void)nth;
-    for (long u; (u = atomic_fetch_add_explicit(&((att_job *)j)->next, 1, memory_order_relaxed)) < n_blk * hp->n_head_kv;) {
+    atomic_long *next = &((att_job *)j)->next;   /* the job's one mutable field */
+    for (long u; (u = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) < n_blk * hp->n_head_kv;) {
         const int g = (int)(u / n_blk);
         const int32_t t0 = (int32_t)(u % n_blk) * tb;
         const int32_t t1 = t0 + tb < f->n_tok ? t0 + tb : f->n_tok;

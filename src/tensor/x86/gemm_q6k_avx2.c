@@ -166,12 +166,6 @@ static void tiles(int64_t len, const q6k_pblk *pk, const uint8_t *x, size_t xs, 
     }
 }
 
-/* Rows longer than QMAXB blocks go in pieces of QMAXB blocks, X86_PARK_TOKENS tokens at a
- * time, the tiles' chains parked between the pieces (simd_x86.h). Before, such rows took the
- * dot. 256 rows, 256 tokens, 2 threads, RECUR_ISA=avx2 (/tmp/s16/mmn.c outside the repo, best
- * of 5): 14336 elements 18.7 -> 9.3 ms, 18944 24.8 -> 10.2 (12288, one piece: 6.9);
- * recur-bench pp512 -r 1 with RECUR_ISA=avx2 on a Q6_K llama3-8b (recur-gguf synth, zero
- * weights), whose packed rows are unpacked for this gemm: 15.0 -> 20.0 t/s. */
 /* The panels of rows [r0, r0 + 8) (nr of them) over tokens [0, n_tok): blocks [b0, b0 + QMAXB)
  * filled (packed: from half hf of the group at g; else from the rows row[], offsets vi), then
  * the tiles, X86_PARK_TOKENS tokens a pass where the rows take several pieces. */
