@@ -386,10 +386,9 @@ static void att_wsum4_lanes(int nr, int64_t dv, const uint16_t *const *v, const 
  * reloaded every 8 positions of a lane, prefetches of lines already there).
  * Only a decode step (cold) fetches ahead: a batch's rows are in L2 already, shared by its
  * groups. Three rows take 4 vectors a pass (12 accumulators; four rows at 3 vectors a pass ran
- * slower, 37-47 GFLOP/s against 53-55: spills). With
- * the scores' query vectors held in registers (gcc had folded each load into the FMAs, so a
- * 4-row tile loaded it twice a step: 10 loads for 8 FMAs) and the rows' probability pointers
- * too, one thread on warm rows (/tmp/s24/at.c outside the repo, head dim 128, 256 positions,
+ * slower, 37-47 GFLOP/s against 53-55: spills). With the scores' query vectors held in
+ * registers (gcc had folded each load into the FMAs, so a 4-row tile loaded it twice a step:
+ * 10 loads for 8 FMAs) and the rows' probability pointers too, one thread on warm rows (/tmp/s24/at.c outside the repo, head dim 128, 256 positions,
  * best of 10): 4 rows scores 47.8 -> 62.0 GFLOP/s, weighted sums 46.9 -> 53-55; 3 rows weighted
  * sums 49.8 -> 61-64 (of ~86 a core: 5.4 G FMAs/s measured). recur-bench pp512 --profile,
  * qwen3-0.6b Q4_K_M, 2 threads, 3 alternating pairs: attention 0.80-0.91 -> 0.76-0.84 ms a
@@ -435,8 +434,8 @@ static inline __attribute__((always_inline)) void wsum2_span(int R, int C, bool 
 
 /* One weighted-sum pass: outputs d0..d0+8C-1 of rows 0..R-1. Blocks of WS2_BLK positions, in
  * each lane by lane (a lane's accumulators parked in `lanes` between blocks), so each lane
- * still takes its positions in increasing order; as the lanes pass, the next block's rows go
- * toward L2, 1/16 of them per lane. */
+ * still takes its positions in increasing order; with pf (a decode step), as the lanes pass,
+ * the next block's rows go toward L2, 1/16 of them per lane. */
 static inline __attribute__((always_inline)) void wsum2_pass(int R, int C, int64_t d0, const uint16_t *const *v,
                                                               const float *const *pr, const int32_t *n_ctx,
                                                               int32_t n_min, int32_t n_max, float *const *out,
