@@ -22,12 +22,12 @@
 #include "tensor/tensor.h"
 #include "tensor_test_util.h"
 
-#define MAX_N   720   /* positions: several of the weighted sums' 128-position blocks */
-#define MAX_D   260   /* head size */
+#define MAX_N   1100  /* positions: several of the weighted sums' 128-position blocks and 512-position spans */
+#define MAX_D   264   /* head size */
 #define SENTINEL 12345.0f
 
-static const int64_t k_dims[] = { 1, 7, 16, 17, 64, 80, 128, 130, 256 };
-static const int32_t k_ns[] = { 1, 3, 4, 5, 16, 17, 33, 100, 300, 513, 700 };
+static const int64_t k_dims[] = { 1, 7, 16, 17, 64, 80, 128, 130, 256, 264 };
+static const int32_t k_ns[] = { 1, 3, 4, 5, 16, 17, 33, 100, 300, 513, 700, 1090 };
 
 /* mixed signs and magnitudes, so another summation order would round differently */
 /* ggml's 16-lane tree (_mm512_reduce_add_ps): halves, quarters, then the last pairs */

@@ -392,10 +392,21 @@ static void att_wsum4_lanes(int nr, int64_t dv, const uint16_t *const *v, const 
  * best of 10): 4 rows scores 47.8 -> 62.0 GFLOP/s, weighted sums 46.9 -> 53-55; 3 rows weighted
  * sums 49.8 -> 61-64 (of ~86 a core: 5.4 G FMAs/s measured). recur-bench pp512 --profile,
  * qwen3-0.6b Q4_K_M, 2 threads, 3 alternating pairs: attention 0.80-0.91 -> 0.76-0.84 ms a
- * token (a fifth of the prompt's time). */
+ * token (a fifth of the prompt's time).
+ * The passes take the context a span (WS2_SPAN positions) at a time, every pass over a span
+ * before the next span, the lanes of all passes parked on the stack between spans: a pass
+ * reads 32-64 bytes of each V row, so over the whole context a line that two passes share
+ * was gone from L2 (1 MB) before the second one came once a head's V outgrew it, and came
+ * from L3 twice, in lane order (rows 4 KB apart). One thread, 4 rows, head dim 128, 4352
+ * positions (V 1.1 MB; /tmp/s25/at2.c outside the repo, best of 10): 38-41 -> 47-50
+ * GFLOP/s, 8192 positions 37-39 -> 47-49 (spans of 1024 the same, 2048 45-47); two such
+ * processes at once 39-40 -> 42-49; 2 rows fetching ahead (a decode step) 37 -> 40-41; 512
+ * positions and fewer (one span) unchanged. */
 #define WS2_ACC 8
 #define WS2_BLK 128           /* positions per block of a weighted-sum pass (a multiple of 16);
                                * ab2: 256 no faster from memory, slower in L2 */
+#define WS2_SPAN 512          /* positions every pass takes in turn (a multiple of WS2_BLK) */
+#define WS2_DV 256            /* outputs whose lanes are parked at once (64 KB on the stack) */
 
 /* Positions p, p + 16, ... below `end` into acc[i][c]; `check`: only the rows whose context
  * reaches p (else every row sees them). */
@@ -432,17 +443,18 @@ static inline __attribute__((always_inline)) void wsum2_span(int R, int C, bool 
     }
 }
 
-/* One weighted-sum pass: outputs d0..d0+8C-1 of rows 0..R-1. Blocks of WS2_BLK positions, in
- * each lane by lane (a lane's accumulators parked in `lanes` between blocks), so each lane
- * still takes its positions in increasing order; with pf (a decode step), as the lanes pass,
- * the next block's rows go toward L2, 1/16 of them per lane. */
+/* One weighted-sum pass over positions [s0, s1): outputs d0..d0+8C-1 of rows 0..R-1. Blocks of
+ * WS2_BLK positions, in each lane by lane (a lane's accumulators parked in `lanes`, row i,
+ * lane l at lanes + (16i + l)·8C, between blocks), so each lane still takes its positions in
+ * increasing order; s0 = 0 starts the lanes at zero, and `last` adds them into out. With pf
+ * (a decode step), as the lanes pass, the next block's rows go toward L2, 1/16 of them per
+ * lane. */
 static inline __attribute__((always_inline)) void wsum2_pass(int R, int C, int64_t d0, const uint16_t *const *v,
                                                               const float *const *pr, const int32_t *n_ctx,
-                                                              int32_t n_min, int32_t n_max, float *const *out,
-                                                              bool pf) {
-    _Alignas(32) float lanes[4][16][8 * WS2_ACC];
-    for (int32_t b0 = 0; b0 == 0 || b0 < n_max; b0 += WS2_BLK) {   /* block 0 even when empty: it zeroes the lanes */
-        const int32_t b1 = b0 + WS2_BLK < n_max ? b0 + WS2_BLK : n_max;
+                                                              int32_t n_min, int32_t n_max, int32_t s0, int32_t s1,
+                                                              float *lanes, bool last, float *const *out, bool pf) {
+    for (int32_t b0 = s0; b0 == s0 || b0 < s1; b0 += WS2_BLK) {   /* one block even when empty: it zeroes the lanes */
+        const int32_t b1 = b0 + WS2_BLK < s1 ? b0 + WS2_BLK : s1;
         const int32_t e_all = b1 < n_min ? b1 : n_min;   /* [b0, e_all): every row sees them */
         for (int l = 0; l < 16; l++) {
             const int32_t f0 = b1 + l * (WS2_BLK / 16), f1 = f0 + WS2_BLK / 16 < n_max ? f0 + WS2_BLK / 16 : n_max;
@@ -454,7 +466,8 @@ static inline __attribute__((always_inline)) void wsum2_pass(int R, int C, int64
             _Pragma("GCC unroll 4")
             for (int i = 0; i < R; i++)
                 _Pragma("GCC unroll 8")
-                for (int c = 0; c < C; c++) acc[i][c] = b0 ? _mm256_load_ps(lanes[i][l] + 8 * c) : _mm256_setzero_ps();
+                for (int c = 0; c < C; c++)
+                    acc[i][c] = b0 ? _mm256_load_ps(lanes + ((16 * i + l) * C + c) * 8) : _mm256_setzero_ps();
             /* the lane's positions: those every row sees, then those only some rows see */
             const int32_t p_all = b0 + l;
             const int32_t p_mid = e_all <= p_all ? p_all : p_all + (e_all - p_all + 15) / 16 * 16;
@@ -463,19 +476,50 @@ static inline __attribute__((always_inline)) void wsum2_pass(int R, int C, int64
             _Pragma("GCC unroll 4")
             for (int i = 0; i < R; i++)
                 _Pragma("GCC unroll 8")
-                for (int c = 0; c < C; c++) _mm256_store_ps(lanes[i][l] + 8 * c, acc[i][c]);
+                for (int c = 0; c < C; c++) _mm256_store_ps(lanes + ((16 * i + l) * C + c) * 8, acc[i][c]);
         }
     }
+    if (!last) return;
     for (int i = 0; i < R; i++)   /* unrolled, h and q in registers: as loops through the stack
                                    * a 64-position pass took twice as long (1140 vs 590 ns) */
         for (int c = 0; c < C; c++) {
+            const float *li = lanes + (16 * i * C + c) * 8;
             __m256 h[8], q[4];
             _Pragma("GCC unroll 8")
-            for (int e = 0; e < 8; e++) h[e] = _mm256_add_ps(_mm256_load_ps(lanes[i][e] + 8 * c), _mm256_load_ps(lanes[i][e + 8] + 8 * c));
+            for (int e = 0; e < 8; e++) h[e] = _mm256_add_ps(_mm256_load_ps(li + e * C * 8), _mm256_load_ps(li + (e + 8) * C * 8));
             _Pragma("GCC unroll 4")
             for (int e = 0; e < 4; e++) q[e] = _mm256_add_ps(h[e], h[e + 4]);
             _mm256_storeu_ps(out[i] + d0 + 8 * c, _mm256_add_ps(_mm256_add_ps(q[0], q[2]), _mm256_add_ps(q[1], q[3])));
         }
+}
+
+/* Every pass of the rows' outputs [d_lo, d_hi) over positions [s0, s1), the lanes of the pass
+ * at d0 parked at park + 16·nr·(d0 - d_lo) (16 lanes of the nr rows' 8C outputs). */
+static void wsum2_passes(int nr, int64_t d_lo, int64_t d_hi, const uint16_t *const *v, const float *const pr[4],
+                         const int32_t n_ctx[4], int32_t n_min, int32_t n_max, int32_t s0, int32_t s1, float *park,
+                         float *const out[4], bool pf) {
+    const int C = nr == 1 ? 8 : nr <= 3 ? 4 : 2;   /* vectors of outputs per pass (R·C <= 12 accumulators) */
+    const bool last = s1 >= n_max;
+    for (int64_t d0 = d_lo; d0 < d_hi;) {
+        float *lanes = park + 16 * nr * (d0 - d_lo);
+        if ((d_hi - d0) / 8 >= C) {
+            switch (nr) {
+            case 1: wsum2_pass(1, 8, d0, v, pr, n_ctx, n_min, n_max, s0, s1, lanes, last, out, pf); break;
+            case 2: wsum2_pass(2, 4, d0, v, pr, n_ctx, n_min, n_max, s0, s1, lanes, last, out, pf); break;
+            case 3: wsum2_pass(3, 4, d0, v, pr, n_ctx, n_min, n_max, s0, s1, lanes, last, out, pf); break;
+            default: wsum2_pass(4, 2, d0, v, pr, n_ctx, n_min, n_max, s0, s1, lanes, last, out, pf); break;
+            }
+            d0 += 8 * C;
+            continue;
+        }
+        switch (nr) {   /* the last vectors of a head dim that is not a multiple of the pass */
+        case 1: wsum2_pass(1, 1, d0, v, pr, n_ctx, n_min, n_max, s0, s1, lanes, last, out, pf); break;
+        case 2: wsum2_pass(2, 1, d0, v, pr, n_ctx, n_min, n_max, s0, s1, lanes, last, out, pf); break;
+        case 3: wsum2_pass(3, 1, d0, v, pr, n_ctx, n_min, n_max, s0, s1, lanes, last, out, pf); break;
+        default: wsum2_pass(4, 1, d0, v, pr, n_ctx, n_min, n_max, s0, s1, lanes, last, out, pf); break;
+        }
+        d0 += 8;
+    }
 }
 
 static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
@@ -486,26 +530,13 @@ static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float 
     }
     int32_t n_min = n_ctx[0], n_max = n_ctx[0];
     for (int i = 1; i < nr; i++) n_min = n_ctx[i] < n_min ? n_ctx[i] : n_min, n_max = n_ctx[i] > n_max ? n_ctx[i] : n_max;
-    const int C = nr == 1 ? 8 : nr <= 3 ? 4 : 2;   /* vectors of outputs per pass (R·C <= 12 accumulators) */
-    for (int64_t d0 = 0; d0 < dv;) {
-        const int64_t left = (dv - d0) / 8;
-        if (left >= C) {
-            switch (nr) {
-            case 1: wsum2_pass(1, 8, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
-            case 2: wsum2_pass(2, 4, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
-            case 3: wsum2_pass(3, 4, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
-            default: wsum2_pass(4, 2, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
-            }
-            d0 += 8 * C;
-            continue;
+    _Alignas(32) float park[4 * 16 * WS2_DV];
+    for (int64_t d_lo = 0; d_lo < dv; d_lo += WS2_DV) {   /* head dims past WS2_DV: a piece at a time */
+        const int64_t d_hi = dv - d_lo < WS2_DV ? dv : d_lo + WS2_DV;
+        for (int32_t s0 = 0; s0 == 0 || s0 < n_max; s0 += WS2_SPAN) {   /* one span even when empty: it zeroes the lanes */
+            const int32_t s1 = s0 + WS2_SPAN < n_max ? s0 + WS2_SPAN : n_max;
+            wsum2_passes(nr, d_lo, d_hi, v, pr, n_ctx, n_min, n_max, s0, s1, park, out, cold);
         }
-        switch (nr) {   /* the last vectors of a head dim that is not a multiple of the pass */
-        case 1: wsum2_pass(1, 1, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
-        case 2: wsum2_pass(2, 1, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
-        case 3: wsum2_pass(3, 1, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
-        default: wsum2_pass(4, 1, d0, v, pr, n_ctx, n_min, n_max, out, cold); break;
-        }
-        d0 += 8;
     }
 }
 
