@@ -405,7 +405,8 @@ static void att_wsum4_lanes(int nr, int64_t dv, const uint16_t *const *v, const 
 #define WS2_ACC 8
 #define WS2_BLK 128           /* positions per block of a weighted-sum pass (a multiple of 16);
                                * ab2: 256 no faster from memory, slower in L2 */
-#define WS2_SPAN 512          /* positions every pass takes in turn (a multiple of WS2_BLK) */
+#define WS2_SPAN 512          /* positions every pass takes in turn */
+_Static_assert(WS2_SPAN % WS2_BLK == 0, "a span starts a block, whose lanes start at positions 0 mod 16");
 #define WS2_DV 256            /* outputs whose lanes are parked at once (64 KB on the stack) */
 
 /* Positions p, p + 16, ... below `end` into acc[i][c]; `check`: only the rows whose context
