@@ -8,9 +8,11 @@
  * Attention (att_scores4, att_wsum4, below) reads K and V in the order that suits decode at
  * depth, where they come from memory: scores read the positions every row sees as two
  * straight streams (a tile takes half its positions from the first half of them and half
- * from the second); weighted sums go block by block (WS2_BLK positions), lane by lane within
- * a block, the next block's V rows prefetched toward L2 as they go. Each output still sees
- * exactly the reference's operations in its order (att_ref.c). att_avx512.c does the same. */
+ * from the second); weighted sums go a span (WS2_SPAN positions) at a time, every pass over
+ * it, block by block (WS2_BLK positions), lane by lane within a block, a decode step's next
+ * block of V rows prefetched toward L2 as they go. Each output still sees exactly the
+ * reference's operations in its order (att_ref.c). att_avx512.c does the same but for the
+ * spans (at head dim 128 its passes share no line of V). */
 #include <math.h>
 #include <string.h>
 
