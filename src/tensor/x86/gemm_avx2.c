@@ -95,11 +95,16 @@ static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, con
  * where 3 × 4 with the rows as the madds' memory operands took 44 for 12; Zen 4 loads two
  * vectors a cycle, so that tile waited on its loads (an asm loop of each: 2.04 against 1.63
  * cycles a (row, token, block); the three multiply-pipe slots alone: 1.5). The scale products
- * of a piece are made 8 tokens to one multiply before its tiles read them. A group of YG rows
- * parks its lanes, then q8_out reduces them 8 rows to one x86_hsum8_ps and writes a token's
- * 16 outputs at once: y's rows are 4 KB apart in the model's matrices (1024 outputs), and
- * the 2 floats a tile wrote to each of them missed L1 every time (1024 rows × 1024, 192
- * tokens, one thread: 65-67 GFLOP/s with y's rows 4 KB apart, 78-80 with 4160 bytes).
+ * of a piece are made 8 tokens to one multiply before its tiles read them. The tile of the
+ * last piece reduces its 8 accumulators in one x86_hsum8_ps (lanes 2t, 2t + 1: its two rows'
+ * outputs of token t) and writes them to y as 4 pairs. Until this the lanes of every tile went
+ * to a park of the row block (~60 KB: out of L1) and a pass after it (q8_out) read them back
+ * 8 rows at a time: ~10 % of the gemm's samples (perf, 4096 × 1024); gv, one thread, 512
+ * tokens, best of 4-5 alternating runs: 4096 × 1024 81.1 -> 87.6 GFLOP/s, 1024 × 1024 83.5 ->
+ * 87.0, 1024 × 3072 (3 pieces: the first two still park) 79.4 -> 82.1. (Tiles writing 2
+ * floats each to y's rows, 4 KB apart, had missed L1 at every tile before the park, 1024 rows
+ * × 1024, 192 tokens: 65-67 GFLOP/s against 78-80 with rows 4160 bytes apart; with the pairs
+ * stored after one reduction of 8 they no longer cost.)
  * Measured (/tmp/s16/gv.c outside the repo, best of alternating runs): gemm[Q8_0] alone, one
  * thread, 512 tokens, 1024 × 1024 63.5 -> 78.2 GFLOP/s, 256 × 1024 (256 tokens) 73.5 -> 80.6;
  * tensor_matmul, two threads, 512 tokens, 1024 × 1024 111.8 -> 119.5, 6144 × 1024 121.9 ->
@@ -134,7 +139,7 @@ _Static_assert(T16 == 4 && T16P == 2 * T16, "q8_piece16: two tiles a piece, tail
  * block, so a piece reads them as neighbouring 8-float vectors (a chunk-wide row per block put
  * a piece's loads tc floats apart, 2 KB at 512 tokens, into two L1 sets). */
 #define DX16(nb, b, t) ((((size_t)(t) / T16P) * (size_t)(nb) + (size_t)(b)) * T16P + (size_t)(t) % T16P)
-#define YG 16              /* row blocks are a multiple of it: a token's 64 bytes of y at least */
+#define YG 16              /* row blocks are a multiple of it */
 #define W16_ROWS (512 << 10)   /* widened rows of a row block, held in L2 (128 and 256 KB no better) */
 
 /* The 32 quants at q widened to int16 in w16's order: *a words 0..15, *b words 16..31. */
@@ -160,12 +165,14 @@ static inline void w16_store(const uint8_t *q, int16_t *dst) {
  * pr[i][r][t0 + t]. The accumulators start at zero for the first piece (b0 = 0) and otherwise
  * come from park (row r, token t at park + (r·T16P + t)·8); they go back there, so the tiles
  * pass over the blocks a piece at a time, a piece of the token group's widened rows staying in
- * L1 for all the row tiles, and the blocks still go in order for every element. A block's row
- * vectors are loaded once into registers for the T tokens, a token's two vectors once for the
- * R rows. */
+ * L1 for all the row tiles, and the blocks still go in order for every element. After the
+ * last piece (out set) they are reduced instead, row r's output of token t going to
+ * out[t·so + r]. A block's row vectors are loaded once into registers for the T tokens, a
+ * token's two vectors once for the R rows. */
 static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_t b0, int np, size_t s16,
                                                              const int16_t *w16, const int16_t *x16,
-                                                             const float (*pr)[R16][T16P], int t0, float *park) {
+                                                             const float (*pr)[R16][T16P], int t0, float *park,
+                                                             float *out, size_t so) {
     __m256 acc[R16][T16];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
@@ -194,20 +201,37 @@ static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_
             }
         }
     }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < T; t++) _mm256_storeu_ps(park + ((size_t)r * T16P + (size_t)t) * 8, acc[r][t]);
+    if (!out) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < T; t++) _mm256_storeu_ps(park + ((size_t)r * T16P + (size_t)t) * 8, acc[r][t]);
+    } else if (R == 2 && T == 4) {   /* lanes 2t, 2t + 1: rows 0, 1 of token t */
+        const __m256 v[8] = { acc[0][0], acc[1][0], acc[0][1], acc[1][1], acc[0][2], acc[1][2], acc[0][3], acc[1][3] };
+        const __m256 h = x86_hsum8_ps(v);
+        const __m128 lo = _mm256_castps256_ps128(h), hi = _mm256_extractf128_ps(h, 1);
+        _mm_storel_pi((__m64 *)out, lo);
+        _mm_storeh_pi((__m64 *)(out + so), lo);
+        _mm_storel_pi((__m64 *)(out + 2 * so), hi);
+        _mm_storeh_pi((__m64 *)(out + 3 * so), hi);
+    } else {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < T; t++) out[(size_t)t * so + (size_t)r] = x86_hsum_ps(acc[r][t]);
+    }
 }
 
 /* A piece of blocks [b0, b0 + np) for a group of up to T16P tokens: their scale products with
  * the rows' (row scales at dw[r·nb + b], token t's of block b at dx[b·T16P + t]) made 8 tokens
  * to one multiply before the tiles read any (a product stored just before its broadcast loads
  * would wait for the store), then the tiles of T16 tokens and the 1-3 left; the lanes of row r,
- * token t at park + (r·T16P + t)·8. */
+ * token t at park + (r·T16P + t)·8, or for the last piece (out set) its output at
+ * out[t·so + r]. */
 static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int64_t b0, int np, int64_t nb,
                                                               const int16_t *w16, const float *dw, const int16_t *x16,
-                                                              size_t s16, const float *dx, float *park) {
+                                                              size_t s16, const float *dx, float *park, float *out,
+                                                              size_t so) {
     _Alignas(32) float pr[QP][R16][T16P];
     for (int i = 0; i < np; i++) {
         const __m256 dxv = _mm256_loadu_ps(dx + (size_t)(b0 + i) * T16P);
@@ -217,28 +241,12 @@ static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int6
     }
     int t = 0;
     for (; t + T16 <= nt; t += T16)
-        q8_tile16(R, T16, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8);
+        q8_tile16(R, T16, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8, out ? out + t * so : NULL, so);
     switch (nt - t) {
-    case 3: q8_tile16(R, 3, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8); break;
-    case 2: q8_tile16(R, 2, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8); break;
-    case 1: q8_tile16(R, 1, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8); break;
+    case 3: q8_tile16(R, 3, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8, out ? out + t * so : NULL, so); break;
+    case 2: q8_tile16(R, 2, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8, out ? out + t * so : NULL, so); break;
+    case 1: q8_tile16(R, 1, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8, out ? out + t * so : NULL, so); break;
     default: break;
-    }
-}
-
-/* The ng rows of a block out of park (row r, token t at park + (r·T16P + t)·8) into
- * y[t·ldy + r] for t < nt: a token's 8 rows at a time in one x86_hsum8_ps and one store (the
- * rows' outputs are neighbours in y; written a row tile at a time, a token's outputs, 4 KB
- * apart in the model's matrices, would miss L1 at every tile), the rows left one at a time. */
-static void q8_out(const float *park, int64_t ng, int64_t nt, float *y, int64_t ldy) {
-    for (int64_t t = 0; t < nt; t++) {
-        int64_t r = 0;
-        for (; r + 8 <= ng; r += 8) {
-            __m256 v[8];
-            for (int k = 0; k < 8; k++) v[k] = _mm256_loadu_ps(park + ((size_t)(r + k) * T16P + (size_t)t) * 8);
-            _mm256_storeu_ps(y + t * ldy + r, x86_hsum8_ps(v));
-        }
-        for (; r < ng; r++) y[t * ldy + r] = x86_hsum_ps(_mm256_loadu_ps(park + ((size_t)r * T16P + (size_t)t) * 8));
     }
 }
 
@@ -313,15 +321,17 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
                 const int nt8 = nt - t < T16P ? (int)(nt - t) : T16P;
                 for (int64_t b0 = 0; b0 < nb; b0 += QP) {
                     const int np = nb - b0 < QP ? (int)(nb - b0) : QP;
+                    float *const out = b0 + np == nb ? y + (t0 + t) * ldy + g : NULL;   /* the last piece: the sums */
                     int64_t r = 0;
                     for (; r + R16 <= ng; r += R16)
                         q8_piece16(R16, nt8, b0, np, nb, w16 + (size_t)r * s16, dw + (size_t)r * (size_t)nb,
-                                   x16 + t * s16, s16, dx + DX16(nb, 0, t), park + (size_t)r * T16P * 8);
+                                   x16 + t * s16, s16, dx + DX16(nb, 0, t), park + (size_t)r * T16P * 8,
+                                   out ? out + r : NULL, (size_t)ldy);
                     for (; r < ng; r++)
                         q8_piece16(1, nt8, b0, np, nb, w16 + (size_t)r * s16, dw + (size_t)r * (size_t)nb,
-                                   x16 + t * s16, s16, dx + DX16(nb, 0, t), park + (size_t)r * T16P * 8);
+                                   x16 + t * s16, s16, dx + DX16(nb, 0, t), park + (size_t)r * T16P * 8,
+                                   out ? out + r : NULL, (size_t)ldy);
                 }
-                q8_out(park, ng, nt8, y + (t0 + t) * ldy + g, ldy);
             }
         }
     }
