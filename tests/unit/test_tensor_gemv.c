@@ -189,6 +189,66 @@ static void test_gemv_q8_raw_x(void **state) {
     free(w); free(x);
 }
 
+/* The several-token kernels over the file's layout (tensor_gemv.tokens): every token count
+ * below tokens_max (each form a kernel switches between by count, the tiles' token tails),
+ * row counts around their row groups, rows at odd addresses and padded strides, activation
+ * rows at an odd stride, raw and quantized weights: y[t·ldy + r] equals the dot of row r and
+ * token t bit for bit, and y is untouched past the rows and tokens. */
+#define TOK_MAX 40
+static void test_gemv_tokens(void **state) {
+    (void)state;
+    rng r = { 4242 };
+    gv_case cs[48];
+    const int m = list_cases(cs, 48);
+    static const int64_t ns[] = { 32, 224, 1056, 3072 + 32, 32 * 1025 }, rows[] = { 1, 3, 4, 5, 9, 37 };
+    enum { LDY = MAX_ROWS + 3 };
+    int kernels = 0;
+    for (int i = 0; i < m; i++) {
+        const tensor_gemv g = cs[i].gemv;
+        if (!g.tokens || cs[i].gemv.fn != cs[i].k->gemv[cs[i].wt].fn) continue;   /* once per kernel */
+        kernels++;
+        const int64_t tmax = g.tokens_max ? g.tokens_max - 1 : TOK_MAX;
+        assert_true(tmax <= TOK_MAX);
+        const uint32_t vt = tensor_vec_dot_type(cs[i].wt);
+        for (size_t l = 0; l < sizeof ns / sizeof ns[0]; l++) {
+            const int64_t n = ns[l];
+            if (n % tensor_block_size(cs[i].wt)) continue;
+            const size_t wb = tensor_row_bytes(cs[i].wt, n), ws = wb + PAD, xs = tensor_act_row_bytes(vt, n) + 3;
+            float *f = xalloc((size_t)n * MAX_ROWS * 4), *y = xalloc((size_t)(TOK_MAX + 1) * LDY * 4);
+            uint8_t *wbuf = xalloc(ws * MAX_ROWS + 1), *xbuf = xalloc(xs * TOK_MAX + 1);
+            uint8_t *w = wbuf + 1, *x = xbuf + 1;   /* odd addresses */
+            fill_rough(&r, f, n * TOK_MAX < n * MAX_ROWS ? n * TOK_MAX : n * MAX_ROWS);
+            for (int64_t t = 0; t < TOK_MAX; t++) tensor_act_quantize(cs[i].k, vt, f + (t % MAX_ROWS) * n, x + t * xs, n);
+            for (int raw = 0; raw < 2; raw++) {
+                if (raw) {
+                    fill_raw(&r, cs[i].wt, w, n, MAX_ROWS);
+                    for (int64_t o = MAX_ROWS - 1; o >= 0; o--) memmove(w + (size_t)o * ws, w + (size_t)o * wb, wb);
+                } else {
+                    fill_rough(&r, f, n * MAX_ROWS);
+                    tensor_kernels_scalar()->from_float[cs[i].wt](f, w, n * MAX_ROWS);
+                }
+                const size_t stride = raw ? ws : wb;
+                for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++)
+                    for (int64_t nt = 1; nt <= tmax; nt += nt < 18 ? 1 : 5) {
+                        for (int e = 0; e < (TOK_MAX + 1) * LDY; e++) y[e] = -7.0f;
+                        g.tokens(n, w, stride, rows[a], x, xs, nt, y, LDY);
+                        for (int64_t t = 0; t <= TOK_MAX; t++)
+                            for (int64_t o = 0; o < LDY; o++) {
+                                const bool in = t < nt && o < rows[a];
+                                const float want = in ? cs[i].dot(n, w + (size_t)o * stride, x + t * xs) : -7.0f;
+                                if (memcmp(&want, &y[t * LDY + o], 4) != 0)
+                                    fail_msg("%s tokens type %u n %lld rows %lld tokens %lld raw %d: y[%lld][%lld] %a vs %a",
+                                             cs[i].k->isa, (unsigned)cs[i].wt, (long long)n, (long long)rows[a],
+                                             (long long)nt, raw, (long long)t, (long long)o, y[t * LDY + o], want);
+                            }
+                    }
+            }
+            free(f); free(y); free(wbuf); free(xbuf);
+        }
+    }
+    if (tensor_kernels_avx2()) assert_true(kernels > 0);   /* the AVX2 table's gemv[Q8_0] has one */
+}
+
 /* The data above is sensitive to the order of the sums: rounding the exact (double) dot of the
  * dequantized rows gives other bits than the kernel for many rows, so the bit comparisons
  * above could not pass by chance with another order. */
@@ -222,6 +282,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemv_bits),
         cmocka_unit_test(test_gemv_q8_raw_x),
+        cmocka_unit_test(test_gemv_tokens),
         cmocka_unit_test(test_order_sensitive),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,11 +8,16 @@
  * the way to the integers differ:
  *  - the prompt gemm (gemm_q8_0) widens weights and activations to int16 and forms a lane as
  *    two madds and an add (the section below says why), R16 rows × T16 tokens a tile;
- *  - the several-token kernel over the single-token streams (gemm_q8_0_streams) and the
- *    gemm's fallback keep the dot's sign trick (maddubs of |w| and x with w's sign, then madd
- *    with ones: exact, the activation bytes are never -128), R8 rows × T8 tokens a tile.
+ *  - the several-token kernel over the single-token streams (gemm_q8_0_streams) forms a lane
+ *    the same way from 8 tokens on, the weights split into even and odd bytes in registers
+ *    (dot_avx2.c's single-token form), R16 × T16 a tile;
+ *  - below 8 tokens, and as the gemm's fallback, the dot's sign trick (maddubs of |w| and x
+ *    with w's sign, then madd with ones: exact, the activation bytes are never -128), R8 rows
+ *    × T8 tokens a tile.
  * Tokens go in chunks whose activations stay in L2 while every row tile passes over them.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
+#include <string.h>
+
 #include "tensor/x86/simd_x86.h"
 
 #define R8 2            /* rows per tile (AVX2 has 16 vector registers: 8 accumulators) */
@@ -338,15 +343,133 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     free(x16);
 }
 
+/* ---- a few tokens: the even/odd int16 form -------------------------------------------------
+ *
+ * dot_avx2.c's single-token form for several tokens: a weight vector's even bytes moved up
+ * (w << 8) and its odd bytes masked in place (w & 0xFF00) are madd-ed with the token's even and
+ * odd bytes widened to int16 (once per call), the two halves added: lane l is 256 times the
+ * exact sum of elements 4l..4l+3, and the scale product takes the token's scale divided by 256
+ * (exact), so each FMA rounds as the sign trick's: the same bits. A tile is 2 rows × 4 tokens
+ * as the prompt gemm's (q8_tile16), the rows split in registers once per block for the 4
+ * tokens (2 operations a row) instead of widened into memory: per (row, token, block) 2 madds
+ * and an FMA on the two multiply pipes where the sign trick (q8_tile) spends 5 (vpsignb,
+ * maddubs, madd, the scale product, FMA). The scale products of a row pair are made 8 tokens
+ * to one multiply before its tiles, as the gemm's (q8_piece16), in the pass that fetches the
+ * rows ahead; the tiles then find the rows in L1. */
+#define EO_TOK 32   /* tokens at most (X86_Q8_STREAMS_MAX_AVX2): the products, 4 vectors a block */
+/* Fewer tokens take the sign trick's tiles: a row pair's products and tiles in two passes
+ * leave less to overlap its fetches with (6144 x 1024 in L3, tensor_matmul, 2 threads, best of
+ * 3 alternating, GFLOP/s even/odd against the sign trick: 108 / 120-125 at 2 tokens, 95-130 /
+ * 98-131 at 3, 141-142 / 98-130 at 4, 132-145 / 127-130 at 6, 155 / 131-132 at 8; from
+ * memory, 151936 x 1024, two sets of 3: 67-77 / 94-105 at 4, 100-125 / 97-126 at 8, 102-137
+ * / 93-126 at 12). */
+#define EO_MIN_TOK 8
+_Static_assert(X86_Q8_STREAMS_MAX_AVX2 - 1 <= EO_TOK, "gemm_q8_0_streams: the tokens' products");
+
+/* Rows wr[0..R) (R <= 2) against T <= 4 tokens over nb blocks: the tokens' widened blocks at
+ * xeo + (t·nb + b)·2 (even, odd), the scale products at pr + (b·2 + r)·EO_TOK + t; row r's
+ * output of token t at y[t·ldy + yo[r]]. */
+static inline __attribute__((always_inline)) void q8_eo_tile(int R, int T, int64_t nb, const uint8_t *const *wr,
+                                                              const int64_t *yo, const __m256i *xeo,
+                                                              const float *pr, float *y, int64_t ldy) {
+    __m256 acc[R16][T16];
+    _Pragma("GCC unroll 2")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i we[R16], wo[R16];
+        _Pragma("GCC unroll 2")
+        for (int r = 0; r < R; r++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(wr[r] + (size_t)b * Q8_0_BYTES + Q8_0_QS));
+            we[r] = _mm256_slli_epi16(v, 8);
+            wo[r] = _mm256_and_si256(v, _mm256_set1_epi16((short)0xFF00));
+            __asm__("" : "+x"(we[r]), "+x"(wo[r]));   /* in registers for the T tokens */
+        }
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) {
+            __m256i xe = _mm256_load_si256(xeo + ((size_t)t * (size_t)nb + (size_t)b) * 2);
+            __m256i xo = _mm256_load_si256(xeo + ((size_t)t * (size_t)nb + (size_t)b) * 2 + 1);
+            __asm__("" : "+x"(xe), "+x"(xo));   /* one load for the R rows */
+            _Pragma("GCC unroll 2")
+            for (int r = 0; r < R; r++) {
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(we[r], xe), _mm256_madd_epi16(wo[r], xo));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(pr + ((size_t)b * 2 + (size_t)r) * EO_TOK + t),
+                                            _mm256_cvtepi32_ps(p), acc[r][t]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 2")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T; t++) y[t * ldy + yo[r]] = x86_hsum_ps(acc[r][t]);
+}
+
+/* Rows wr[0..R) over all n_tok tokens: their scale products with every token's (dxs + b·EO_TOK:
+ * the tokens' scales / 256 of block b), fetching each row X86_Q8_PF bytes ahead, then the
+ * tiles of 4 tokens and the 1-3 left. */
+static inline __attribute__((always_inline)) void q8_eo_rows(int R, int64_t nb, const uint8_t *const *wr,
+                                                              const int64_t *yo, const __m256i *xeo, const float *dxs,
+                                                              float *pr, int64_t n_tok, float *y, int64_t ldy) {
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t off = (size_t)b * Q8_0_BYTES;
+        if (b & 1)   /* a line a stream every other block */
+            _Pragma("GCC unroll 2")
+            for (int r = 0; r < R; r++) _mm_prefetch((const char *)(wr[r] + off + X86_Q8_PF), _MM_HINT_T0);
+        _Pragma("GCC unroll 2")
+        for (int r = 0; r < R; r++) {
+            const __m256 dw = x86_f16_bcast(wr[r] + off);
+            float *const d = pr + ((size_t)b * 2 + (size_t)r) * EO_TOK;
+            for (int64_t t = 0; t < n_tok; t += 8)
+                _mm256_store_ps(d + t, _mm256_mul_ps(dw, _mm256_load_ps(dxs + (size_t)b * EO_TOK + t)));
+        }
+    }
+    int64_t t = 0;
+    for (; t + 4 <= n_tok; t += 4) q8_eo_tile(R, 4, nb, wr, yo, xeo + (size_t)t * (size_t)nb * 2, pr + t, y + t * ldy, ldy);
+    switch (n_tok - t) {
+    case 3: q8_eo_tile(R, 3, nb, wr, yo, xeo + (size_t)t * (size_t)nb * 2, pr + t, y + t * ldy, ldy); break;
+    case 2: q8_eo_tile(R, 2, nb, wr, yo, xeo + (size_t)t * (size_t)nb * 2, pr + t, y + t * ldy, ldy); break;
+    case 1: q8_eo_tile(R, 1, nb, wr, yo, xeo + (size_t)t * (size_t)nb * 2, pr + t, y + t * ldy, ldy); break;
+    default: break;
+    }
+}
+
 /* A few tokens over the file's layout (tensor.h tensor_gemv.tokens of gemv[Q8_0]): the single-
  * token kernel's four streams, rows r, r + q, r + 2q, r + 3q (q = n_rows / 4), as two pairs
- * of a tile (eight accumulators: all AVX2's registers allow), up to T8 tokens a pass, the first
- * pass fetching ahead; gemm_q8_0 would read neighbouring rows side by side, which this
- * machine's prefetchers follow badly (gemv_avx512.c). The 0-3 rows left go one at a time. */
+ * of a tile, in the even/odd form above; gemm_q8_0 would read neighbouring rows side by side,
+ * which this machine's prefetchers follow badly (gemv_avx512.c). The 0-3 rows left go one at
+ * a time. The sign trick's tiles (q8_rows, up to T8 tokens a pass, the first pass fetching
+ * ahead) where the widened tokens cannot be allocated. */
 static void gemm_q8_0_streams(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
                               int64_t n_tok, float *y, int64_t ldy) {
-    const uint8_t *W = w;
+    const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK8_0, q = n_rows / 4;
+    const size_t xeo_b = (size_t)n_tok * (size_t)nb * 64, dxs_b = (size_t)nb * EO_TOK * sizeof(float);
+    __m256i *xeo = n_tok >= EO_MIN_TOK && n_tok <= EO_TOK ? aligned_alloc(32, xeo_b + dxs_b + 2 * dxs_b) : NULL;
+    if (xeo) {
+        float *dxs = (float *)((uint8_t *)xeo + xeo_b), *pr = dxs + (size_t)nb * EO_TOK;
+        memset(dxs, 0, dxs_b);   /* the tokens past n_tok: multiplied, never used */
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *xb = X + (size_t)t * xs + (size_t)b * Q8_0_BYTES;
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(xb + Q8_0_QS));
+                xeo[((size_t)t * (size_t)nb + (size_t)b) * 2] = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
+                xeo[((size_t)t * (size_t)nb + (size_t)b) * 2 + 1] = _mm256_srai_epi16(v, 8);
+                dxs[(size_t)b * EO_TOK + (size_t)t] = x86_f16_tab[rd_u16(xb)] * (1.0f / 256);
+            }
+        for (int64_t r = 0; r < q; r++)
+            for (int p = 0; p < 2; p++) {
+                const int64_t yo[2] = { r + 2 * p * q, r + (2 * p + 1) * q };
+                const uint8_t *wr[2] = { W + (size_t)yo[0] * ws, W + (size_t)yo[1] * ws };
+                q8_eo_rows(2, nb, wr, yo, xeo, dxs, pr, n_tok, y, ldy);
+            }
+        for (int64_t r = 4 * q; r < n_rows; r++) {
+            const uint8_t *wr[1] = { W + (size_t)r * ws };
+            q8_eo_rows(1, nb, wr, &r, xeo, dxs, pr, n_tok, y, ldy);
+        }
+        free(xeo);
+        return;
+    }
     for (int64_t r = 0; r < q; r++)
         for (int p = 0; p < 2; p++) {
             const int64_t yo[2] = { r + 2 * p * q, r + (2 * p + 1) * q };
