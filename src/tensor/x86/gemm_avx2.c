@@ -446,8 +446,9 @@ static void gemm_q8_0_streams(int64_t n, const void *w, size_t ws, int64_t n_row
     const int64_t nb = n / QK8_0, q = n_rows / 4;
     const size_t xeo_b = (size_t)n_tok * (size_t)nb * 64, dxs_b = (size_t)nb * EO_TOK * sizeof(float);
     __m256i *xeo = n_tok >= EO_MIN_TOK && n_tok <= EO_TOK ? aligned_alloc(32, xeo_b + dxs_b + 2 * dxs_b) : NULL;
+    float *dxs = NULL, *pr = NULL;
     if (xeo) {
-        float *dxs = (float *)((uint8_t *)xeo + xeo_b), *pr = dxs + (size_t)nb * EO_TOK;
+        dxs = (float *)((uint8_t *)xeo + xeo_b), pr = dxs + (size_t)nb * EO_TOK;
         memset(dxs, 0, dxs_b);   /* the tokens past n_tok: multiplied, never used */
         for (int64_t t = 0; t < n_tok; t++)
             for (int64_t b = 0; b < nb; b++) {
@@ -457,29 +458,20 @@ static void gemm_q8_0_streams(int64_t n, const void *w, size_t ws, int64_t n_row
                 xeo[((size_t)t * (size_t)nb + (size_t)b) * 2 + 1] = _mm256_srai_epi16(v, 8);
                 dxs[(size_t)b * EO_TOK + (size_t)t] = x86_f16_tab[rd_u16(xb)] * (1.0f / 256);
             }
-        for (int64_t r = 0; r < q; r++)
-            for (int p = 0; p < 2; p++) {
-                const int64_t yo[2] = { r + 2 * p * q, r + (2 * p + 1) * q };
-                const uint8_t *wr[2] = { W + (size_t)yo[0] * ws, W + (size_t)yo[1] * ws };
-                q8_eo_rows(2, nb, wr, yo, xeo, dxs, pr, n_tok, y, ldy);
-            }
-        for (int64_t r = 4 * q; r < n_rows; r++) {
-            const uint8_t *wr[1] = { W + (size_t)r * ws };
-            q8_eo_rows(1, nb, wr, &r, xeo, dxs, pr, n_tok, y, ldy);
-        }
-        free(xeo);
-        return;
     }
     for (int64_t r = 0; r < q; r++)
         for (int p = 0; p < 2; p++) {
             const int64_t yo[2] = { r + 2 * p * q, r + (2 * p + 1) * q };
             const uint8_t *wr[2] = { W + (size_t)yo[0] * ws, W + (size_t)yo[1] * ws };
-            q8_rows(2, nb, wr, yo, x, xs, n_tok, y, ldy, true);
+            if (xeo) q8_eo_rows(2, nb, wr, yo, xeo, dxs, pr, n_tok, y, ldy);
+            else q8_rows(2, nb, wr, yo, x, xs, n_tok, y, ldy, true);
         }
     for (int64_t r = 4 * q; r < n_rows; r++) {
         const uint8_t *wr[1] = { W + (size_t)r * ws };
-        q8_rows(1, nb, wr, &r, x, xs, n_tok, y, ldy, true);
+        if (xeo) q8_eo_rows(1, nb, wr, &r, xeo, dxs, pr, n_tok, y, ldy);
+        else q8_rows(1, nb, wr, &r, x, xs, n_tok, y, ldy, true);
     }
+    free(xeo);
 }
 
 void rt_fill_gemm_avx2(tensor_kernels *k) {
