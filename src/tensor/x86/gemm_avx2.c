@@ -361,8 +361,8 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
  * leave less to overlap its fetches with (6144 x 1024 in L3, tensor_matmul, 2 threads, best of
  * 3 alternating, GFLOP/s even/odd against the sign trick: 108 / 120-125 at 2 tokens, 95-130 /
  * 98-131 at 3, 141-142 / 98-130 at 4, 132-145 / 127-130 at 6, 155 / 131-132 at 8; from
- * memory, 151936 x 1024, two sets of 3: 67-77 / 94-105 at 4, 100-125 / 97-126 at 8, 102-137
- * / 93-126 at 12). */
+ * memory, 151936 x 1024, 5-8 alternating runs: 67-99 / 85-113 at 4, 100-125 / 97-126 at 8,
+ * 102-137 / 93-126 at 12). */
 #define EO_MIN_TOK 8
 _Static_assert(X86_Q8_STREAMS_MAX_AVX2 - 1 <= EO_TOK, "gemm_q8_0_streams: the tokens' products");
 

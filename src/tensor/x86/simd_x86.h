@@ -179,8 +179,8 @@ static inline void x86_gemm_r16_unpacked(void (*unpack)(const void *, int64_t, v
  *    127-131 / 126-132 at 10, 110-131 / 142-151 at 16, 127-131 / 151-158 at 32, 127-130 /
  *    156-163 at 63; since its even/odd form from 8 tokens on (gemm_avx2.c), 6144 x 1024 in
  *    L3 (best of 3 alternating, streams / gemm at 16 tokens and on): 157-162 at 12-15 tokens
- *    (the sign trick's 128-132), 129-157 / 119-138 at 16, 124-154 / 118-141 at 20,
- *    155-156 / 121-147 at 24, 147-157 / 148-153 at 32; 151936 x 1024 from memory (4
+ *    (the sign trick's 128-132), 129-157 / 119-138 at 16, 125-154 / 118-141 at 20,
+ *    154-156 / 121-147 at 24, 147-157 / 148-153 at 32; 151936 x 1024 from memory (4
  *    alternating) 106-134 / 107-131 at 20, 74-126 / 105-133 at 24, 113-149 / 111-123 at 32:
  *    no worse, so the streams take up to 32. */
 #define X86_Q8_STREAMS_MAX 16
