@@ -75,7 +75,7 @@ static inline __attribute__((always_inline)) void gemv_q8_0_sign(int64_t n, cons
 
 /* The single-token kernel in the even/odd int16 form: a weight vector's even bytes moved up
  * (w << 8: 256·w_2k per word) and its odd bytes masked in place (w & 0xFF00: 256·w_2k+1),
- * madd-ed with the activation's even and odd bytes widened to int16 (once per call, q8_eo_x),
+ * madd-ed with the activation's even and odd bytes widened to int16 (once per call, x86_q8_eo_x),
  * and the two int32 halves added: lane l is 256 times the exact sum of elements 4l..4l+3,
  * exact as a float (|256·Σ| < 2^24), and the scale product comes with the activation's scale
  * divided by 256 (exact), so the FMA rounds exactly as the sign trick's: the same bits. Per
@@ -84,15 +84,6 @@ static inline __attribute__((always_inline)) void gemv_q8_0_sign(int64_t n, cons
  * on the other two. In cache, one thread, 512 × 1024, best of 5 (/tmp/eo/eo.c outside the
  * repo): 29.0 -> 34.9 GB/s. Rows longer than Q8_EO_MAX blocks take the sign trick. */
 #define Q8_EO_MAX 1024   /* blocks: the widened activation on the stack, 68 KB */
-
-static inline void q8_eo_x(int64_t nb, const uint8_t *X, __m256i *xeo, float *dx) {
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(X + i * Q8_0_BYTES + Q8_0_QS));
-        xeo[2 * i] = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
-        xeo[2 * i + 1] = _mm256_srai_epi16(v, 8);
-        dx[i] = x86_f16_tab[rd_u16(X + i * Q8_0_BYTES)] * (1.0f / 256);
-    }
-}
 
 /* Row k's block i into acc (xe, xo, dx: the activation's block; hi: 0xFF00 words). The weight
  * vector is held in a register for its two uses (folded, gcc loads it twice). */
@@ -117,7 +108,7 @@ static inline __attribute__((always_inline)) void gemv_q8_0_pf(int64_t n, const 
     }
     __m256i xeo[2 * Q8_EO_MAX];
     float dxs[Q8_EO_MAX];
-    if (g0 < e) q8_eo_x(nb, x, xeo, dxs);
+    if (g0 < e) x86_q8_eo_x(nb, x, xeo, dxs, 1);
     const __m256i hi = _mm256_set1_epi16((short)0xFF00);
     for (int64_t r = g0; r < e; r++) {
         const uint8_t *wr[4];

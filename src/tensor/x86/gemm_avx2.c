@@ -347,7 +347,7 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
  *
  * dot_avx2.c's single-token form for several tokens: a weight vector's even bytes moved up
  * (w << 8) and its odd bytes masked in place (w & 0xFF00) are madd-ed with the token's even and
- * odd bytes widened to int16 (once per call), the two halves added: lane l is 256 times the
+ * odd bytes widened to int16 (once per call, x86_q8_eo_x), the two halves added: lane l is 256 times the
  * exact sum of elements 4l..4l+3, and the scale product takes the token's scale divided by 256
  * (exact), so each FMA rounds as the sign trick's: the same bits. A tile is 2 rows × 4 tokens
  * as the prompt gemm's (q8_tile16), the rows split in registers once per block for the 4
@@ -451,13 +451,7 @@ static void gemm_q8_0_streams(int64_t n, const void *w, size_t ws, int64_t n_row
         dxs = (float *)((uint8_t *)xeo + xeo_b), pr = dxs + (size_t)nb * EO_TOK;
         memset(dxs, 0, dxs_b);   /* the tokens past n_tok: multiplied, never used */
         for (int64_t t = 0; t < n_tok; t++)
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *xb = X + (size_t)t * xs + (size_t)b * Q8_0_BYTES;
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(xb + Q8_0_QS));
-                xeo[((size_t)t * (size_t)nb + (size_t)b) * 2] = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
-                xeo[((size_t)t * (size_t)nb + (size_t)b) * 2 + 1] = _mm256_srai_epi16(v, 8);
-                dxs[(size_t)b * EO_TOK + (size_t)t] = x86_f16_tab[rd_u16(xb)] * (1.0f / 256);
-            }
+            x86_q8_eo_x(nb, X + (size_t)t * xs, xeo + (size_t)t * (size_t)nb * 2, dxs + t, EO_TOK);
     }
     for (int64_t r = 0; r < q; r++)
         for (int p = 0; p < 2; p++) {

@@ -18,6 +18,19 @@ static inline float x86_f16(const uint8_t *p) { return _cvtsh_ss(rd_u16(p)); }
 extern float x86_f16_tab[1 << 16];
 static inline __m256 x86_f16_bcast(const uint8_t *p) { return _mm256_broadcast_ss(&x86_f16_tab[rd_u16(p)]); }
 
+/* A Q8_0 activation row's nb blocks in the even/odd int16 form of the AVX2 Q8_0 kernels
+ * (dot_avx2.c gemv_q8_0, gemm_avx2.c gemm_q8_0_streams): block i's even bytes at xeo[2i], its
+ * odd bytes at xeo[2i + 1], both sign-extended to int16, and its scale / 256 (exact) at
+ * dx[i · dx_stride]. */
+static inline void x86_q8_eo_x(int64_t nb, const uint8_t *X, __m256i *xeo, float *dx, size_t dx_stride) {
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(X + i * Q8_0_BYTES + Q8_0_QS));
+        xeo[2 * i] = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
+        xeo[2 * i + 1] = _mm256_srai_epi16(v, 8);
+        dx[(size_t)i * dx_stride] = x86_f16_tab[rd_u16(X + i * Q8_0_BYTES)] * (1.0f / 256);
+    }
+}
+
 /* Sum of the 8 lanes in a fixed order: (lo128 + hi128), then pairs. */
 static inline float x86_hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
