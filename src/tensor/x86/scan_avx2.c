@@ -71,7 +71,17 @@ static inline __attribute__((always_inline)) float gdn_pass2(int64_t d, float *r
  * is a chain of ~80 cycles: one row at a time, the 64 lanes' latency bound the scan). qwen35-
  * 0.8b Q8_0 pp512, 2 threads, recur-bench --profile, recurrent ms a token: rows one at a time
  * 0.80, GR 2 0.64-0.66, GR 4 0.58-0.61. Tried: each GR rows through a run of 16 tokens while
- * they stay in L1 (the head's 64 KB state streams through L2 token by token): no faster. */
+ * they stay in L1 (the head's 64 KB state streams through L2 token by token): no faster.
+ * Tried (Zen 4, AVX2 only): rows in pairs, each k and q vector loaded once for both (the 64
+ * lanes' accumulators made one at a time in red64's pairs, so a row holds 3 vectors, not 8),
+ * 8 rows reduced at once by x86_hsum8_ps: the same bits, and in a harness with q, k, v in
+ * arrays of their own 7.9 -> 6.5 thousand cycles a head and token (d 128, one thread), but
+ * with them in the conv rows as the model has them (24 KB a token, k 8 KB after q) 6.1-6.6
+ * -> 6.8-7.1 (10.6 at two offsets of the state), and recur-bench qwen35-0.8b Q8_0 pp512
+ * (recurrent 0.56-0.68 against 0.60-0.62 ms a token, gdn_step 5.9 % -> 6.3 % of perf's
+ * samples): not kept. In the model the delta job takes ~8.5 thousand cycles a head and token
+ * (timed around dn_delta_job), the kernel alone 6.1-6.3 in the model's layout (two processes
+ * at once alike); fetching the next token's q, k, v rows ahead did not close the gap. */
 #define GR 4
 static inline __attribute__((always_inline)) void gdn_rows(int64_t d, float *row, const float *q, const float *k,
                                                             const float *v, float decay, float beta, float scale,
@@ -130,7 +140,10 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
  * head's 64 rows of 128 floats are L1's 32 KB: token by token the whole head streamed from
  * L2 for every token); the run's B and C rows (SCAN_RUN tokens: 16 KB) stay there too. The
  * rows are independent, so each sees ssm2_rows's operations in its order: the same bits.
- * (AVX2 cannot hold a 128-float row in registers as the AVX-512 kernel does.) */
+ * (AVX2 cannot hold a 128-float row in registers as the AVX-512 kernel does.) Tried again
+ * (Zen 4): rows in pairs sharing each B and C load, as the delta rule's tried pairs above,
+ * 8 rows reduced at once: 42-46 cycles a row and token either way (ds 128, 64 rows, 512
+ * tokens, 8 heads, one thread), and mamba2-370m pp512's recurrent time unchanged. */
 #define SSM2_G 8
 
 static void ssm2_tokens(int64_t ds, int64_t n, int64_t nt, const float *s_in, float *s, const float *B,
