@@ -250,7 +250,10 @@ static int bench_setting_tests(recur_model *m, const bench_opts *o, const bench_
             continue;
         }
         const double bw1 = near ? bench_read_bw(r.n_threads, (size_t)o->bw_mib << 20) : 0;
-        if (bw0 > 0 && bw1 > 0) r.near_read_gbs = (bw0 + bw1) / 2;
+        if (bw0 > 0 && bw1 > 0) {
+            r.near_read_gbs = (bw0 + bw1) / 2;
+            r.near_read_ends[0] = bw0, r.near_read_ends[1] = bw1;
+        }
         bench_out_test(out, &r);
     }
     return fails;

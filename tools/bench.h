@@ -89,6 +89,7 @@ typedef struct bench_result {
     uint64_t           rss, rss_peak;   /* VmRSS / VmHWM after the test */
     double             near_read_gbs;   /* tg tests: the read bandwidth measured right before and
                                          * right after the runs, their mean (0: not measured) */
+    double             near_read_ends[2];   /* those two measurements, before and after (0: not measured) */
     uint64_t           pf_calls[2];     /* matmul calls timed for the prefetch choice during the
                                          * timed runs: with, without (recur.h recur_prefetch_calls) */
     double             tok_ms[4];       /* tg tests: one generated token's time over all timed runs,

@@ -85,6 +85,15 @@ double bench_flops_per_token(const bench_result *r) {
     return 2 * macs;
 }
 
+/* Whether the read bandwidth measured before a tg test and the one after differ by more than
+ * BW_MOVED (the larger over the smaller): the test's mean then stands for neither end (this
+ * machine class flips between ~34 and ~60 GB/s from one minute to the next). */
+#define BW_MOVED 1.25
+static bool bw_moved(const bench_result *r) {
+    const double a = r->near_read_ends[0], b = r->near_read_ends[1];
+    return r->near_read_gbs > 0 && a > 0 && b > 0 && (a > b ? a / b : b / a) > BW_MOVED;
+}
+
 /* The read bandwidth a tg test is held against: the one measured around it, else the
  * machine's at the start (GB/s; NaN when neither was measured). */
 static double tg_read_gbs(const bench_result *r) {
@@ -166,6 +175,8 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
     BENCH_D("stddev_ts", bench_stddev_ts(r));
     BENCH_D("read_bw_gbs", hw ? r->hw->read_gbs : NAN);
     BENCH_D("read_bw_near_gbs", hw && r->near_read_gbs > 0 ? r->near_read_gbs : NAN);
+    BENCH_D("read_bw_before_gbs", hw && r->near_read_gbs > 0 ? r->near_read_ends[0] : NAN);
+    BENCH_D("read_bw_after_gbs", hw && r->near_read_gbs > 0 ? r->near_read_ends[1] : NAN);
     BENCH_D("fma_peak_gflops", hw ? r->hw->fma_gflops : NAN);
     BENCH_S("fma_isa", hw ? r->hw->fma_isa : "");
     BENCH_D("bytes_per_token", bench_bytes_per_token(r));
@@ -363,7 +374,7 @@ static void md_efficiency(const bench_out *out) {
         bool int8 = false;
         const double limit = !(r->hw && r->hw->ok) ? NAN : tg ? tg_read_gbs(r) * 1e9 / bpt : bench_pp_peak(r, &int8) * 1e9 / fpt;
         char test[48], per[32], got[32], bw[32] = "-", lim[32] = "-", eff[48] = "-";
-        if (tg && !isnan(limit)) snprintf(bw, sizeof bw, "%.2f GB/s", tg_read_gbs(r));
+        if (tg && !isnan(limit)) snprintf(bw, sizeof bw, "%.2f GB/s%s", tg_read_gbs(r), bw_moved(r) ? "*" : "");
         if (tg) {
             snprintf(per, sizeof per, "%.1f MB", bpt / 1e6);
             snprintf(got, sizeof got, "%.2f GB/s", ts * bpt / 1e9);
@@ -383,10 +394,20 @@ static void md_efficiency(const bench_out *out) {
            " token embedding: one row), its sequence's recurrent state once, and the KV rows of the positions it"
            " attends (depth + (n + 1) / 2 on average); the state written back is not counted. read bw = the read bandwidth"
            " measured right before and right after the test (their mean; the machine line's figure where it was not"
-           " measured): a shared machine's bandwidth moves during a run.\n"
+           " measured): a shared machine's bandwidth moves during a run; * = the two measurements differ by more than"
+           " %.0f %% (listed below), so the efficiency stands for neither.\n"
            "pp: FLOPs per token = 2 x MACs: every weight element but the lm head, attention Q.K and P.V over the"
            " depth and the causal prefix, 3 per recurrent-state float; the lm head once per -b call. Quantized weights (under 1.5 bytes"
-           " per element) are held against the int8 dot peak where the CPU has VNNI, others against the fp32 FMA peak.\n");
+           " per element) are held against the int8 dot peak where the CPU has VNNI, others against the fp32 FMA peak.\n",
+           100 * (BW_MOVED - 1));
+    for (int i = 0; i < out->n; i++) {
+        const bench_result *r = &out->r[i];
+        if (!bw_moved(r)) continue;
+        char test[48];
+        test_name(r, test, sizeof test);
+        printf("* %s %s: read bw %.2f GB/s before, %.2f after\n", r->bm->type, test, r->near_read_ends[0],
+               r->near_read_ends[1]);
+    }
     uint64_t pf[2] = { 0, 0 };
     for (int i = 0; i < out->n; i++)
         if (out->r[i].n_prompt == 0)

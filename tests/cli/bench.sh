@@ -59,7 +59,7 @@ assert isinstance(rows, list) and len(rows) == 4, f"{len(rows)} rows, want 4"
 llama_fields = ["model_filename", "model_type", "model_size", "model_n_params", "n_batch", "n_ubatch",
                 "n_threads", "n_prompt", "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
                 "samples_ns", "samples_ts"]
-ours = ["read_bw_gbs", "read_bw_near_gbs", "fma_peak_gflops", "bytes_per_token", "weight_bytes_per_token",
+ours = ["read_bw_gbs", "read_bw_near_gbs", "read_bw_before_gbs", "read_bw_after_gbs", "fma_peak_gflops", "bytes_per_token", "weight_bytes_per_token",
         "state_bytes_per_token", "kv_bytes_per_token", "flops_per_token", "bw_efficiency",
         "fma_efficiency", "int8_peak_gops", "pp_efficiency", "rss_load_bytes", "rss_bytes", "rss_peak_bytes",
         "token_ms_p50", "token_ms_p90", "token_ms_p99", "token_ms_max", "bw_efficiency_p50"]
@@ -94,6 +94,10 @@ for m in (qwen3, moe):
     assert any(abs(pp["pp_efficiency"] - got / p) < 1e-3 * pp["pp_efficiency"] for p in peaks), pp["pp_efficiency"]
     # tg against the bandwidth measured right around it; pp has none
     assert tg["read_bw_near_gbs"] > 0 and pp["read_bw_near_gbs"] is None
+    # ... the mean of the measurement before the runs and the one after, both reported
+    assert tg["read_bw_before_gbs"] > 0 and tg["read_bw_after_gbs"] > 0
+    assert abs(tg["read_bw_near_gbs"] - (tg["read_bw_before_gbs"] + tg["read_bw_after_gbs"]) / 2) < 1e-6 * tg["read_bw_near_gbs"]
+    assert pp["read_bw_before_gbs"] is None and pp["read_bw_after_gbs"] is None
     # tg tokens one by one: ordered percentiles; the longest at least the run's mean token; pp none
     q = [tg["token_ms_" + k] for k in ("p50", "p90", "p99", "max")]
     assert 0 < q[0] <= q[1] <= q[2] <= q[3], q
