@@ -118,8 +118,8 @@ void block_mamba(const struct recur_model *m, model_fwd *f, const model_layer *L
  * ubatch's x, B and C rows once per head, from memory: mamba2-370m pp512 scan 1.76-2.00 s ->
  * 1.51-1.61 per 5 runs (pool timer, 3 alternating pairs). A run goes to the kernel in one
  * call where the table has ssm2_tokens, which keeps a row's state in registers through the
- * run's tokens: pp512 1.11-1.15x (6 alternating pairs, recur-bench -r 3); AVX2's keeps a group
- * of rows in L1 instead (scan_avx2.c). */
+ * run's tokens: pp512 1.11-1.15x (6 alternating pairs, recur-bench -r 3); AVX2's keeps an
+ * eighth of 4 rows' state in registers at a time (scan_avx2.c). */
 #define SCAN_RUN 16
 
 static void mamba2_scan_job(void *arg, int ith, int nth) {

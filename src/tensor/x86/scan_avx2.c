@@ -135,21 +135,84 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
     }
 }
 
-/* ssm2_rows over nt tokens (tensor.h ssm2_tokens): rows in groups of SSM2_G, each group through
- * all the tokens before the next, so that its state stays in L1 while the tokens pass (a
- * head's 64 rows of 128 floats are L1's 32 KB: token by token the whole head streamed from
- * L2 for every token); the run's B and C rows (SCAN_RUN tokens: 16 KB) stay there too. The
- * rows are independent, so each sees ssm2_rows's operations in its order: the same bits.
- * (AVX2 cannot hold a 128-float row in registers as the AVX-512 kernel does.) Tried again
- * (Zen 4): rows in pairs sharing each B and C load, as the delta rule's tried pairs above,
- * 8 rows reduced at once: 42-46 cycles a row and token either way (ds 128, 64 rows, 512
- * tokens, 8 heads, one thread), and mamba2-370m pp512's recurrent time unchanged. */
+/* ssm2_rows over nt tokens (tensor.h ssm2_tokens), rows of 128 (d_state 128: 2 blocks of 64)
+ * in groups of SSM2_R: lane group c of the group's rows (lanes 8c .. 8c+7 of both blocks: the
+ * reference's lane c of each block) stays in registers while up to SSM2_T tokens pass, and
+ * each token leaves its lane group's partial sum, fmaf(hi, C, fmaf(lo, C, 0)) as the
+ * accumulator would hold it, in acc[t][r]; once the eight groups are done, each (token, row)
+ * is reduced in red64's tree. The rows and lane groups are independent until that tree, so
+ * the bits are ssm2_rows's. Against rows in groups of 8 in L1 stepped token by token (below):
+ * 29-31 against 28-65 cycles a row and token alone (one thread, 64 rows, 8 heads, 512 tokens in
+ * runs of 16; the older path swings with where its state and B, C rows lie), 24 being the
+ * floor of its 3 multiply-pipe operations a state vector; mamba2-370m Q4_K_M pp512 (recur-bench
+ * -r 2, 4 alternating pairs) 310-322 -> 317-324 t/s, the scan still 17 % of perf's samples. */
+#define SSM2_R 4
+#define SSM2_T 16
+
+static void ssm2_group128(int64_t nt, const float *s_in, float *s, const float *B, const float *C, const float *x,
+                          int64_t is, const float *dA, const float *dt, float *y, int64_t ys) {
+    enum { ds = 128 };
+    float acc[SSM2_T][SSM2_R][64] __attribute__((aligned(32)));
+    float xdt[SSM2_T][SSM2_R];
+    const __m256 z = _mm256_setzero_ps();
+    for (int64_t t = 0; t < nt; t++)
+        for (int r = 0; r < SSM2_R; r++) xdt[t][r] = x[t * is + r] * dt[t];
+    for (int c = 0; c < 8; c++) {
+        __m256 lo[SSM2_R], hi[SSM2_R];
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < SSM2_R; r++) {
+            lo[r] = _mm256_loadu_ps(s_in + r * ds + 8 * c);
+            hi[r] = _mm256_loadu_ps(s_in + r * ds + 64 + 8 * c);
+        }
+        for (int64_t t = 0; t < nt; t++) {
+            const float *Bt = B + t * is + 8 * c, *Ct = C + t * is + 8 * c;
+            const __m256 va = _mm256_set1_ps(dA[t]);
+            const __m256 bl = _mm256_loadu_ps(Bt), bh = _mm256_loadu_ps(Bt + 64);
+            const __m256 cl = _mm256_loadu_ps(Ct), ch = _mm256_loadu_ps(Ct + 64);
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < SSM2_R; r++) {
+                const __m256 vx = _mm256_set1_ps(xdt[t][r]);
+                lo[r] = _mm256_fmadd_ps(lo[r], va, _mm256_mul_ps(bl, vx));
+                hi[r] = _mm256_fmadd_ps(hi[r], va, _mm256_mul_ps(bh, vx));
+                _mm256_store_ps(acc[t][r] + 8 * c, _mm256_fmadd_ps(hi[r], ch, _mm256_fmadd_ps(lo[r], cl, z)));
+            }
+        }
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < SSM2_R; r++) {
+            _mm256_storeu_ps(s + r * ds + 8 * c, lo[r]);
+            _mm256_storeu_ps(s + r * ds + 64 + 8 * c, hi[r]);
+        }
+    }
+    for (int64_t t = 0; t < nt; t++)
+        for (int r = 0; r < SSM2_R; r++) {
+            const float *a = acc[t][r];
+            y[t * ys + r] = red64(_mm256_load_ps(a), _mm256_load_ps(a + 8), _mm256_load_ps(a + 16),
+                                  _mm256_load_ps(a + 24), _mm256_load_ps(a + 32), _mm256_load_ps(a + 40),
+                                  _mm256_load_ps(a + 48), _mm256_load_ps(a + 56));
+        }
+}
+
+/* Other sizes: rows in groups of SSM2_G, each group through all the tokens before the next, so
+ * that its state stays in L1 while the tokens pass (a head's 64 rows of 128 floats are L1's
+ * 32 KB: token by token the whole head streamed from L2 for every token); the run's B and C
+ * rows (SCAN_RUN tokens: 16 KB) stay there too. The rows are independent, so each sees
+ * ssm2_rows's operations in its order: the same bits. (AVX2 cannot hold a 128-float row in
+ * registers as the AVX-512 kernel does.) Tried again (Zen 4): rows in pairs sharing each B and
+ * C load, as the delta rule's tried pairs above, 8 rows reduced at once: 42-46 cycles a row
+ * and token either way (ds 128, 64 rows, 512 tokens, 8 heads, one thread), and mamba2-370m
+ * pp512's recurrent time unchanged. */
 #define SSM2_G 8
 
 static void ssm2_tokens(int64_t ds, int64_t n, int64_t nt, const float *s_in, float *s, const float *B,
                         const float *C, const float *x, int64_t is, const float *dA, const float *dt, float *y,
                         int64_t ys) {
-    for (int64_t p = 0; p < n; p += SSM2_G) {
+    int64_t p = 0;
+    if (ds == 128)
+        for (; p + SSM2_R <= n; p += SSM2_R)
+            for (int64_t t0 = 0; t0 < nt; t0 += SSM2_T)   /* the state from s_in, then on in s */
+                ssm2_group128(nt - t0 < SSM2_T ? nt - t0 : SSM2_T, (t0 ? s : s_in) + p * ds, s + p * ds,
+                              B + t0 * is, C + t0 * is, x + t0 * is + p, is, dA + t0, dt + t0, y + t0 * ys + p, ys);
+    for (; p < n; p += SSM2_G) {
         const int64_t g = n - p < SSM2_G ? n - p : SSM2_G;
         if (s_in != s) memcpy(s + p * ds, s_in + p * ds, (size_t)(g * ds) * sizeof(float));
         for (int64_t t = 0; t < nt; t++)
@@ -162,6 +225,9 @@ static void ssm2_tokens(int64_t ds, int64_t n, int64_t nt, const float *s_in, fl
 #undef GDN_DEC
 #undef GDN_UPD
 #undef SSM2_STEP
+#undef SSM2_R
+#undef SSM2_T
+#undef SSM2_G
 
 /* rt_conv_step, 8 channels per vector (the weights of a channel are K apart: gathered); the
  * channels past the last whole vector as there. */
