@@ -79,10 +79,14 @@ static inline __attribute__((always_inline)) void gemv_q8_0_sign(int64_t n, cons
  * and the two int32 halves added: lane l is 256 times the exact sum of elements 4l..4l+3,
  * exact as a float (|256·Σ| < 2^24), and the scale product comes with the activation's scale
  * divided by 256 (exact), so the FMA rounds exactly as the sign trick's: the same bits. Per
- * (row, block) 2 madds, a multiply and an FMA on the two multiply pipes where the sign trick
- * spends 6 (two vpsignb, maddubs, madd, multiply, FMA); the shift, mask, add and convert run
- * on the other two. In cache, one thread, 512 × 1024, best of 5 (/tmp/eo/eo.c outside the
- * repo): 29.0 -> 34.9 GB/s. Rows longer than Q8_EO_MAX blocks take the sign trick. */
+ * (row, block) 2 madds, a multiply and an FMA on the multiply pipes where the sign trick
+ * spends 6 (two vpsignb, maddubs, madd, multiply, FMA); the shift, mask, add and convert mostly
+ * beside them (gemm_avx2.c lists the pipes). In cache, one thread, 512 × 1024, best of 5
+ * (/tmp/eo/eo.c outside the repo): 29.0 -> 34.9 GB/s. Rows longer than Q8_EO_MAX blocks take
+ * the sign trick. The weight's scale costs a sixth: with a constant in its place the loop ran
+ * 2.0-2.2 TSC cycles a (row, block) against 2.42 (one thread, 512 × 1024 in L2, a copy of the
+ * loop outside the repo); as vpbroadcastw + vcvtph2ps 2.8-2.9, as a scalar table load times
+ * the activation's scale, then broadcast, 2.5-2.6: the table's broadcast load stays. */
 #define Q8_EO_MAX 1024   /* blocks: the widened activation on the stack, 68 KB */
 
 /* Row k's block i into acc (xe, xo, dx: the activation's block; hi: 0xFF00 words). The weight

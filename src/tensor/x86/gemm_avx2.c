@@ -83,23 +83,31 @@ static inline __attribute__((always_inline)) void q8_rows(int R, int64_t nb, con
 
 /* ---- the prompt gemm: the integers as int16 products ------------------------------------
  *
- * On the Zen 4 machine measured (AVX2 only, ~2.8 GHz), vpsignb, vpmaddubsw, vpmaddwd, vmulps and
- * vfmadd share two of the four vector pipes (a loop of only those ops: 2 a cycle for any mix of
- * them; vcvtdq2ps and vpaddd run beside them). The sign trick spends four of their slots on a
- * (row, token, block): sign, maddubs, madd, FMA, plus the scale product. Here the weights and
- * activations are widened to int16 once (a block of rows once per chunk of tokens, a
- * token's row once per call) and a block's 8 lanes are two madds and an add: three slots,
- * the same integers (each product fits int16 × int16, each lane the exact sum of elements
- * 4l..4l+3), so the same bits. The widened order puts elements 4l, 4l+1 of every l in the
- * first 16 words and 4l+2, 4l+3 in the last 16 (w16_split), so madd's lane l of each half
- * holds two of lane l's products. The block scales are read as floats (x86_f16_tab), and each
+ * On the Zen 4 machine measured (AVX2 only), each of these ops goes to two of the four vector
+ * pipes, in pairs that overlap (asm loops of independent ops, 2 of one kind a cycle; mixed 1:1,
+ * 4 a cycle where the pairs are apart, 2 where they are the same pair, ~2.8 where they share
+ * one pipe): vpmaddwd and vpmaddubsw one pair; vfmadd, vmulps and vpsignb a second that shares
+ * a pipe with it; vpsraw / vpsllw and vpshufb a third, sharing one with the FMA pair;
+ * vcvtdq2ps and vaddps a fourth, sharing one with the madd pair; vpaddd and vpand any pipe;
+ * two 256-bit loads a cycle (vcvtph2ps from memory 2 a cycle beside the FMAs, from a register
+ * 1). So the madds and the FMA of a (row, token, block) below are not one pair's three slots
+ * (1.5 cycles): 16 madds and 8 FMAs ran in 8 cycles, and the whole unit (2 madds, vpaddd,
+ * vcvtdq2ps, FMA) 1.34 cycles with independent ops, 1.60-1.67 with its chains, its operands
+ * from memory and its scale product broadcast (3 loads a unit there: 1.5 cycles of loads).
+ * The sign trick spends sign, maddubs, madd, FMA and the scale product on a (row, token,
+ * block), its sign on the FMA pair. Here the weights and activations are widened to int16
+ * once (a block of rows once per chunk of tokens, a token's row once per call) and a block's
+ * 8 lanes are two madds and an add, the same integers (each product fits int16 × int16,
+ * each lane the exact sum of elements 4l..4l+3), so the same bits. The widened order puts
+ * elements 4l, 4l+1 of every l in the first 16 words and 4l+2, 4l+3 in the last 16
+ * (w16_split), so madd's lane l of each half holds two of lane l's products. The block scales are read as floats (x86_f16_tab), and each
  * (row, token) product d_w·d_x (ggml's rounding) is made a piece at a time and read back as
  * a broadcast load.
  * A tile is 2 rows × 4 tokens: a block's row vectors loaded once into registers for the 4
  * tokens, a token's once for the 2 rows, 8 accumulators: 20 loads for 8 (row, token, block)
  * where 3 × 4 with the rows as the madds' memory operands took 44 for 12; Zen 4 loads two
  * vectors a cycle, so that tile waited on its loads (an asm loop of each: 2.04 against 1.63
- * cycles a (row, token, block); the three multiply-pipe slots alone: 1.5). The scale products
+ * cycles a (row, token, block); a unit's ops alone: 1.34, above). The scale products
  * of a piece are made 8 tokens to one multiply before its tiles read them. The tile of the
  * last piece reduces its 8 accumulators in one x86_hsum8_ps (lanes 2t, 2t + 1: its two rows'
  * outputs of token t) and writes them to y as 4 pairs. Until this the lanes of every tile went
@@ -354,8 +362,8 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
  * (exact), so each FMA rounds as the sign trick's: the same bits. A tile is 2 rows × 4 tokens
  * as the prompt gemm's (q8_tile16), the rows split in registers once per block for the 4
  * tokens (2 operations a row) instead of widened into memory: per (row, token, block) 2 madds
- * and an FMA on the two multiply pipes where the sign trick (q8_tile) spends 5 (vpsignb,
- * maddubs, madd, the scale product, FMA). The scale products of a row pair are made 8 tokens
+ * and an FMA on the multiply pipes (the section above) where the sign trick (q8_tile) spends
+ * 5 (vpsignb, maddubs, madd, the scale product, FMA). The scale products of a row pair are made 8 tokens
  * to one multiply before its tiles, as the gemm's (q8_piece16), in the pass that fetches the
  * rows ahead; the tiles then find the rows in L1. */
 #define EO_TOK 32   /* tokens at most (X86_Q8_STREAMS_MAX_AVX2): the products, 4 vectors a block */
