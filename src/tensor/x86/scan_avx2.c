@@ -144,8 +144,9 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
  * the bits are ssm2_rows's. Against rows in groups of 8 in L1 stepped token by token (below):
  * 29-31 against 28-65 cycles a row and token alone (one thread, 64 rows, 8 heads, 512 tokens in
  * runs of 16; the older path swings with where its state and B, C rows lie), 24 being the
- * floor of its 3 multiply-pipe operations a state vector; mamba2-370m Q4_K_M pp512 (recur-bench
- * -r 2, 4 alternating pairs) 310-322 -> 317-324 t/s, the scan still 17 % of perf's samples. */
+ * floor of its 3 operations a state vector on the two FMA pipes (gemm_avx2.c lists the
+ * pipes); mamba2-370m Q4_K_M pp512 (recur-bench -r 2, 4 alternating pairs) 310-322 -> 317-324
+ * t/s, the scan still 17 % of perf's samples. */
 #define SSM2_R 4
 #define SSM2_T 16
 
