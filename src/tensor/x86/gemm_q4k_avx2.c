@@ -123,13 +123,6 @@ static inline __attribute__((always_inline)) void fill_panel(bool q5, bool r16, 
         pack_block(p, row, vi, b, q5);
 }
 
-/* The min pair of chunk j of a Q8_K row: (bs[4j]+bs[4j+1]) | (bs[4j+2]+bs[4j+3]) << 16. */
-static inline int32_t min_pair(const uint8_t *xb, int j) {
-    const uint8_t *s = xb + Q8_K_BSUMS + 8 * j;
-    const int a = rd_i16(s) + rd_i16(s + 2), c = rd_i16(s + 4) + rd_i16(s + 6);
-    return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)c << 16);
-}
-
 /* A token's two chains between the pieces of a row (gemm_q4k_pieces). */
 typedef struct q4k_park {
     __m256 acc, accm;
@@ -158,10 +151,11 @@ static inline __attribute__((always_inline)) void tile(bool q5, int T, int64_t n
             const __m256 yd = _mm256_set1_ps(rd_f32(xb[t]));
             dt[t] = _mm256_mul_ps(_mm256_load_ps(p->d), yd);
             const __m256 dm = _mm256_mul_ps(_mm256_load_ps(p->dmin), yd);
+            int32_t pp[4];
+            x86_q8k_pair_sums(xb[t], pp);
             _Pragma("GCC unroll 4")
             for (int j = 0; j < 4; j++) {
-                const __m256i ms = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)p->m[j]),
-                                                     _mm256_set1_epi32(min_pair(xb[t], j)));
+                const __m256i ms = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)p->m[j]), _mm256_set1_epi32(pp[j]));
                 accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), dm, accm[t]);
             }
         }

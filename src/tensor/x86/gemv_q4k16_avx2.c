@@ -112,8 +112,12 @@ static inline __attribute__((always_inline)) void k4_tile(bool q5, int T, int64_
         if (pf)
             for (int o = 0; o < (int)blk; o += 64) _mm_prefetch((const char *)(h + R16_PF_BLOCKS * blk + o), _MM_HINT_T0);
         const uint8_t *b[4];
+        int32_t pps[4][4];
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < T; t++) b[t] = x + t * xs + (size_t)i * Q8_K_BYTES;
+        for (int t = 0; t < T; t++) {
+            b[t] = x + t * xs + (size_t)i * Q8_K_BYTES;
+            x86_q8k_pair_sums(b[t], pps[t]);
+        }
         __m128i sc[8], mn[8];
         r16_scales(h, sc, mn);
         _Pragma("GCC unroll 1")
@@ -155,9 +159,7 @@ static inline __attribute__((always_inline)) void k4_tile(bool q5, int T, int64_
                     if (q5) sum = _mm256_add_epi32(part[t], sum);
                     acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, yd), acc[t][g]);
                     /* rt_q4_K_rp_min's two pair sums, as the words of every row's dword */
-                    const uint8_t *bs = b[t] + Q8_K_BSUMS + 8 * j;
-                    const int p0 = rd_i16(bs) + rd_i16(bs + 2), p1 = rd_i16(bs + 4) + rd_i16(bs + 6);
-                    const __m256i pp = _mm256_set1_epi32((int)(((uint32_t)(uint16_t)p1 << 16) | (uint16_t)p0));
+                    const __m256i pp = _mm256_set1_epi32(pps[t][j]);
                     accm[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(mw, pp)), _mm256_mul_ps(dmw, yd),
                                                  accm[t][g]);
                 }
@@ -187,6 +189,8 @@ static inline __attribute__((always_inline)) void k4_group(bool q5, int64_t nb, 
             for (int o = 0; o < (int)blk; o += 64) _mm_prefetch((const char *)(h + R16_PF_BLOCKS * blk + o), _MM_HINT_T0);
         const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
         const __m256 yd = _mm256_set1_ps(rd_f32(b));
+        int32_t pps[4];
+        x86_q8k_pair_sums(b, pps);
         __m128i sc[8], mn[8];
         r16_scales(h, sc, mn);
         __m256 d[2], dm[2];
@@ -217,9 +221,7 @@ static inline __attribute__((always_inline)) void k4_group(bool q5, int64_t nb, 
                         s1[g] = s2[g] = _mm256_setzero_si256();
                     }
             }
-            const uint8_t *bs = b + Q8_K_BSUMS + 8 * j;
-            const int p0 = rd_i16(bs) + rd_i16(bs + 2), p1 = rd_i16(bs + 4) + rd_i16(bs + 6);
-            const __m256i pp = _mm256_set1_epi32((int)(((uint32_t)(uint16_t)p1 << 16) | (uint16_t)p0));
+            const __m256i pp = _mm256_set1_epi32(pps[j]);
             _Pragma("GCC unroll 2")
             for (int g = 0; g < 2; g++) {
                 __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(s1[g], r16_dup_words(sc[2 * j], g)),

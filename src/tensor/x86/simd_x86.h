@@ -279,6 +279,21 @@ static inline __attribute__((always_inline)) void x86_q5f_values(const uint8_t *
 #undef X86_Q5F_P
 }
 
+/* rt_q4_K_rp_min's pair sums of the Q8_K block at b for its four 64-element chunks: dword j
+ * of pp holds bs[4j] + bs[4j+1] and bs[4j+2] + bs[4j+3] as its low and high words (|.| <=
+ * 4096: words). One madd by ones, a pack and a permute in place of sixteen scalar loads and
+ * adds per token and block (per chunk and half of the rows, in the several-token tile). On
+ * Zen 4, /tmp/s29/q4t.c outside the repo (gemv_q4k16_avx2.c's several-token kernel, one
+ * thread, 512 x 1024 against 512 tokens, 8 alternating rounds): 30.0 -> 32.5 MACs a TSC cycle
+ * (medians); 16 x 1024 against 4 tokens (L1): 30.8 -> 34.5; recur-bench -t 2 -p 512, 4-6
+ * alternating rounds, medians: mamba2-370m Q4_K_M 283 -> 304 t/s, qwen3-0.6b Q4_K_M 221 ->
+ * 243, Q5_K_M (gemm_q4k_avx2.c's tile from 24 tokens) 200 -> 210. */
+static inline void x86_q8k_pair_sums(const uint8_t *b, int32_t pp[4]) {
+    const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(b + Q8_K_BSUMS)), _mm256_set1_epi16(1));
+    const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(s, s), 0x08);
+    _mm_storeu_si128((__m128i *)pp, _mm256_castsi256_si128(w));
+}
+
 /* int16 lane k of each 128-bit half of s (both halves equal) broadcast to all 16 lanes. */
 static inline __m256i x86_bcast_i16(__m256i s, int k) {
     return _mm256_shuffle_epi8(s, _mm256_set1_epi16((short)(((2 * k + 1) << 8) | (2 * k))));
