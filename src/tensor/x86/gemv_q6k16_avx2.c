@@ -12,10 +12,21 @@
  *    bytes (broadcast, |y| <= 127) gives two words of that row, each at most 2·63·127 = 16002;
  *    two units summed in int16 stay below 2^15, and one madd by the sub-block's scale
  *    (duplicated into both words of the row) gives sc · their sum in int32;
- *  - −32·Σ y: the block's sc·bsum per row, pairs of sub-blocks in one madd each (scales and
- *    bsums fit words), times −32 (a shift and a subtraction).
+ *  - −32·Σ y: in the several-token kernel the block's sc·bsum per row, pairs of sub-blocks in
+ *    one madd each (scales and bsums fit words), times −32 (a shift and a subtraction); in the
+ *    single-token one, words of −32·Σ y that the int16 pair sums start from (q6_corrections),
+ *    made once a call, so each word ends as Σ (q − 32)·y and no bsum is taken per row.
  * The 6-bit values are assembled as in the AVX-512 kernel: three of four whole in their bytes,
  * the fourth from the three bytes' top bits.
+ *
+ * The single-token kernel before the corrections (bsum rows, every unit pair building its
+ * scale words, four masks for the values): on Zen 4, /tmp/s29/q6g.c outside the repo (one
+ * thread, 512 x 1024 in L2, lean, 8 alternating rounds, medians) 279-318 -> 255 TSC cycles a
+ * 16-row block; /tmp/s29/km.c (131072 x 1024 from memory, 2 threads, 20 passes, each pass's
+ * rate against a plain AVX2 read of the same bytes right after, 4 alternating rounds) 0.61-0.73
+ * -> 0.74-0.78 of the read (the prefetching twin; lean 0.65-0.69 -> 0.76-0.78). From memory a
+ * core overlaps its work with its stream only in part, so fewer operations read faster even
+ * where memory is the bound.
  *
  * Memory: a thread's groups are one run of memory, read in order; each block prefetches the
  * lines Q6R16_PF bytes ahead (the AVX-512 kernel's distance), and the lean twin does without
@@ -50,19 +61,21 @@ static inline __m256i q6_scale_words(const uint8_t *h, int k, int g) {
 
 /* The four vectors of 6-bit values of rows 8g..8g+7 of a packed run (q: the run + 32g): parts
  * 0-2 are bits 0-5 of its vectors P0-P2, part 3 bits 6-7 of P0, P1, P2 as its bits 0-1, 2-3,
- * 4-5 (word shifts: what crosses from a neighbouring byte is masked off). */
+ * 4-5. The top bits are P ^ part (P & 0xC0, one mask for all), gathered into bits 2-7 by word
+ * shifts and shifted down once: a byte's bits 0-1 are clear at every step, so what a word
+ * shift brings in from the neighbouring byte is zero. */
 static inline __attribute__((always_inline)) void q6_values(const uint8_t *q, __m256i v[4]) {
-    const __m256i m3f = _mm256_set1_epi8(0x3F), m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C),
-                  m30 = _mm256_set1_epi8(0x30);
+    const __m256i m3f = _mm256_set1_epi8(0x3F);
     const __m256i P0 = _mm256_loadu_si256((const __m256i *)q);
     const __m256i P1 = _mm256_loadu_si256((const __m256i *)(q + 64));
     const __m256i P2 = _mm256_loadu_si256((const __m256i *)(q + 128));
     v[0] = _mm256_and_si256(P0, m3f);
     v[1] = _mm256_and_si256(P1, m3f);
     v[2] = _mm256_and_si256(P2, m3f);
-    v[3] = _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(P0, 6), m03),
-                                           _mm256_and_si256(_mm256_srli_epi16(P1, 4), m0c)),
-                           _mm256_and_si256(_mm256_srli_epi16(P2, 2), m30));
+    const __m256i top = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_xor_si256(P0, v[0]), 4),
+                                                        _mm256_srli_epi16(_mm256_xor_si256(P1, v[1]), 2)),
+                                        _mm256_xor_si256(P2, v[2]));
+    v[3] = _mm256_srli_epi16(top, 2);
 }
 
 /* Rows 8g..8g+7 of a packed block at h: Σ_k sc_k · bsum_k over the 16 sub-blocks (the −32
@@ -80,42 +93,80 @@ static inline __m256i q6_bsum_rows(const uint8_t *h, const uint8_t *b, int g) {
     return sb;
 }
 
-/* Rows 8g..8g+7 of a packed block at h: Σ over the 16 sub-blocks of sc · Σ (q − 32)·y, exact. */
-static inline __attribute__((always_inline)) __m256i q6_half_rows(const uint8_t *h, const uint8_t *b, int g) {
+/* The −32 of every value for the single-token kernel, folded into its int16 sums: for each 8
+ * activations y0..y7 of a Q8_K block (one unit pair's columns: part c of units u, u + 1 are
+ * bytes 32c + 4u .. + 7 of the half), the words −32·(y0 + y1 + y4 + y5) and −32·(y2 + y3 + y6
+ * + y7) in int32 2m (bytes 8m..8m+7; 2m + 1 unused): a unit pair's
+ * int16 pair sums start from them, so that each word ends as Σ (q − 32)·y over its four
+ * columns, |.| <= 4·32·128 = 16384, exact even where the adds on the way wrap. This replaces
+ * the per-row Σ sc·bsum (a madd per two sub-blocks and row half) by one add a vector. */
+#define Q6_CORR_BLOCKS 64   /* blocks a table holds (16 KB on the stack); longer rows go in pieces */
+static void q6_corrections(int64_t nb, const uint8_t *x, int32_t *corr) {
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *yq = x + (size_t)i * Q8_K_BYTES + Q8_K_QS;
+        for (int k = 0; k < 8; k++) {
+            const __m256i w = _mm256_maddubs_epi16(ones, _mm256_loadu_si256((const __m256i *)(yq + 32 * k)));
+            const __m256i s = _mm256_add_epi16(w, _mm256_srli_epi64(w, 32));
+            _mm256_storeu_si256((__m256i *)(corr + 64 * i + 8 * k), _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s, 5)));
+        }
+    }
+}
+
+/* Rows 8g..8g+7 of a packed block at h: Σ over the 16 sub-blocks of sc · Σ (q − 32)·y, exact
+ * (corr: the block's q6_corrections). A sub-block's scale words serve its two unit pairs. */
+static inline __attribute__((always_inline)) __m256i q6_half_rows(const uint8_t *h, const uint8_t *b,
+                                                                  const int32_t *corr, int g) {
     const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
     /* each half broadcasts the activations itself: gcc otherwise computed the 128 broadcasts
      * once for both halves and kept them on the stack */
     __asm__("" : "+r"(yq));
     __m256i sumi = _mm256_setzero_si256();
+    /* (half hf, units 4q..4q+3) in turn, hq = 2hf + q: part c's sub-block 8hf + 2c + q; the
+     * pointers step on (scales 16 bytes a sub-block, runs and activations 4 units, the
+     * corrections 2 pairs; past a half the runs have stepped its 8 units already) */
+    const uint8_t *sh = h + Q6R16_SCALES + 8 * g, *qq = h + Q6R16_Q + 32 * g;
+    const int32_t *cr = corr;
     _Pragma("GCC unroll 1")
-    for (int hf = 0; hf < 2; hf++)
+    for (int hq = 0; hq < 4; hq++) {
+        __m256i sw[4];
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < 4; c++) {
+            const __m128i sb = _mm_loadl_epi64((const __m128i *)(sh + 32 * c));
+            sw[c] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(sb, sb));
+        }
         _Pragma("GCC unroll 1")
-        for (int up = 0; up < 8; up += 2) {   /* units up, up + 1: part c's sub-block 8hf + 2c + up/4 */
+        for (int pr = 0; pr < 2; pr++) {
+            /* one unit pair at a time (the pointers opaque, so nothing moves across): gcc
+             * otherwise hoists the broadcasts and spills them */
+            __asm__("" : "+r"(yq), "+r"(qq), "+r"(cr));
             __m256i t[4];
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < 4; c++) t[c] = _mm256_set1_epi32(cr[8 * c]);
             _Pragma("GCC unroll 2")
-            for (int u = up; u < up + 2; u++) {
+            for (int u = 0; u < 2; u++) {
                 __m256i v[4];
-                q6_values(h + Q6R16_Q + Q6R16_RUN * (8 * hf + u) + 32 * g, v);
-                const int8_t *yy = yq + 128 * hf + 4 * u;
+                q6_values(qq + Q6R16_RUN * u, v);
                 _Pragma("GCC unroll 4")
-                for (int c = 0; c < 4; c++) {
-                    const __m256i p = _mm256_maddubs_epi16(v[c], bcast4(yy + 32 * c));
-                    t[c] = u == up ? p : _mm256_add_epi16(t[c], p);
-                }
+                for (int c = 0; c < 4; c++) t[c] = _mm256_add_epi16(t[c], _mm256_maddubs_epi16(v[c], bcast4(yq + 4 * u + 32 * c)));
             }
             _Pragma("GCC unroll 4")
-            for (int c = 0; c < 4; c++)
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(t[c], q6_scale_words(h, 8 * hf + 2 * c + up / 4, g)));
-            /* one unit pair at a time: gcc otherwise hoists the products and spills them */
-            __asm__("" : "+x"(sumi));
+            for (int c = 0; c < 4; c++) sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(t[c], sw[c]));
+            yq += 8, qq += 2 * Q6R16_RUN, cr += 2;
         }
-    return _mm256_sub_epi32(sumi, _mm256_slli_epi32(q6_bsum_rows(h, b, g), 5));
+        /* the next hq: sub-block + 1, or (after q = 1) the next half: sub-blocks 8hf.., activations 128hf.. */
+        sh += (hq & 1) ? 16 * 7 : 16;
+        yq += (hq & 1) ? 128 - 32 : 0;
+        cr += (hq & 1) ? 32 - 8 : 0;
+    }
+    return sumi;
 }
 
-/* Rows 0..15 of the packed group at w (nb blocks) against x: y[0..16). */
-static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const uint8_t *w, const uint8_t *x, float *y,
-                                                              bool pf) {
-    __m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+/* Rows 0..15 of the packed group at w (nb blocks) against x: y[0..16), or with !first added to
+ * the chains y holds (a row in pieces: the same operations in the same order). */
+static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const uint8_t *w, const uint8_t *x,
+                                                              const int32_t *corr, float *y, bool first, bool pf) {
+    __m256 acc[2] = { first ? _mm256_setzero_ps() : _mm256_loadu_ps(y), first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + 8) };
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *h = w + (size_t)i * TENSOR_Q6R16_BLOCK, *b = x + (size_t)i * Q8_K_BYTES;
         if (pf)
@@ -124,14 +175,30 @@ static inline __attribute__((always_inline)) void q6r16_group(int64_t nb, const 
         _Pragma("GCC unroll 2")
         for (int g = 0; g < 2; g++) {
             const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + Q6R16_D + 16 * g))), yd);
-            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6_half_rows(h, b, g)), d, acc[g]);
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6_half_rows(h, b, corr + 64 * i, g)), d, acc[g]);
         }
     }
     _mm256_storeu_ps(y, acc[0]);
     _mm256_storeu_ps(y + 8, acc[1]);
 }
 
-X86_GEMV_R16_TWINS(gemv_q6_K_r16, q6r16_group, QK_K)
+/* Groups [g0, g1) (tensor.h tensor_gemv_fn), the rows Q6_CORR_BLOCKS blocks at a time. */
+static inline __attribute__((always_inline)) void gemv_q6_K_r16_pf(int64_t n, const void *w, size_t ws, int64_t n_rows,
+                                                                   int64_t g0, int64_t g1, const void *x, float *y,
+                                                                   bool pf) {
+    (void)n_rows;
+    const int64_t nb = n / QK_K;
+    int32_t corr[64 * Q6_CORR_BLOCKS];
+    for (int64_t b0 = 0; b0 < nb; b0 += Q6_CORR_BLOCKS) {
+        const int64_t nc = nb - b0 < Q6_CORR_BLOCKS ? nb - b0 : Q6_CORR_BLOCKS;
+        const uint8_t *xc = (const uint8_t *)x + (size_t)b0 * Q8_K_BYTES;
+        q6_corrections(nc, xc, corr);
+        for (int64_t g = g0; g < g1; g++)
+            q6r16_group(nc, (const uint8_t *)w + (size_t)g * TENSOR_R16_ROWS * ws + (size_t)b0 * TENSOR_Q6R16_BLOCK, xc,
+                        corr, y + TENSOR_R16_ROWS * g, b0 == 0, pf);
+    }
+}
+X86_GEMV_PF_TWINS(gemv_q6_K_r16)
 
 /* q6r16_group against T tokens (token t's Q8_K row at x + t·xs; y[t·ldy + 0..16)): the values
  * are assembled once for the T tokens. A token's sums are the same exact integers, each unit's
