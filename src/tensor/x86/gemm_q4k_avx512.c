@@ -170,13 +170,6 @@ static void pack_block_r16(q4k_pblk *p, const uint8_t *h, bool q5) {
         }
 }
 
-/* The min pair of chunk j of a Q8_K row: (bs[4j]+bs[4j+1]) | (bs[4j+2]+bs[4j+3]) << 16. */
-static inline int32_t min_pair(const uint8_t *xb, int j) {
-    const uint8_t *s = xb + Q8_K_BSUMS + 8 * j;
-    const int a = rd_i16(s) + rd_i16(s + 2), c = rd_i16(s + 4) + rd_i16(s + 6);
-    return (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)c << 16);
-}
-
 /* A tile's chains between pieces of a row's blocks (gemm_q4k_pieces, simd_x86.h
  * X86_PARK_IN): park[t] holds token t's acc and accm lanes (16-row tiles: [0] acc, [1] accm;
  * 32-row tiles: [0], [1] the two panels' acc, [2], [3] their accm). */
@@ -202,9 +195,11 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
             const __m512 yd = _mm512_set1_ps(rd_f32(xb[t]));
             dt[t] = _mm512_mul_ps(_mm512_load_ps(p->d), yd);
             const __m512 dm = _mm512_mul_ps(_mm512_load_ps(p->dmin), yd);
+            int32_t pp[4];
+            x86_q8k_pair_sums(xb[t], pp);
             _Pragma("GCC unroll 4")
             for (int j = 0; j < 4; j++) {
-                const __m512i ms = _mm512_madd_epi16(_mm512_load_si512(p->m[j]), _mm512_set1_epi32(min_pair(xb[t], j)));
+                const __m512i ms = _mm512_madd_epi16(_mm512_load_si512(p->m[j]), _mm512_set1_epi32(pp[j]));
                 accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), dm, accm[t]);
             }
         }
@@ -274,9 +269,11 @@ static inline __attribute__((always_inline)) void tile2(int T, int64_t nb, const
             const __m512 yd = _mm512_set1_ps(rd_f32(xb[t]));
             const __m512 dm0 = _mm512_mul_ps(_mm512_load_ps(p0->dmin), yd), dm1 = _mm512_mul_ps(_mm512_load_ps(p1->dmin), yd);
             __m512 am0 = _mm512_load_ps(accm[0][t]), am1 = _mm512_load_ps(accm[1][t]);
+            int32_t pp[4];
+            x86_q8k_pair_sums(xb[t], pp);
             _Pragma("GCC unroll 4")
             for (int j = 0; j < 4; j++) {
-                const __m512i mp = _mm512_set1_epi32(min_pair(xb[t], j));
+                const __m512i mp = _mm512_set1_epi32(pp[j]);
                 am0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_load_si512(p0->m[j]), mp)), dm0, am0);
                 am1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_load_si512(p1->m[j]), mp)), dm1, am1);
             }

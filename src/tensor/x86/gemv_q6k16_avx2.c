@@ -96,10 +96,10 @@ static inline __m256i q6_bsum_rows(const uint8_t *h, const uint8_t *b, int g) {
 /* The −32 of every value for the single-token kernel, folded into its int16 sums: for each 8
  * activations y0..y7 of a Q8_K block (one unit pair's columns: part c of units u, u + 1 are
  * bytes 32c + 4u .. + 7 of the half), the words −32·(y0 + y1 + y4 + y5) and −32·(y2 + y3 + y6
- * + y7) in int32 2m (bytes 8m..8m+7; 2m + 1 unused): a unit pair's
- * int16 pair sums start from them, so that each word ends as Σ (q − 32)·y over its four
- * columns, |.| <= 4·32·128 = 16384, exact even where the adds on the way wrap. This replaces
- * the per-row Σ sc·bsum (a madd per two sub-blocks and row half) by one add a vector. */
+ * + y7) in int32 2m (bytes 8m..8m+7; 2m + 1 unused): a unit pair's int16 pair sums start
+ * from them, so that each word ends as Σ (q − 32)·y over its four columns, |.| <= 4·32·128 =
+ * 16384, exact even where the adds on the way wrap. This replaces the per-row Σ sc·bsum (a
+ * madd per two sub-blocks and half of the rows) by one add a vector. */
 #define Q6_CORR_BLOCKS 64   /* blocks a table holds (16 KB on the stack); longer rows go in pieces */
 static void q6_corrections(int64_t nb, const uint8_t *x, int32_t *corr) {
     const __m256i ones = _mm256_set1_epi8(1);
@@ -118,9 +118,6 @@ static void q6_corrections(int64_t nb, const uint8_t *x, int32_t *corr) {
 static inline __attribute__((always_inline)) __m256i q6_half_rows(const uint8_t *h, const uint8_t *b,
                                                                   const int32_t *corr, int g) {
     const int8_t *yq = (const int8_t *)(b + Q8_K_QS);
-    /* each half broadcasts the activations itself: gcc otherwise computed the 128 broadcasts
-     * once for both halves and kept them on the stack */
-    __asm__("" : "+r"(yq));
     __m256i sumi = _mm256_setzero_si256();
     /* (half hf, units 4q..4q+3) in turn, hq = 2hf + q: part c's sub-block 8hf + 2c + q; the
      * pointers step on (scales 16 bytes a sub-block, runs and activations 4 units, the
@@ -137,8 +134,8 @@ static inline __attribute__((always_inline)) __m256i q6_half_rows(const uint8_t 
         }
         _Pragma("GCC unroll 1")
         for (int pr = 0; pr < 2; pr++) {
-            /* one unit pair at a time (the pointers opaque, so nothing moves across): gcc
-             * otherwise hoists the broadcasts and spills them */
+            /* one unit pair at a time (the pointers opaque, so nothing moves across pairs or
+             * the two halves of the rows): gcc otherwise hoists the broadcasts and spills them */
             __asm__("" : "+r"(yq), "+r"(qq), "+r"(cr));
             __m256i t[4];
             _Pragma("GCC unroll 4")
