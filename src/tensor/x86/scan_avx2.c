@@ -201,14 +201,19 @@ static void ssm2_group128(int64_t nt, const float *s_in, float *s, const float *
  * registers as the AVX-512 kernel does.) Tried again (Zen 4): rows in pairs sharing each B and
  * C load, as the delta rule's tried pairs above, 8 rows reduced at once: 42-46 cycles a row
  * and token either way (ds 128, 64 rows, 512 tokens, 8 heads, one thread), and mamba2-370m
- * pp512's recurrent time unchanged. */
+ * pp512's recurrent time unchanged.
+ * One token (a decode step) takes this path at every size: its state comes from memory (a
+ * layer's is 1 MB in mamba2-370m), and ssm2_group128's lane groups, 32 bytes of 8 places in
+ * 4 rows at a time, read it at half the rate that row after row does (/tmp/s30/ssm1.c outside
+ * the repo: one thread, 48 layers x 16 heads of state, 25 MB, evicted between passes, best
+ * of 5: 4.3-5.0 against 9.6 GB/s; a plain in-place pass 9.8-11.0). */
 #define SSM2_G 8
 
 static void ssm2_tokens(int64_t ds, int64_t n, int64_t nt, const float *s_in, float *s, const float *B,
                         const float *C, const float *x, int64_t is, const float *dA, const float *dt, float *y,
                         int64_t ys) {
     int64_t p = 0;
-    if (ds == 128)
+    if (ds == 128 && nt > 1)   /* one token: the rows one after the other (above) */
         for (; p + SSM2_R <= n; p += SSM2_R)
             for (int64_t t0 = 0; t0 < nt; t0 += SSM2_T)   /* the state from s_in, then on in s */
                 ssm2_group128(nt - t0 < SSM2_T ? nt - t0 : SSM2_T, (t0 ? s : s_in) + p * ds, s + p * ds,
