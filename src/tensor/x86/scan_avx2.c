@@ -139,58 +139,90 @@ static void ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const flo
  * in groups of SSM2_R: lane group c of the group's rows (lanes 8c .. 8c+7 of both blocks: the
  * reference's lane c of each block) stays in registers while up to SSM2_T tokens pass, and
  * each token leaves its lane group's partial sum, fmaf(hi, C, fmaf(lo, C, 0)) as the
- * accumulator would hold it, in acc[t][r]; once the eight groups are done, each (token, row)
- * is reduced in red64's tree. The rows and lane groups are independent until that tree, so
- * the bits are ssm2_rows's. Against rows in groups of 8 in L1 stepped token by token (below):
+ * accumulator would hold it, for red64's tree, whose additions each lane group makes as it
+ * goes (ssm2_lanes128). The rows and lane groups are independent until that tree, so the bits
+ * are ssm2_rows's. Against rows in groups of 8 in L1 stepped token by token (below):
  * 29-31 against 28-65 cycles a row and token alone (one thread, 64 rows, 8 heads, 512 tokens in
  * runs of 16; the older path swings with where its state and B, C rows lie), 24 being the
  * floor of its 3 operations a state vector on the two FMA pipes (gemm_avx2.c lists the
  * pipes); mamba2-370m Q4_K_M pp512 (recur-bench -r 2, 4 alternating pairs) 310-322 -> 317-324
- * t/s, the scan still 17 % of perf's samples. */
+ * t/s, the scan still 17 % of perf's samples. Until the tree's additions moved into the lane
+ * groups' loop, all of them came in a pass after it, with the FMA pipes idle: 38.9, 49.8, 29.6
+ * -> 37.3, 46.7, 27.6 TSC cycles a row and token (4 heads, 512 tokens in runs of 16, one
+ * thread, the two in one process alternating, best of 30, three runs on a noisy machine;
+ * /tmp/s30/ssmab.c outside the repo), 16 heads 43.0, 44.3, 42.5 -> 40.1, 39.1, 41.6. */
 #define SSM2_R 4
 #define SSM2_T 16
 
-static void ssm2_group128(int64_t nt, const float *s_in, float *s, const float *B, const float *C, const float *x,
-                          int64_t is, const float *dA, const float *dt, float *y, int64_t ys) {
+/* Lane group c's step of ssm2_group128 over the tokens, and its part of red64's tree for each
+ * (token, row): the groups go in the order 0 4 2 6 1 5 3 7 and each adds its partial sum to
+ * the ones the tree pairs it with as soon as both exist (slot A: a0, then a0 + a4, then
+ * lo = (a0 + a4) + (a2 + a6); B: a2; C: a1, then a1 + a5; D: a3), the last one finishing
+ * hi = (a1 + a5) + (a3 + a7) and y = x86_hsum_ps(lo + hi): red64's additions, each where its
+ * operands are, inside the FMA-bound loop rather than in a pass of their own after it. */
+enum { SSM2_A, SSM2_B, SSM2_C, SSM2_D };
+static inline __attribute__((always_inline)) void ssm2_lanes128(int c, int64_t nt, const float *s_in, float *s,
+                                                                const float *B, const float *C, int64_t is,
+                                                                const float *dA, const float (*xdt)[SSM2_R],
+                                                                float (*part)[SSM2_R][4][8], float *y, int64_t ys) {
     enum { ds = 128 };
-    float acc[SSM2_T][SSM2_R][64] __attribute__((aligned(32)));
-    float xdt[SSM2_T][SSM2_R];
     const __m256 z = _mm256_setzero_ps();
-    for (int64_t t = 0; t < nt; t++)
-        for (int r = 0; r < SSM2_R; r++) xdt[t][r] = x[t * is + r] * dt[t];
-    for (int c = 0; c < 8; c++) {
-        __m256 lo[SSM2_R], hi[SSM2_R];
+    __m256 lo[SSM2_R], hi[SSM2_R];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < SSM2_R; r++) {
+        lo[r] = _mm256_loadu_ps(s_in + r * ds + 8 * c);
+        hi[r] = _mm256_loadu_ps(s_in + r * ds + 64 + 8 * c);
+    }
+    for (int64_t t = 0; t < nt; t++) {
+        const float *Bt = B + t * is + 8 * c, *Ct = C + t * is + 8 * c;
+        const __m256 va = _mm256_set1_ps(dA[t]);
+        const __m256 bl = _mm256_loadu_ps(Bt), bh = _mm256_loadu_ps(Bt + 64);
+        const __m256 cl = _mm256_loadu_ps(Ct), ch = _mm256_loadu_ps(Ct + 64);
         _Pragma("GCC unroll 8")
         for (int r = 0; r < SSM2_R; r++) {
-            lo[r] = _mm256_loadu_ps(s_in + r * ds + 8 * c);
-            hi[r] = _mm256_loadu_ps(s_in + r * ds + 64 + 8 * c);
-        }
-        for (int64_t t = 0; t < nt; t++) {
-            const float *Bt = B + t * is + 8 * c, *Ct = C + t * is + 8 * c;
-            const __m256 va = _mm256_set1_ps(dA[t]);
-            const __m256 bl = _mm256_loadu_ps(Bt), bh = _mm256_loadu_ps(Bt + 64);
-            const __m256 cl = _mm256_loadu_ps(Ct), ch = _mm256_loadu_ps(Ct + 64);
-            _Pragma("GCC unroll 8")
-            for (int r = 0; r < SSM2_R; r++) {
-                const __m256 vx = _mm256_set1_ps(xdt[t][r]);
-                lo[r] = _mm256_fmadd_ps(lo[r], va, _mm256_mul_ps(bl, vx));
-                hi[r] = _mm256_fmadd_ps(hi[r], va, _mm256_mul_ps(bh, vx));
-                _mm256_store_ps(acc[t][r] + 8 * c, _mm256_fmadd_ps(hi[r], ch, _mm256_fmadd_ps(lo[r], cl, z)));
+            const __m256 vx = _mm256_set1_ps(xdt[t][r]);
+            lo[r] = _mm256_fmadd_ps(lo[r], va, _mm256_mul_ps(bl, vx));
+            hi[r] = _mm256_fmadd_ps(hi[r], va, _mm256_mul_ps(bh, vx));
+            const __m256 a = _mm256_fmadd_ps(hi[r], ch, _mm256_fmadd_ps(lo[r], cl, z));
+            float (*pt)[8] = part[t][r];
+            switch (c) {
+            case 0: _mm256_store_ps(pt[SSM2_A], a); break;
+            case 4: _mm256_store_ps(pt[SSM2_A], _mm256_add_ps(_mm256_load_ps(pt[SSM2_A]), a)); break;
+            case 2: _mm256_store_ps(pt[SSM2_B], a); break;
+            case 6:
+                _mm256_store_ps(pt[SSM2_A], _mm256_add_ps(_mm256_load_ps(pt[SSM2_A]), _mm256_add_ps(_mm256_load_ps(pt[SSM2_B]), a)));
+                break;
+            case 1: _mm256_store_ps(pt[SSM2_C], a); break;
+            case 5: _mm256_store_ps(pt[SSM2_C], _mm256_add_ps(_mm256_load_ps(pt[SSM2_C]), a)); break;
+            case 3: _mm256_store_ps(pt[SSM2_D], a); break;
+            default: {
+                const __m256 h = _mm256_add_ps(_mm256_load_ps(pt[SSM2_C]), _mm256_add_ps(_mm256_load_ps(pt[SSM2_D]), a));
+                y[t * ys + r] = x86_hsum_ps(_mm256_add_ps(_mm256_load_ps(pt[SSM2_A]), h));
+            }
             }
         }
-        _Pragma("GCC unroll 8")
-        for (int r = 0; r < SSM2_R; r++) {
-            _mm256_storeu_ps(s + r * ds + 8 * c, lo[r]);
-            _mm256_storeu_ps(s + r * ds + 64 + 8 * c, hi[r]);
-        }
     }
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < SSM2_R; r++) {
+        _mm256_storeu_ps(s + r * ds + 8 * c, lo[r]);
+        _mm256_storeu_ps(s + r * ds + 64 + 8 * c, hi[r]);
+    }
+}
+
+static void ssm2_group128(int64_t nt, const float *s_in, float *s, const float *B, const float *C, const float *x,
+                          int64_t is, const float *dA, const float *dt, float *y, int64_t ys) {
+    float part[SSM2_T][SSM2_R][4][8] __attribute__((aligned(32)));
+    float xdt[SSM2_T][SSM2_R];
     for (int64_t t = 0; t < nt; t++)
-        for (int r = 0; r < SSM2_R; r++) {
-            const float *a = acc[t][r];
-            y[t * ys + r] = red64(_mm256_load_ps(a), _mm256_load_ps(a + 8), _mm256_load_ps(a + 16),
-                                  _mm256_load_ps(a + 24), _mm256_load_ps(a + 32), _mm256_load_ps(a + 40),
-                                  _mm256_load_ps(a + 48), _mm256_load_ps(a + 56));
-        }
+        for (int r = 0; r < SSM2_R; r++) xdt[t][r] = x[t * is + r] * dt[t];
+    ssm2_lanes128(0, nt, s_in, s, B, C, is, dA, xdt, part, y, ys);
+    ssm2_lanes128(4, nt, s_in, s, B, C, is, dA, xdt, part, y, ys);
+    ssm2_lanes128(2, nt, s_in, s, B, C, is, dA, xdt, part, y, ys);
+    ssm2_lanes128(6, nt, s_in, s, B, C, is, dA, xdt, part, y, ys);
+    ssm2_lanes128(1, nt, s_in, s, B, C, is, dA, xdt, part, y, ys);
+    ssm2_lanes128(5, nt, s_in, s, B, C, is, dA, xdt, part, y, ys);
+    ssm2_lanes128(3, nt, s_in, s, B, C, is, dA, xdt, part, y, ys);
+    ssm2_lanes128(7, nt, s_in, s, B, C, is, dA, xdt, part, y, ys);
 }
 
 /* Other sizes: rows in groups of SSM2_G, each group through all the tokens before the next, so
