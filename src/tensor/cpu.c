@@ -97,6 +97,7 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->swiglu_f32 = rt_swiglu_f32;
     k->gdn_step = rt_gdn_step;
     k->ssm2_rows = rt_ssm2_rows;
+    k->ssm1_step = rt_ssm1_step;
     k->conv_step = rt_conv_step;
     k->conv_run = rt_conv_run;
     k->rope_f32 = rt_rope_f32;

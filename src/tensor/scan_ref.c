@@ -1,5 +1,5 @@
 /* scan_ref.c — the per-token steps of the recurrent scans, one float at a time: the oracle
- * of x86/scan_avx2.c and x86/scan_avx512.c (tensor.h: gdn_step, ssm2_rows, conv_step).
+ * of x86/scan_avx2.c and x86/scan_avx512.c (tensor.h: gdn_step, ssm2_rows, ssm1_step, conv_step).
  *
  * Their sums over the state dimension follow ggml's CPU kernels built for AVX-512 (the fused
  * GATED_DELTA_NET op's ggml_vec_dot_f32 and ssm_scan's Mamba-2 loop): 64 lanes, element i of
@@ -57,6 +57,20 @@ void rt_ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *
             s[i] = st;
         }
         y[p] = sum;
+    }
+}
+
+void rt_ssm1_step(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C, const float *dsp,
+                  const float *x, float *y) {
+    for (int64_t c = 0; c < n; c++, s += ds, A += ds) {
+        const float x_dt = x[c] * dsp[c];
+        float sum = 0.0f;
+        for (int64_t i = 0; i < ds; i++) {
+            const float st = fmaf(s[i], rt_expf_libm(dsp[c] * A[i]), B[i] * x_dt);
+            sum = fmaf(st, C[i], sum);
+            s[i] = st;
+        }
+        y[c] = sum;
     }
 }
 

@@ -170,6 +170,21 @@ static inline int rt_iq4xs_scale(const uint8_t *blk, int ib) {
 /* One lane of ggml's AVX-512 ggml_v_expf (bit-exact; NaN in gives a NaN). */
 float rt_vexpf(float x);
 
+/* ---- libm's expf (glibc's FMA build; expf_libm_ref.c has the algorithm) ---------------- */
+
+#define RT_EXPF_INVLN2N 0x40471547652b82feull   /* bits of 32/ln 2 */
+#define RT_EXPF_SHIFT   0x4338000000000000ull   /* bits of 1.5·2^52 */
+#define RT_EXPF_C0      0x3ebc6af84b912394ull
+#define RT_EXPF_C1      0x3f2ebfce50fac4f3ull
+#define RT_EXPF_C2      0x3f962e42ff0c52d6ull
+#define RT_EXPF_TOP_MAX 0x42a                   /* top 12 bits of |x| above it: the checks */
+#define RT_EXPF_OFLOW   0x1.62e42ep6f
+#define RT_EXPF_UFLOW   -0x1.9fe368p6f
+extern const uint64_t rt_expf_tab[32];          /* 2^(i/32), i << 47 taken off its bits */
+
+/* expf as Debian 12's glibc computes it on an FMA CPU, every input (NaN gives a NaN). */
+float rt_expf_libm(float x);
+
 /* ---- scalar kernels (quant_ref.c, quant_kq_ref.c, dot_ref.c, exp_ref.c) ---------------- */
 
 void rt_to_float_f32(const void *src, float *dst, int64_t n);
@@ -251,6 +266,8 @@ float rt_scan_reduce64(const float acc[64]);
 void  rt_gdn_step(int64_t d, float *S, const float *q, const float *k, const float *v, float decay, float beta,
                   float scale, float *o);
 void  rt_ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
+                   const float *x, float *y);
+void  rt_ssm1_step(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C, const float *dsp,
                    const float *x, float *y);
 void  rt_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
                    float *out);

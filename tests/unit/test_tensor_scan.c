@@ -1,5 +1,5 @@
-/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, ssm2_tokens, conv_step,
- * conv_run):
+/* test_tensor_scan.c — the recurrent scan kernels (gdn_step, ssm2_rows, ssm2_tokens, ssm1_step,
+ * conv_step, conv_run) and libm's expf written out (rt_expf_libm):
  * every SIMD table gives the scalar reference's bits (state, outputs), for sizes with and
  * without tails and unaligned rows; the reference itself against a direct double-precision
  * computation of the same recurrence (named tolerance SCAN_REL, relative to the sum of absolute
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tensor/tensor.h"
+#include "tensor/tensor_impl.h"
 #include "tensor_test_util.h"
 
 #define SCAN_REL 1e-5
@@ -163,6 +164,90 @@ static void test_ssm2_tokens(void **state) {
     if (!with) skip();   /* no table here has it: nothing was compared */
 }
 
+/* rt_expf_libm: the special inputs exactly, and within one unit in the last place of libm's
+ * expf over [-110, 90] (on Debian 12's glibc with FMA it is that expf bit for bit: a program
+ * outside the repo compared all 2^32 inputs; other libms round differently, so only the ulp
+ * is asserted here). Where both are normal, the ulp is libm's. */
+static void test_expf_libm(void **state) {
+    (void)state;
+    assert_true(rt_expf_libm(-INFINITY) == 0.0f);
+    assert_true(isinf(rt_expf_libm(INFINITY)) && rt_expf_libm(INFINITY) > 0);
+    assert_true(isnan(rt_expf_libm(NAN)));
+    assert_true(isinf(rt_expf_libm(89.0f)) && rt_expf_libm(-104.0f) == 0.0f);
+    assert_true(rt_expf_libm(0.0f) == 1.0f);
+    rng r = { 11 };
+    for (int i = 0; i < 1 << 20; i++) {
+        const float x = -110.0f + 200.0f * (0.5f + 0.5f * rng_f(&r));
+        const float got = rt_expf_libm(x), want = expf(x);
+        const float ulp = nextafterf(fabsf(want), INFINITY) - fabsf(want);
+        if (got != want && !(fabsf(got - want) <= ulp)) fail_msg("expf(%a): %a, libm %a", x, got, want);
+    }
+}
+
+/* ssm1_step's exps alone, many of them: with the state 1 and B 0 each new state element is
+ * expf(dsp·A) itself, so every table's vector exp meets rt_expf_libm on 2^17 arguments over
+ * [-110, 90] (normal, subnormal, zero and infinite results, and the lane-by-lane checks). */
+static void test_ssm1_exps(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    enum { DS = 64, N = 2048 };
+    rng r = { 13 };
+    float *s = malloc((size_t)N * DS * 4), *A = malloc((size_t)N * DS * 4), *y = malloc((size_t)N * 4);
+    float B[DS] = { 0 }, C[DS], one[N], x[N];
+    for (int i = 0; i < DS; i++) C[i] = 1.0f;
+    for (int c = 0; c < N; c++) one[c] = 1.0f, x[c] = 1.0f;
+    for (int i = 0; i < N * DS; i++) A[i] = -10.0f + 100.0f * rng_f(&r);
+    for (int k = 0; k < nt; k++) {
+        for (int i = 0; i < N * DS; i++) s[i] = 1.0f;
+        tab[k]->ssm1_step(DS, N, s, A, B, C, one, x, y);
+        for (int i = 0; i < N * DS; i++)
+            if (memcmp(&s[i], &(float){ rt_expf_libm(A[i]) }, 4)) fail_msg("%s: exp(%a) %a", tab[k]->isa, A[i], s[i]);
+    }
+    free(s); free(A); free(y);
+}
+
+/* ssm1_step: every table gives the reference's bits (states and y) for sizes that take the
+ * 8-channel vectors and for those that do not, with some exps past |x| >= 88 (lane by lane);
+ * the reference against the recurrence in double. */
+static void test_ssm1_step(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    const int64_t dss[] = { 16, 8, 12, 64, 72 }, ns[] = { 1, 8, 13, 64 };
+    rng r = { 9 };
+    for (size_t di = 0; di < sizeof dss / sizeof dss[0]; di++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            const int64_t ds = dss[di], n = ns[ni];
+            float *s0 = randv(&r, n * ds, 1.0f), *A = randv(&r, n * ds, 1.0f), *B = randv(&r, ds, 1.0f);
+            float *C = randv(&r, ds, 1.0f), *x = randv(&r, n, 1.0f), *dsp = randv(&r, n, 1.0f);
+            for (int64_t i = 0; i < n * ds; i++) A[i] = -4.0f * fabsf(A[i]) - 0.1f;   /* A < 0, as exp(A_log) gives */
+            for (int64_t c = 0; c < n; c++) dsp[c] = c % 5 == 3 ? 30.0f : 0.05f + fabsf(dsp[c]);   /* some dsp·A < -88 */
+            float *ref = malloc((size_t)(n * ds) * 4), *got = malloc((size_t)(n * ds) * 4);
+            float *yref = malloc((size_t)n * 4), *ygot = malloc((size_t)n * 4);
+            memcpy(ref, s0, (size_t)(n * ds) * 4);
+            tab[0]->ssm1_step(ds, n, ref, A, B, C, dsp, x, yref);
+            for (int64_t c = 0; c < n; c++) {   /* the reference against the recurrence in double */
+                double y = 0, m = 0;
+                for (int64_t i = 0; i < ds; i++) {
+                    const double st = (double)s0[c * ds + i] * exp((double)dsp[c] * A[c * ds + i]) + (double)B[i] * x[c] * dsp[c];
+                    if (fabs(st - ref[c * ds + i]) > SCAN_REL * (fabs(s0[c * ds + i]) + fabs((double)B[i] * x[c] * dsp[c]) + 1e-30))
+                        fail_msg("ssm1 ds %lld: state %lld %lld", (long long)ds, (long long)c, (long long)i);
+                    y += st * C[i];
+                    m += fabs(st * C[i]);
+                }
+                if (fabs(y - yref[c]) > SCAN_REL * (m + 1e-30)) fail_msg("ssm1 ds %lld: y[%lld]", (long long)ds, (long long)c);
+            }
+            for (int k = 1; k < nt; k++) {
+                memcpy(got, s0, (size_t)(n * ds) * 4);
+                tab[k]->ssm1_step(ds, n, got, A, B, C, dsp, x, ygot);
+                if (memcmp(got, ref, (size_t)(n * ds) * 4) || memcmp(ygot, yref, (size_t)n * 4))
+                    fail_msg("%s: ssm1_step ds %lld n %lld", tab[k]->isa, (long long)ds, (long long)n);
+            }
+            free(s0); free(A); free(B); free(C); free(x); free(dsp); free(ref); free(got); free(yref); free(ygot);
+        }
+}
+
 /* conv_step: every table gives the reference's bits (state and output, in == out too), for
  * channel ranges with vector tails; the reference against a double sum. */
 static void test_conv_step(void **state) {
@@ -248,6 +333,9 @@ int main(void) {
         cmocka_unit_test(test_gdn_step),
         cmocka_unit_test(test_ssm2_rows),
         cmocka_unit_test(test_ssm2_tokens),
+        cmocka_unit_test(test_expf_libm),
+        cmocka_unit_test(test_ssm1_step),
+        cmocka_unit_test(test_ssm1_exps),
         cmocka_unit_test(test_conv_step),
         cmocka_unit_test(test_conv_run),
     };

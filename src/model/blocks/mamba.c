@@ -66,7 +66,9 @@ static void mamba_conv_job(void *arg, int ith, int nth) {
     conv_tokens(j, j->m->hp.rs_n_in, j->conv_off, lo, hi);
 }
 
-/* Mamba-1 scan of channels [lo, hi): y = (scan + D x) ⊙ silu(z) into r_y. */
+/* Mamba-1 scan of channels [lo, hi): y = (scan + D x) ⊙ silu(z) into r_y. The kernel
+ * (tensor.h ssm1_step) runs MB_CHUNK channels a call, their softplus made just before. */
+#define MB_CHUNK 64
 static void mamba_scan_job(void *arg, int ith, int nth) {
     const mb_job *j = arg;
     model_fwd *f = j->f;
@@ -76,19 +78,16 @@ static void mamba_scan_job(void *arg, int ith, int nth) {
     long lo, hi;
     tp_split(di, ith, nth, 16, &lo, &hi);
     for (int32_t t = 0; t < f->n_tok; t++) {
-        float *s = rs_ssm(f->rs, j->rs_layer, f->seq[t]);
+        float *s = rs_ssm(f->rs, j->rs_layer, f->seq[t]), *y = f->r_y + t * di;
         const float *x = f->r_conv + t * di, *z = f->r_in + t * 2 * di + di, *dt = f->r_dt + t * di;
         const float *B = f->r_xdb + t * nx + hp->ssm_dt_rank, *Cm = B + ds;
-        for (long c = lo; c < hi; c++) {
-            const float dsp = softplus(dt[c]), x_dt = x[c] * dsp;
-            float *sc = s + c * ds, sum = 0.0f;
-            for (int64_t n = 0; n < ds; n++) {
-                const float st = fmaf(sc[n], expf(dsp * A[c * ds + n]), B[n] * x_dt);
-                sum = fmaf(st, Cm[n], sum);
-                sc[n] = st;
-            }
-            f->r_y[t * di + c] = sum + x[c] * D[c];
+        for (long c0 = lo; c0 < hi; c0 += MB_CHUNK) {   /* the softplus of a chunk, then its scan */
+            const long n = hi - c0 < MB_CHUNK ? hi - c0 : MB_CHUNK;
+            float dsp[MB_CHUNK];
+            for (long c = 0; c < n; c++) dsp[c] = softplus(dt[c0 + c]);
+            f->kern->ssm1_step(ds, n, s + c0 * ds, A + c0 * ds, B, Cm, dsp, x + c0, y + c0);
         }
+        for (long c = lo; c < hi; c++) y[c] = y[c] + x[c] * D[c];
         op_swiglu_part(f->kern, f->r_y + t * di, z, f->r_y + t * di, di, lo, hi);   /* rows of d_inner */
         fwd_capture_ssm(f, j->rs_layer, t, lo * ds, hi * ds);
     }
