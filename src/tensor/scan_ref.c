@@ -60,13 +60,13 @@ void rt_ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *
     }
 }
 
-void rt_ssm1_step(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C, const float *dsp,
+void rt_ssm1_step(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C, const float *dt,
                   const float *x, float *y) {
     for (int64_t c = 0; c < n; c++, s += ds, A += ds) {
-        const float x_dt = x[c] * dsp[c];
+        const float dsp = rt_softplus_libm(dt[c]), x_dt = x[c] * dsp;
         float sum = 0.0f;
         for (int64_t i = 0; i < ds; i++) {
-            const float st = fmaf(s[i], rt_expf_libm(dsp[c] * A[i]), B[i] * x_dt);
+            const float st = fmaf(s[i], rt_expf_libm(dsp * A[i]), B[i] * x_dt);
             sum = fmaf(st, C[i], sum);
             s[i] = st;
         }

@@ -200,13 +200,14 @@ typedef struct tensor_kernels {
                          const float *C, const float *x, int64_t in_stride, const float *dA, const float *dt,
                          float *y, int64_t y_stride);
     /* Mamba-1 scan of n channels, one token (model/blocks/mamba.c): channel c's state is the
-     * ds floats at s + c * ds, its A row at A + c * ds; with x_dt = x[c] * dsp[c], for i < ds
-     * in order: st = fmaf(s[i], e, B[i] * x_dt) where e = expf(dsp[c] * A[i]) as glibc's FMA
-     * build computes it (tensor_impl.h rt_expf_libm), sum = fmaf(st, C[i], sum) from 0,
-     * s[i] = st; y[c] = sum (ggml's ssm_scan, Mamba-1 branch). This is not the 64-lane order
+     * ds floats at s + c * ds, its A row at A + c * ds; with dsp = softplus(dt[c]) (dt > 20 ?
+     * dt : logf(1 + expf(dt))) and x_dt = x[c] * dsp, for i < ds in order: st = fmaf(s[i], e,
+     * B[i] * x_dt) where e = expf(dsp * A[i]), sum = fmaf(st, C[i], sum) from 0, s[i] = st;
+     * y[c] = sum (ggml's ssm_scan, Mamba-1 branch). expf and logf as glibc's FMA build
+     * computes them (tensor_impl.h rt_expf_libm, rt_logf_libm). This is not the 64-lane order
      * above: Mamba-1's sum over the state is one chain per channel. */
     void  (*ssm1_step)(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C,
-                       const float *dsp, const float *x, float *y);
+                       const float *dt, const float *x, float *y);
     /* One causal depthwise conv step of channels [lo, hi) of C (ggml_ssm_conv's order): for
      * each channel, out = fmaf chain over k < K-1 of state[k*C + ch] * w[ch*K + k] from 0, then
      * fmaf(in[ch], w[ch*K + K-1], ·); the K-1 state rows shift up and in becomes the last.

@@ -185,6 +185,20 @@ extern const uint64_t rt_expf_tab[32];          /* 2^(i/32), i << 47 taken off i
 /* expf as Debian 12's glibc computes it on an FMA CPU, every input (NaN gives a NaN). */
 float rt_expf_libm(float x);
 
+/* ---- libm's logf (glibc's FMA build; logf_libm_ref.c has the algorithm) ---------------- */
+
+#define RT_LOGF_OFF 0x3f330000u
+#define RT_LOGF_LN2 0x3fe62e42fefa39efull
+#define RT_LOGF_A0  0xbfd00ea348b88334ull
+#define RT_LOGF_A1  0x3fd5575b0be00b6aull
+#define RT_LOGF_A2  0xbfdffffef20a4123ull
+extern const uint64_t rt_logf_tab[16][2];   /* bits of 1/c and log c per subinterval */
+
+/* logf as Debian 12's glibc computes it on an FMA CPU, every input. */
+float rt_logf_libm(float x);
+/* Mamba-1's softplus: x > 20 ? x : logf(1 + expf(x)), both as above. */
+float rt_softplus_libm(float x);
+
 /* ---- scalar kernels (quant_ref.c, quant_kq_ref.c, dot_ref.c, exp_ref.c) ---------------- */
 
 void rt_to_float_f32(const void *src, float *dst, int64_t n);
@@ -267,7 +281,7 @@ void  rt_gdn_step(int64_t d, float *S, const float *q, const float *k, const flo
                   float scale, float *o);
 void  rt_ssm2_rows(int64_t ds, int64_t n, float *s, const float *B, const float *C, float dA, float dt,
                    const float *x, float *y);
-void  rt_ssm1_step(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C, const float *dsp,
+void  rt_ssm1_step(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C, const float *dt,
                    const float *x, float *y);
 void  rt_conv_step(float *state, const float *w, int K, int64_t C, int64_t lo, int64_t hi, const float *in,
                    float *out);

@@ -164,12 +164,18 @@ static void test_ssm2_tokens(void **state) {
     if (!with) skip();   /* no table here has it: nothing was compared */
 }
 
-/* rt_expf_libm: the special inputs exactly, and within one unit in the last place of libm's
- * expf over [-110, 90] (on Debian 12's glibc with FMA it is that expf bit for bit: a program
- * outside the repo compared all 2^32 inputs; other libms round differently, so only the ulp
- * is asserted here). Where both are normal, the ulp is libm's. */
+/* rt_expf_libm and rt_logf_libm: the special inputs exactly, and within one unit in the last
+ * place of libm's expf over [-110, 90] and logf over positive floats subnormal to 2^131 (on
+ * Debian 12's glibc with FMA they are those functions bit for bit: a program outside the repo
+ * compared all 2^32 inputs of each; other libms round differently, so only the ulp is
+ * asserted here). */
 static void test_expf_libm(void **state) {
     (void)state;
+    assert_true(rt_logf_libm(1.0f) == 0.0f && signbit(rt_logf_libm(1.0f)) == 0);
+    assert_true(isinf(rt_logf_libm(0.0f)) && rt_logf_libm(0.0f) < 0);
+    assert_true(isnan(rt_logf_libm(-1.0f)) && isnan(rt_logf_libm(NAN)));
+    assert_true(isinf(rt_logf_libm(INFINITY)) && rt_logf_libm(INFINITY) > 0);
+    assert_true(rt_softplus_libm(25.0f) == 25.0f);
     assert_true(rt_expf_libm(-INFINITY) == 0.0f);
     assert_true(isinf(rt_expf_libm(INFINITY)) && rt_expf_libm(INFINITY) > 0);
     assert_true(isnan(rt_expf_libm(NAN)));
@@ -181,11 +187,15 @@ static void test_expf_libm(void **state) {
         const float got = rt_expf_libm(x), want = expf(x);
         const float ulp = nextafterf(fabsf(want), INFINITY) - fabsf(want);
         if (got != want && !(fabsf(got - want) <= ulp)) fail_msg("expf(%a): %a, libm %a", x, got, want);
+        const float lx = ldexpf(0.5f + 0.5f * fabsf(rng_f(&r)), (int)(rng_unif(&r) * 280.0) - 148);   /* subnormals too */
+        const float lg = rt_logf_libm(lx), lw = logf(lx);
+        const float lu = nextafterf(fabsf(lw), INFINITY) - fabsf(lw);
+        if (lg != lw && !(fabsf(lg - lw) <= lu)) fail_msg("logf(%a): %a, libm %a", lx, lg, lw);
     }
 }
 
-/* ssm1_step's exps alone, many of them: with the state 1 and B 0 each new state element is
- * expf(dsp·A) itself, so every table's vector exp meets rt_expf_libm on 2^17 arguments over
+/* ssm1_step's exps alone, many of them: with the state 1, B 0 and dt 25 (its own softplus)
+ * each new state element is expf(25·A) itself, so every table's vector exp meets rt_expf_libm on 2^17 arguments over
  * [-110, 90] (normal, subnormal, zero and infinite results, and the lane-by-lane checks). */
 static void test_ssm1_exps(void **state) {
     (void)state;
@@ -194,15 +204,15 @@ static void test_ssm1_exps(void **state) {
     enum { DS = 64, N = 2048 };
     rng r = { 13 };
     float *s = malloc((size_t)N * DS * 4), *A = malloc((size_t)N * DS * 4), *y = malloc((size_t)N * 4);
-    float B[DS] = { 0 }, C[DS], one[N], x[N];
+    float B[DS] = { 0 }, C[DS], dt[N], x[N];
     for (int i = 0; i < DS; i++) C[i] = 1.0f;
-    for (int c = 0; c < N; c++) one[c] = 1.0f, x[c] = 1.0f;
-    for (int i = 0; i < N * DS; i++) A[i] = -10.0f + 100.0f * rng_f(&r);
+    for (int c = 0; c < N; c++) dt[c] = 25.0f, x[c] = 1.0f;   /* softplus(25) = 25 */
+    for (int i = 0; i < N * DS; i++) A[i] = (-10.0f + 100.0f * rng_f(&r)) / 25.0f;
     for (int k = 0; k < nt; k++) {
         for (int i = 0; i < N * DS; i++) s[i] = 1.0f;
-        tab[k]->ssm1_step(DS, N, s, A, B, C, one, x, y);
+        tab[k]->ssm1_step(DS, N, s, A, B, C, dt, x, y);
         for (int i = 0; i < N * DS; i++)
-            if (memcmp(&s[i], &(float){ rt_expf_libm(A[i]) }, 4)) fail_msg("%s: exp(%a) %a", tab[k]->isa, A[i], s[i]);
+            if (memcmp(&s[i], &(float){ rt_expf_libm(25.0f * A[i]) }, 4)) fail_msg("%s: exp(%a) %a", tab[k]->isa, 25.0f * A[i], s[i]);
     }
     free(s); free(A); free(y);
 }
@@ -220,17 +230,19 @@ static void test_ssm1_step(void **state) {
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
             const int64_t ds = dss[di], n = ns[ni];
             float *s0 = randv(&r, n * ds, 1.0f), *A = randv(&r, n * ds, 1.0f), *B = randv(&r, ds, 1.0f);
-            float *C = randv(&r, ds, 1.0f), *x = randv(&r, n, 1.0f), *dsp = randv(&r, n, 1.0f);
+            float *C = randv(&r, ds, 1.0f), *x = randv(&r, n, 1.0f), *dt = randv(&r, n, 4.0f);
             for (int64_t i = 0; i < n * ds; i++) A[i] = -4.0f * fabsf(A[i]) - 0.1f;   /* A < 0, as exp(A_log) gives */
-            for (int64_t c = 0; c < n; c++) dsp[c] = c % 5 == 3 ? 30.0f : 0.05f + fabsf(dsp[c]);   /* some dsp·A < -88 */
+            for (int64_t c = 0; c < n; c++) dt[c] = c % 5 == 3 ? 30.0f : c % 7 == 2 ? 95.0f : dt[c];   /* dt > 20; exps past -88 */
+            double dsp[64];
+            for (int64_t c = 0; c < n; c++) dsp[c] = dt[c] > 20.0f ? dt[c] : log1p(exp((double)dt[c]));
             float *ref = malloc((size_t)(n * ds) * 4), *got = malloc((size_t)(n * ds) * 4);
             float *yref = malloc((size_t)n * 4), *ygot = malloc((size_t)n * 4);
             memcpy(ref, s0, (size_t)(n * ds) * 4);
-            tab[0]->ssm1_step(ds, n, ref, A, B, C, dsp, x, yref);
+            tab[0]->ssm1_step(ds, n, ref, A, B, C, dt, x, yref);
             for (int64_t c = 0; c < n; c++) {   /* the reference against the recurrence in double */
                 double y = 0, m = 0;
                 for (int64_t i = 0; i < ds; i++) {
-                    const double st = (double)s0[c * ds + i] * exp((double)dsp[c] * A[c * ds + i]) + (double)B[i] * x[c] * dsp[c];
+                    const double st = (double)s0[c * ds + i] * exp(dsp[c] * A[c * ds + i]) + (double)B[i] * x[c] * dsp[c];
                     if (fabs(st - ref[c * ds + i]) > SCAN_REL * (fabs(s0[c * ds + i]) + fabs((double)B[i] * x[c] * dsp[c]) + 1e-30))
                         fail_msg("ssm1 ds %lld: state %lld %lld", (long long)ds, (long long)c, (long long)i);
                     y += st * C[i];
@@ -240,11 +252,11 @@ static void test_ssm1_step(void **state) {
             }
             for (int k = 1; k < nt; k++) {
                 memcpy(got, s0, (size_t)(n * ds) * 4);
-                tab[k]->ssm1_step(ds, n, got, A, B, C, dsp, x, ygot);
+                tab[k]->ssm1_step(ds, n, got, A, B, C, dt, x, ygot);
                 if (memcmp(got, ref, (size_t)(n * ds) * 4) || memcmp(ygot, yref, (size_t)n * 4))
                     fail_msg("%s: ssm1_step ds %lld n %lld", tab[k]->isa, (long long)ds, (long long)n);
             }
-            free(s0); free(A); free(B); free(C); free(x); free(dsp); free(ref); free(got); free(yref); free(ygot);
+            free(s0); free(A); free(B); free(C); free(x); free(dt); free(ref); free(got); free(yref); free(ygot);
         }
 }
 

@@ -66,9 +66,8 @@ static void mamba_conv_job(void *arg, int ith, int nth) {
     conv_tokens(j, j->m->hp.rs_n_in, j->conv_off, lo, hi);
 }
 
-/* Mamba-1 scan of channels [lo, hi): y = (scan + D x) ⊙ silu(z) into r_y. The kernel
- * (tensor.h ssm1_step) runs MB_CHUNK channels a call, their softplus made just before. */
-#define MB_CHUNK 64
+/* Mamba-1 scan of channels [lo, hi): y = (scan + D x) ⊙ silu(z) into r_y; the softplus of dt
+ * is the kernel's (tensor.h ssm1_step). */
 static void mamba_scan_job(void *arg, int ith, int nth) {
     const mb_job *j = arg;
     model_fwd *f = j->f;
@@ -81,12 +80,7 @@ static void mamba_scan_job(void *arg, int ith, int nth) {
         float *s = rs_ssm(f->rs, j->rs_layer, f->seq[t]), *y = f->r_y + t * di;
         const float *x = f->r_conv + t * di, *z = f->r_in + t * 2 * di + di, *dt = f->r_dt + t * di;
         const float *B = f->r_xdb + t * nx + hp->ssm_dt_rank, *Cm = B + ds;
-        for (long c0 = lo; c0 < hi; c0 += MB_CHUNK) {   /* the softplus of a chunk, then its scan */
-            const long n = hi - c0 < MB_CHUNK ? hi - c0 : MB_CHUNK;
-            float dsp[MB_CHUNK];
-            for (long c = 0; c < n; c++) dsp[c] = softplus(dt[c0 + c]);
-            f->kern->ssm1_step(ds, n, s + c0 * ds, A + c0 * ds, B, Cm, dsp, x + c0, y + c0);
-        }
+        f->kern->ssm1_step(ds, hi - lo, s + lo * ds, A + lo * ds, B, Cm, dt + lo, x + lo, y + lo);
         for (long c = lo; c < hi; c++) y[c] = y[c] + x[c] * D[c];
         op_swiglu_part(f->kern, f->r_y + t * di, z, f->r_y + t * di, di, lo, hi);   /* rows of d_inner */
         fwd_capture_ssm(f, j->rs_layer, t, lo * ds, hi * ds);

@@ -287,6 +287,41 @@ static inline __m256 expf8_libm(__m256 x) {
     return _mm256_set_m128(expf4_libm(_mm256_extractf128_ps(x, 1)), expf4_libm(_mm256_castps256_ps128(x)));
 }
 
+/* rt_logf_libm of 4 positive normal floats (bits ix, int32 lanes) in double lanes
+ * (logf_libm_ref.c: the same operations, so the same bits). */
+static inline __m128 logf4_libm(__m128i ix) {
+    const __m128i tmp = _mm_sub_epi32(ix, _mm_set1_epi32((int)RT_LOGF_OFF));
+    const __m128i i2 = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(tmp, 19), _mm_set1_epi32(15)), 1);
+    const __m128i iz = _mm_sub_epi32(ix, _mm_and_si128(tmp, _mm_set1_epi32((int)0xff800000u)));
+    const double *tab = (const double *)(const void *)rt_logf_tab;
+    const __m256d invc = _mm256_i32gather_pd(tab, i2, 8), logc = _mm256_i32gather_pd(tab + 1, i2, 8);
+    const __m256d r = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_castsi128_ps(iz)), invc, _mm256_set1_pd(-1.0));
+    const __m256d y0 = _mm256_fmadd_pd(_mm256_cvtepi32_pd(_mm_srai_epi32(tmp, 23)),
+                                       _mm256_castsi256_pd(_mm256_set1_epi64x((long long)RT_LOGF_LN2)), logc);
+    const __m256d r2 = _mm256_mul_pd(r, r);
+    const __m256d y = _mm256_fmadd_pd(_mm256_castsi256_pd(_mm256_set1_epi64x((long long)RT_LOGF_A0)), r2,
+                                      _mm256_fmadd_pd(r, _mm256_castsi256_pd(_mm256_set1_epi64x((long long)RT_LOGF_A1)),
+                                                      _mm256_castsi256_pd(_mm256_set1_epi64x((long long)RT_LOGF_A2))));
+    return _mm256_cvtpd_ps(_mm256_fmadd_pd(r2, y, _mm256_add_pd(r, y0)));
+}
+
+/* rt_softplus_libm of 8 floats: expf, 1 + e, logf, then x where x > 20; lanes that need
+ * logf's checks (an infinite or NaN 1 + e) go one by one. */
+static inline __m256 softplus8_libm(__m256 x) {
+    const __m256 a = _mm256_add_ps(_mm256_set1_ps(1.0f), expf8_libm(x));
+    const __m256i ia = _mm256_castps_si256(a);
+    __m256 l;
+    if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x00800000), ia),
+                                             _mm256_cmpgt_epi32(ia, _mm256_set1_epi32(0x7f7fffff))))) {
+        float v[8];
+        _mm256_storeu_ps(v, a);
+        for (int k = 0; k < 8; k++) v[k] = rt_logf_libm(v[k]);
+        l = _mm256_loadu_ps(v);
+    } else
+        l = _mm256_set_m128(logf4_libm(_mm256_extractf128_si256(ia, 1)), logf4_libm(_mm256_castsi256_si128(ia)));
+    return _mm256_blendv_ps(l, x, _mm256_cmp_ps(x, _mm256_set1_ps(20.0f), _CMP_GT_OQ));
+}
+
 /* v[0..7] (rows) transposed in place: v[k] lane j = old v[j] lane k. */
 static inline void transpose8(__m256 v[8]) {
     __m256 a[8], b[8];
@@ -309,26 +344,30 @@ static inline void transpose8(__m256 v[8]) {
     }
 }
 
-/* rt_ssm1_step, 8 channels at a time for ds a multiple of 8 (up to SSM1_DS): each channel's
- * new state 8 elements a vector (the exps 8 at a time), kept on the stack, then turned so
+/* rt_ssm1_step, 8 channels at a time for ds a multiple of 8 (up to SSM1_DS): their softplus
+ * 8 at a time, each channel's new state 8 elements a vector (the exps 8 at a time), kept on the stack, then turned so
  * that a vector holds one element of the 8 channels and each channel's sum chain runs in its
  * lane, element by element as in the reference. Other channels and sizes: the reference.
  * Until this the model stepped every element with libm's expf, one at a time (recur-bench
  * -t 2 -p 512 -n 64 -r 1 --profile, mamba-130m Q8_0 synth, 3 alternating pairs: recurrent
  * 4.48-4.65 -> 1.06-1.09 ms a prompt token, the whole token 6.38-6.95 -> 3.09-3.62; 4.10-5.37
- * -> 1.15-1.35 ms a generated token, the whole token 10.3-13.8 -> 7.8-8.1). perf then puts
- * ssm1_step at ~14 % of the prompt's samples and the softplus's scalar logf at ~4 %. */
+ * -> 1.15-1.35 ms a generated token, the whole token 10.3-13.8 -> 7.8-8.1). perf then put
+ * ssm1_step at ~14 % of the prompt's samples and the softplus's scalar logf and expf at ~4.3 %
+ * (gemm_q8_0 40.6 %); with the softplus here, 8 at a time, ssm1_step takes 16.6 % and the
+ * libm calls nothing (gemm_q8_0 42.0 %): the scan and its softplus 0.45 -> 0.39 of the gemm. */
 #define SSM1_DS 64
 static void ssm1_step(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C,
-                      const float *dsp, const float *x, float *y) {
+                      const float *dt, const float *x, float *y) {
     int64_t c = 0;
     if (ds % 8 == 0 && ds <= SSM1_DS)
         for (; c + 8 <= n; c += 8) {
             __m256 st[8][SSM1_DS / 8];
+            float dsp[8];
+            _mm256_storeu_ps(dsp, softplus8_libm(_mm256_loadu_ps(dt + c)));
             for (int j = 0; j < 8; j++) {
                 float *sj = s + (c + j) * ds;
                 const float *aj = A + (c + j) * ds;
-                const __m256 vd = _mm256_set1_ps(dsp[c + j]), vx = _mm256_set1_ps(x[c + j] * dsp[c + j]);
+                const __m256 vd = _mm256_set1_ps(dsp[j]), vx = _mm256_set1_ps(x[c + j] * dsp[j]);
                 for (int64_t i = 0; i < ds; i += 8) {
                     const __m256 e = expf8_libm(_mm256_mul_ps(vd, _mm256_loadu_ps(aj + i)));
                     const __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(sj + i), e, _mm256_mul_ps(_mm256_loadu_ps(B + i), vx));
@@ -347,7 +386,7 @@ static void ssm1_step(int64_t ds, int64_t n, float *s, const float *A, const flo
             }
             _mm256_storeu_ps(y + c, sum);
         }
-    if (c < n) rt_ssm1_step(ds, n - c, s + c * ds, A + c * ds, B, C, dsp + c, x + c, y + c);
+    if (c < n) rt_ssm1_step(ds, n - c, s + c * ds, A + c * ds, B, C, dt + c, x + c, y + c);
 }
 
 #undef ZERO8
