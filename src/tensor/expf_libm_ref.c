@@ -34,12 +34,6 @@ const uint64_t rt_expf_tab[32] = {
     0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
 };
 
-static inline double from_bits(uint64_t u) {
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
-
 float rt_expf_libm(float x) {
     uint32_t ux;
     memcpy(&ux, &x, sizeof ux);
@@ -49,14 +43,14 @@ float rt_expf_libm(float x) {
         if (x > RT_EXPF_OFLOW) return INFINITY;
         if (x < RT_EXPF_UFLOW) return 0.0f;
     }
-    const double xd = (double)x, shift = from_bits(RT_EXPF_SHIFT), invln2n = from_bits(RT_EXPF_INVLN2N);
+    const double xd = (double)x, shift = rt_f64_from_bits(RT_EXPF_SHIFT), invln2n = rt_f64_from_bits(RT_EXPF_INVLN2N);
     const double t = fma(xd, invln2n, shift);
     uint64_t ki;
     memcpy(&ki, &t, sizeof ki);
     const double k = t - shift;
     const double r = fma(invln2n, xd, -k);
-    const double s = from_bits(rt_expf_tab[ki % 32] + (ki << 47));
-    const double z = fma(r, from_bits(RT_EXPF_C0), from_bits(RT_EXPF_C1));
-    const double y = fma(z, r * r, fma(r, from_bits(RT_EXPF_C2), 1.0));
+    const double s = rt_f64_from_bits(rt_expf_tab[ki % 32] + (ki << 47));
+    const double z = fma(r, rt_f64_from_bits(RT_EXPF_C0), rt_f64_from_bits(RT_EXPF_C1));
+    const double y = fma(z, r * r, fma(r, rt_f64_from_bits(RT_EXPF_C2), 1.0));
     return (float)(y * s);
 }

@@ -29,12 +29,6 @@ const uint64_t rt_logf_tab[16][2] = {
     { 0x3fe886e6037841ed, 0x3fd1058bc8a07ee1 }, { 0x3fe767dcf5534862, 0x3fd4043057b6ee09 },
 };
 
-static inline double from_bits(uint64_t u) {
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
-
 float rt_logf_libm(float x) {
     uint32_t ix;
     memcpy(&ix, &x, sizeof ix);
@@ -53,10 +47,10 @@ float rt_logf_libm(float x) {
     const uint32_t iz = ix - (tmp & 0xff800000u);
     float zf;
     memcpy(&zf, &iz, sizeof zf);
-    const double r = fma((double)zf, from_bits(rt_logf_tab[i][0]), -1.0);
-    const double y0 = fma((double)k, from_bits(RT_LOGF_LN2), from_bits(rt_logf_tab[i][1]));
+    const double r = fma((double)zf, rt_f64_from_bits(rt_logf_tab[i][0]), -1.0);
+    const double y0 = fma((double)k, rt_f64_from_bits(RT_LOGF_LN2), rt_f64_from_bits(rt_logf_tab[i][1]));
     const double r2 = r * r;
-    const double y = fma(from_bits(RT_LOGF_A0), r2, fma(r, from_bits(RT_LOGF_A1), from_bits(RT_LOGF_A2)));
+    const double y = fma(rt_f64_from_bits(RT_LOGF_A0), r2, fma(r, rt_f64_from_bits(RT_LOGF_A1), rt_f64_from_bits(RT_LOGF_A2)));
     return (float)fma(r2, y, r + y0);
 }
 

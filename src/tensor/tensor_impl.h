@@ -66,6 +66,7 @@ static inline int16_t  rd_i16(const uint8_t *p) { int16_t v; memcpy(&v, p, 2); r
 static inline float    rd_f32(const uint8_t *p) { float v; memcpy(&v, p, 4); return v; }
 static inline float    rd_f16(const uint8_t *p) { return rt_f16_to_f32(rd_u16(p)); }
 static inline int32_t  rt_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
+static inline double   rt_f64_from_bits(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
 static inline void     wr_u16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 static inline void     wr_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static inline void     wr_f32(uint8_t *p, float v) { memcpy(p, &v, 4); }
