@@ -78,6 +78,10 @@ static recur_status ctx_alloc_buffers(recur_ctx *c, char *err, size_t err_len) {
      * multiple of 16 floats per thread keeps every thread's pointers aligned */
     c->f.att_ws_floats = ((4 * ((int64_t)hp->head_dim_k + c->p.n_ctx + 16) + hp->head_dim_k + 15) & ~(int64_t)15) +
                          2 * c->p.n_ctx * (int64_t)(sizeof(void *) / sizeof(float));
+    /* then, from a multiple of 16 floats, V transposed: [head_dim_v][n_ctx rounded up to 16] F16 */
+    if (hp->n_layer_kv)
+        c->f.att_ws_floats = ((c->f.att_ws_floats + 15) & ~(int64_t)15) +
+                             (int64_t)hp->head_dim_v * ((c->p.n_ctx + 15) & ~(int64_t)15) / 2;
     if (c->f.att_ws_floats < (int64_t)hp->ssm_d_state + 16) c->f.att_ws_floats = (int64_t)hp->ssm_d_state + 16;
     c->f.att_ws_floats = (c->f.att_ws_floats + 15) & ~(int64_t)15;
     const int64_t n_xdb = (int64_t)hp->ssm_dt_rank + 2 * hp->ssm_d_state;

@@ -90,6 +90,8 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->axpy4_f16 = rt_axpy4_f16;
     k->att_scores4 = rt_att_scores4;
     k->att_wsum4 = rt_att_wsum4;
+    k->att_wsumt4 = rt_att_wsumt4;
+    k->f16_cols = rt_f16_cols;
     k->dot_f32 = rt_dot_f32_f32;
     k->f32_to_f16_row = rt_f32_to_f16_row;
     k->exp_f32 = rt_exp_f32;

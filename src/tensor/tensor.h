@@ -144,6 +144,17 @@ typedef struct tensor_kernels {
                          const int32_t n_ctx[4], float scale, float *const s[4], bool cold);
     void  (*att_wsum4)(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4],
                        const int32_t n_ctx[4], float *const out[4], bool cold);
+    /* att_wsum4's outputs, bit for bit, from V transposed: vt[d * ldv + p] is output d of
+     * position p (its F16), +0 where p has no row (pr[i][p] must be finite there: softmax's
+     * 0), for p below the largest n_ctx rounded up to 16; pr rows readable that far too (what
+     * lies past a row's context is not used). A prompt's rows share one transposition
+     * (attention.c), and the weighted sums become dot products as the scores are. NULL in a
+     * table that keeps att_wsum4 for every batch (the AVX-512 one: not measured there). */
+    void  (*att_wsumt4)(int nr, int64_t dv, const uint16_t *vt, int64_t ldv, const float *const pr[4],
+                        const int32_t n_ctx[4], float *const out[4]);
+    /* dst[d * ld + j] = rows[j][d] for j < n, d < dv (+0 where rows[j] is NULL): F16 rows
+     * into columns, att_wsumt4's vt. */
+    void  (*f16_cols)(int32_t n, int64_t dv, const uint16_t *const *rows, uint16_t *dst, int64_t ld);
     /* sum_i a[i] * b[i], in a fixed order that depends only on the table and n. */
     float (*dot_f32)(int64_t n, const float *a, const float *b);
     /* dst[i] = rt_f32_to_f16(src[i]) (fp16.h), bit-identical in every table, NaN included. */

@@ -266,6 +266,9 @@ void  rt_att_scores4(int nr, int64_t dk, const uint16_t *const *k, const float *
                      float scale, float *const s[4], bool cold);
 void  rt_att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float *const pr[4], const int32_t n_ctx[4],
                    float *const out[4], bool cold);
+void  rt_att_wsumt4(int nr, int64_t dv, const uint16_t *vt, int64_t ldv, const float *const pr[4],
+                    const int32_t n_ctx[4], float *const out[4]);
+void  rt_f16_cols(int32_t n, int64_t dv, const uint16_t *const *rows, uint16_t *dst, int64_t ld);
 float rt_dot_f32_f32(int64_t n, const float *a, const float *b);
 void  rt_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
 void  rt_scale_round_f16(int64_t n, float *x, float s);
@@ -347,6 +350,8 @@ void tensor_fill_avx512(tensor_kernels *k);
 void rt_fill_bf16_avx512(tensor_kernels *k, bool native);
 /* The attention tiles of the AVX-512 table (x86/att_avx512.c). */
 void rt_fill_att_avx512(tensor_kernels *k);
+/* The weighted sums over a transposed V of the AVX2 table (x86/att_vt_avx2.c). */
+void rt_fill_att_vt_avx2(tensor_kernels *k);
 /* The Q8_0 block-order entries of the twins (x86/q8blk_avx2.c: vec_dot, vec_dot4, gemv and
  * gemm; x86/q8blk_avx512.c: gemv and gemm, over the AVX2 ones). */
 void rt_fill_q8blk_avx2(tensor_kernels *k);

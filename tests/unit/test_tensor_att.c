@@ -1,4 +1,4 @@
-/* test_tensor_att.c — tensor/: the attention tiles att_scores4 and att_wsum4.
+/* test_tensor_att.c — tensor/: the attention tiles att_scores4, att_wsum4 and att_wsumt4.
  *
  * Their contract (tensor.h) is that every row of a group gets exactly what the one-row
  * helpers give it alone: the score is dot_f16_f32 times the scale (-inf where a position has
@@ -6,7 +6,8 @@
  * the 16 lane rows added in ggml's tree. The oracle below is built from those helpers of the
  * scalar table; every table, every group size, staggered contexts, missing cells and head
  * sizes with tails are compared with memcmp (no tolerance), and nothing past a row's context
- * may be written. The last test shows the comparison catches a 1-ulp change and a sum taken
+ * may be written. att_wsumt4 (V transposed) must give att_wsum4's bits with NaN in the
+ * transposed rows and the probabilities past the contexts. The last test shows the comparison catches a 1-ulp change and a sum taken
  * in another order. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 #define MAX_N   1100  /* positions: several of the weighted sums' 128-position blocks and 512-position spans */
 #define MAX_D   264   /* head size */
 #define SENTINEL 12345.0f
+#define LDV     (MAX_N + 20)   /* the transposed V's row stride: not a multiple of 16 */
 
 static const int64_t k_dims[] = { 1, 7, 16, 17, 64, 80, 128, 130, 256, 264 };
 static const int32_t k_ns[] = { 1, 3, 4, 5, 16, 17, 33, 100, 300, 513, 700, 1090 };
@@ -41,7 +43,8 @@ static float tree16(const float l[16]) {
 typedef struct data {
     uint16_t        K[MAX_N][MAX_D], V[MAX_N][MAX_D];
     const uint16_t *kp[MAX_N], *vp[MAX_N];
-    float           q[4][MAX_D], pr[4][MAX_N];
+    float           q[4][MAX_D], pr[4][MAX_N + 16];
+    uint16_t        VT[MAX_D][LDV];
     float           got[4][MAX_N + 16], want[4][MAX_N + 16];
     float           lanes[16][MAX_D];
 } data;
@@ -61,7 +64,11 @@ static void fill(rng *r, data *D, int32_t n, int64_t d, int hole) {
             const float u = fabsf(rng_val(r)) / 40.0f;
             D->pr[i][p] = (rng_u64(r) & 7) == 0 ? 0.0f : rt_f16_to_f32(rt_f32_to_f16(u));
         }
+        for (int32_t p = n; p < MAX_N + 16; p++) D->pr[i][p] = NAN;   /* past the context: unused */
     }
+    /* V transposed: +0 where a position has no row, F16 NaN past the last position */
+    for (int64_t e = 0; e < d; e++)
+        for (int32_t p = 0; p < LDV; p++) D->VT[e][p] = p >= n ? 0x7e00 : D->vp[p] ? D->V[p][e] : 0;
 }
 
 static void oracle_scores(const data *D, int nr, int64_t dk, const int32_t *n_ctx, float scale, float w[4][MAX_N + 16]) {
@@ -124,6 +131,13 @@ static void run_case(const tensor_kernels *k, data *D, rng *r, int nr, int64_t d
     if (memcmp(D->got, D->want, sizeof D->got) != 0)
         fail_msg("%s: att_wsum4 nr %d d %lld n %d shape %d hole %d cold %d differs from the lane sums", k->isa, nr,
                  (long long)d, n, shape, hole, cold);
+
+    if (!k->att_wsumt4) return;
+    fill_sentinel(D->got);
+    k->att_wsumt4(nr, d, &D->VT[0][0], LDV, pr, n_ctx, got);
+    if (memcmp(D->got, D->want, sizeof D->got) != 0)
+        fail_msg("%s: att_wsumt4 nr %d d %lld n %d shape %d hole %d differs from the lane sums", k->isa, nr,
+                 (long long)d, n, shape, hole);
 }
 
 static void test_tiles_match_one_row(void **state) {
@@ -171,6 +185,35 @@ static void test_grouping_invariant(void **state) {
     }
 }
 
+/* f16_cols (att_wsumt4's transposition) of every table: each row's values in its column, +0
+ * for a missing row, nothing else of dst written; counts and head sizes off the 8 x 8 blocks. */
+static void test_f16_cols(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    static data D;
+    static uint16_t got[MAX_D][LDV];
+    rng r = { 24 };
+    const int32_t ns[] = { 1, 7, 8, 9, 16, 23, 64, 100 };
+    const int64_t ds[] = { 1, 7, 8, 9, 16, 130 };
+    for (int t = 0; t < nt; t++)
+        for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+            for (size_t b = 0; b < sizeof ds / sizeof ds[0]; b++) {
+                const int32_t n = ns[a], off = (int32_t)(a % 3);   /* columns from off: unaligned starts */
+                fill(&r, &D, n, ds[b], 4);
+                memset(got, 0xAB, sizeof got);
+                tab[t]->f16_cols(n, ds[b], D.vp, &got[0][off], LDV);
+                for (int64_t e = 0; e < MAX_D; e++)
+                    for (int32_t p = 0; p < LDV; p++) {
+                        const bool in = e < ds[b] && p >= off && p < off + n;
+                        const uint16_t want = !in ? 0xABAB : D.vp[p - off] ? D.V[p - off][e] : 0;
+                        if (got[e][p] != want)
+                            fail_msg("%s: f16_cols n %d dv %lld: [%lld][%d] = %04x, not %04x", tab[t]->isa, n,
+                                     (long long)ds[b], (long long)e, p, got[e][p], want);
+                    }
+            }
+}
+
 /* The comparisons above are worth something only if they can fail: a 1-ulp nudge is caught,
  * and the same products summed position by position (one chain) differ from the lane order. */
 static void test_comparison_can_fail(void **state) {
@@ -201,6 +244,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiles_match_one_row),
         cmocka_unit_test(test_grouping_invariant),
+        cmocka_unit_test(test_f16_cols),
         cmocka_unit_test(test_comparison_can_fail),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

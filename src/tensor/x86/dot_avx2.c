@@ -420,6 +420,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q6_K] = rt_dot_q6_K_avx2;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
     rt_fill_float_avx2(k);
+    rt_fill_att_vt_avx2(k);
     rt_fill_quant_avx2(k);
     rt_fill_exp_avx2(k);
     rt_fill_bf16_avx2(k);
