@@ -64,9 +64,8 @@ typedef struct att_scratch {
     int              g;
     int32_t          n;
     bool             use_vt;   /* this sequence's rows weigh V through vt */
-    uint16_t        *vt;       /* [dv][ldv]: positions 0..nt-1 of vp transposed */
+    uint16_t        *vt;       /* [dv][ldv]: vp transposed, every position the batch's rows see */
     int64_t          ldv;
-    int32_t          nt;
 } att_scratch;
 
 /* A sequence's weighted sums go through V transposed where the batch holds at least this many
@@ -90,23 +89,36 @@ static float *att_workspace(const model_fwd *f, int ith, int dk, int64_t *slot, 
     return ws;
 }
 
-/* Whether the batch holds at least ATT_VT_MIN_TOKENS tokens of t's sequence (they sit side
- * by side: att_cold). */
-static bool att_long_run(const model_fwd *f, int32_t t) {
+/* The positions the batch's tokens of t's sequence see (their largest position + 1; they sit
+ * side by side: att_cold), or 0 where the batch holds fewer than ATT_VT_MIN_TOKENS of them. */
+static int32_t att_run_span(const model_fwd *f, int32_t t) {
     const recur_seq_id s = f->seq[t];
     int32_t a = t, b = t;
-    while (a > 0 && f->seq[a - 1] == s && b - a + 1 < ATT_VT_MIN_TOKENS) a--;
-    while (b + 1 < f->n_tok && f->seq[b + 1] == s && b - a + 1 < ATT_VT_MIN_TOKENS) b++;
-    return b - a + 1 >= ATT_VT_MIN_TOKENS;
+    while (a > 0 && f->seq[a - 1] == s) a--;
+    while (b + 1 < f->n_tok && f->seq[b + 1] == s) b++;
+    if (b - a + 1 < ATT_VT_MIN_TOKENS) return 0;
+    int32_t n = 0;
+    for (int32_t u = a; u <= b; u++) n = f->pos[u] + 1 > n ? f->pos[u] + 1 : n;
+    return n;
 }
 
-/* Positions w->nt..n-1 of w's V rows into vt (+0 where a position has no cell), and +0 past
- * them up to n rounded to 16 (the tiles' last chunk reads that far). */
+/* w's K and V row pointers of positions w->n..n-1 (NULL where a position has no cell). */
+static void att_list(att_scratch *w, const model_fwd *f, int kv_layer, int32_t n) {
+    for (int32_t p = w->n; p < n; p++) {
+        const int32_t c = kv_seq_cell(f->kv, w->seq, p);
+        w->kp[p] = c < 0 ? NULL : kv_k_head(f->kv, kv_layer, w->g, c);
+        w->vp[p] = c < 0 ? NULL : kv_v_head(f->kv, kv_layer, w->g, c);
+    }
+    if (n > w->n) w->n = n;
+}
+
+/* Positions 0..n-1 of w's V rows into vt (+0 where a position has no cell), and +0 past them
+ * up to n rounded to 16 (the tiles' last chunk reads that far): all the run's rows will see,
+ * at once, so the transposition goes 8 x 8 at a time. */
 static void att_vt_fill(att_scratch *w, const tensor_kernels *kern, int64_t dv, int32_t n) {
-    kern->f16_cols(n - w->nt, dv, w->vp + w->nt, w->vt + w->nt, w->ldv);
+    kern->f16_cols(n, dv, w->vp, w->vt, w->ldv);
     for (int64_t d = 0; d < dv; d++)
         for (int32_t p = n; p < ((n + 15) & ~15); p++) w->vt[d * w->ldv + p] = 0;
-    w->nt = n;
 }
 
 /* Whether token t is the only one of its sequence in the batch (a decode step, alone or next
@@ -139,17 +151,17 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
     }
     /* the row pointers of the thread's last (sequence, KV head) stay valid for this job (the
      * cells were written before it): only positions not listed yet are looked up */
-    if (w->seq != seq || w->g != g) {
-        w->seq = seq, w->g = g, w->n = w->nt = 0;
-        w->use_vt = f->kern->att_wsumt4 && !att_cold(f, r[0].t) && att_long_run(f, r[0].t);
-    }
-    for (int32_t p = w->n; p < n_max; p++) {
-        const int32_t c = kv_seq_cell(f->kv, seq, p);
-        w->kp[p] = c < 0 ? NULL : kv_k_head(f->kv, j->kv_layer, g, c);
-        w->vp[p] = c < 0 ? NULL : kv_v_head(f->kv, j->kv_layer, g, c);
-    }
-    if (n_max > w->n) w->n = n_max;
     const bool cold = att_cold(f, r[0].t);
+    if (w->seq != seq || w->g != g) {
+        w->seq = seq, w->g = g, w->n = 0;
+        const int32_t n_run = f->kern->att_wsumt4 && !cold ? att_run_span(f, r[0].t) : 0;
+        w->use_vt = n_run > 0;
+        if (w->use_vt) {
+            att_list(w, f, j->kv_layer, n_run);
+            att_vt_fill(w, f->kern, dv, n_run);
+        }
+    }
+    att_list(w, f, j->kv_layer, n_max);
     f->kern->att_scores4(nr, dk, w->kp, q, n_ctx, 1.0f / sqrtf((float)dk), sc, cold);
     for (int i = 0; i < nr; i++) {
         float *s = r[i].sc;
@@ -159,7 +171,6 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
         f->kern->scale_round_f16(n_ctx[i], s, op_softmax_exp(f->kern, s, n_pad));
     }
     if (w->use_vt) {
-        if (n_max > w->nt) att_vt_fill(w, f->kern, dv, n_max);
         f->kern->att_wsumt4(nr, dv, w->vt, w->ldv, pr, n_ctx, out);
     } else {
         f->kern->att_wsum4(nr, dv, w->vp, pr, n_ctx, out, cold);
