@@ -149,7 +149,7 @@ typedef struct tensor_kernels {
      * 0), for p below the largest n_ctx rounded up to 16; pr rows readable that far too (what
      * lies past a row's context is not used). A prompt's rows share one transposition
      * (attention.c), and the weighted sums become dot products as the scores are. NULL in a
-     * table that keeps att_wsum4 for every batch (the AVX-512 one: not measured there). */
+     * table that keeps att_wsum4 for every batch. */
     void  (*att_wsumt4)(int nr, int64_t dv, const uint16_t *vt, int64_t ldv, const float *const pr[4],
                         const int32_t n_ctx[4], float *const out[4]);
     /* dst[d * ld + j] = rows[j][d] for j < n, d < dv (+0 where rows[j] is NULL): F16 rows

@@ -352,6 +352,8 @@ void rt_fill_bf16_avx512(tensor_kernels *k, bool native);
 void rt_fill_att_avx512(tensor_kernels *k);
 /* The weighted sums over a transposed V of the AVX2 table (x86/att_vt_avx2.c). */
 void rt_fill_att_vt_avx2(tensor_kernels *k);
+/* The same on AVX-512 (x86/att_vt_avx512.c). */
+void rt_fill_att_vt_avx512(tensor_kernels *k);
 /* The Q8_0 block-order entries of the twins (x86/q8blk_avx2.c: vec_dot, vec_dot4, gemv and
  * gemm; x86/q8blk_avx512.c: gemv and gemm, over the AVX2 ones). */
 void rt_fill_q8blk_avx2(tensor_kernels *k);

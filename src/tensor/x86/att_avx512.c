@@ -317,7 +317,5 @@ static void att_wsum4(int nr, int64_t dv, const uint16_t *const *v, const float 
 void rt_fill_att_avx512(tensor_kernels *k) {
     k->att_scores4 = att_scores4;
     k->att_wsum4 = att_wsum4;
-    /* the AVX2 table's weighted sums over a transposed V run 8 lanes a vector; whether they
-     * beat these 16-lane ones on an AVX-512 core was not measured (no such machine since) */
-    k->att_wsumt4 = NULL;
+    rt_fill_att_vt_avx512(k);
 }
