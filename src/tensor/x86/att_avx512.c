@@ -41,6 +41,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "tensor/x86/reduce_avx512.h"
 #include "tensor/x86/simd_x86.h"
 
 #define WS_C 8                /* most vectors of outputs per weighted-sum pass */
@@ -57,26 +58,6 @@ static inline __m512 ld_h(const uint16_t *p, __mmask16 m) { return _mm512_cvtph_
 /* rt_hsum16_ggml of one accumulator: lane l + lane l+8, then x86_hsum_ps (the same tree). */
 static inline float hsum16(__m512 a) {
     return x86_hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)));
-}
-
-/* r[4i + j] = rt_hsum16_ggml(a[4j + i]): every level adds lane k and lane k + half of each
- * accumulator, as the tree does, only four or more accumulators per instruction. */
-static inline __m512 reduce16(const __m512 a[16]) {
-    __m512 z[8], u[4], s[2];
-    _Pragma("GCC unroll 16")
-    for (int m = 0; m < 8; m++)   /* halves: lanes 0-7 of a[2m], then of a[2m+1] */
-        z[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    _Pragma("GCC unroll 16")
-    for (int n = 0; n < 4; n++)   /* quarters: 128-bit lane c holds a[4n + c] */
-        u[n] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * n], z[2 * n + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(z[2 * n], z[2 * n + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    _Pragma("GCC unroll 16")
-    for (int k = 0; k < 2; k++)   /* q0 + q2, q1 + q3 */
-        s[k] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 /* dot_f16_f32 (float_avx512.c): one chain, masked tail, hsum16. */
@@ -111,7 +92,7 @@ static inline __attribute__((always_inline)) void scores_step(int R, int NP, con
 
 /* Scores of rows 0..R-1 at NP positions (NP 4, or 8 when R <= 2: a decode step, one token's
  * heads): p.. and p2.., NP/2 each, all of which every row sees and have a row. Tile position
- * j accumulates row i in slot 4(j % 4) + i + 2(j / 4) (4j + i when NP is 4), so reduce16
+ * j accumulates row i in slot 4(j % 4) + i + 2(j / 4) (4j + i when NP is 4), so x86_reduce16
  * fills all 16 outputs: r[4(i + 2h) + j % 4] is row i's score at tile position 4h + j % 4
  * (r[4i + j] at j when NP is 4); each K row is loaded and converted once per head-dim step
  * for every row. */
@@ -128,7 +109,7 @@ static inline __attribute__((always_inline)) void scores_tile(int R, int NP, int
     for (; d + 16 <= dk; d += 16) scores_step(R, NP, kr, q, d, 0xFFFF, a);
     if (d < dk) scores_step(R, NP, kr, q, d, mask_upto(dk - d), a);   /* masked tail */
     float r[16];
-    _mm512_storeu_ps(r, _mm512_mul_ps(reduce16(a), _mm512_set1_ps(scale)));
+    _mm512_storeu_ps(r, _mm512_mul_ps(x86_reduce16(a), _mm512_set1_ps(scale)));
     _Pragma("GCC unroll 16")
     for (int i = 0; i < R; i++) {
         memcpy(s[i] + p, r + 4 * i, NP / 2 * sizeof(float));   /* tile positions 0..NP/2-1 */

@@ -4,7 +4,7 @@
  * With V transposed (row d holds output d of every position), the reference's 16 lanes
  * (lane p % 16 taking position p) are one 16-position vector: a chunk of 16 positions is one
  * FMA per (row, output), each lane's chain in increasing position, and rt_hsum16_ggml at the
- * end (reduce16 below, 16 accumulators at once). A tile holds R rows x ND outputs (R·ND <= 16
+ * end (x86_reduce16, 16 accumulators at once). A tile holds R rows x ND outputs (R·ND <= 16
  * accumulators, 4 x 4 for a full group); in the last 16 positions each row's lanes past its
  * context are masked off (no operation). Positions without a row hold +0 in vt: a finite
  * probability times +0 added to a lane leaves it as it was (a lane that starts at +0 never
@@ -20,6 +20,7 @@
  * recur-bench -p 512 -n 0 -d 4096, qwen3-0.6b Q8_0, 2 threads, 3 alternating runs:
  * 98.1 -> 112.8 t/s (medians). */
 #include "tensor/tensor_impl.h"
+#include "tensor/x86/reduce_avx512.h"
 #include "tensor/x86/simd_x86.h"
 
 #define WT_CH 512   /* positions a chunk (a multiple of 16) */
@@ -28,26 +29,6 @@ _Static_assert(WT_CH % 16 == 0, "a chunk starts a run of 16 lanes");
 
 static inline __m512 ld_f16x16(const uint16_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-}
-
-/* r[4i + j] = rt_hsum16_ggml(a[4j + i]) (att_avx512.c's network: every level adds lane k and
- * lane k + half of each accumulator, as the tree does). */
-static inline __m512 reduce16(const __m512 a[16]) {
-    __m512 z[8], u[4], s[2];
-    _Pragma("GCC unroll 16")
-    for (int m = 0; m < 8; m++)
-        z[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    _Pragma("GCC unroll 16")
-    for (int n = 0; n < 4; n++)
-        u[n] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * n], z[2 * n + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(z[2 * n], z[2 * n + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    _Pragma("GCC unroll 16")
-    for (int k = 0; k < 2; k++)
-        s[k] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 /* Positions [k0, kc) that every row sees, then [kc, k1) where row i takes only those below
@@ -113,7 +94,7 @@ static inline __attribute__((always_inline)) void wt_rows(int R, int ND, int64_t
             _Pragma("GCC unroll 16")
             for (int f = 0; f < 16; f++) a[4 * (f % 4) + f / 4] = f < R * ND ? park[t][f] : _mm512_setzero_ps();
             float r[16];
-            _mm512_storeu_ps(r, reduce16(a));
+            _mm512_storeu_ps(r, x86_reduce16(a));
             for (int f = 0; f < R * ND; f++) out[f / ND][d_lo + ND * t + f % ND] = r[f];
         }
     }

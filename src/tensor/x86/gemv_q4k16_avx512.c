@@ -150,4 +150,5 @@ void rt_fill_gemv_q4k16_avx512(tensor_kernels *k) {
     k->q4_K_r16_native = true;
     k->gemv_q5_K_r16 = (tensor_gemv){ gemv_q5_K_r16, TENSOR_R16_ROWS, gemv_q5_K_r16_lean, 0, gemm_q5_K_r16_tokens, 0 };
     k->q5_K_r16_native = true;
+    k->q5_K_r16_fives = false;   /* the mask layout (the table starts as a copy of the AVX2 one, whose is the five-byte one) */
 }
