@@ -152,6 +152,9 @@ typedef struct tensor_kernels {
      * table that keeps att_wsum4 for every batch. */
     void  (*att_wsumt4)(int nr, int64_t dv, const uint16_t *vt, int64_t ldv, const float *const pr[4],
                         const int32_t n_ctx[4], float *const out[4]);
+    /* The query rows of one sequence and KV head a batch needs before att_wsumt4 beats
+     * att_wsum4 with the transposition paid (measured for the table: attention.c). */
+    int32_t att_wsumt4_min_rows;
     /* dst[d * ld + j] = rows[j][d] for j < n, d < dv (+0 where rows[j] is NULL): F16 rows
      * into columns, att_wsumt4's vt. */
     void  (*f16_cols)(int32_t n, int64_t dv, const uint16_t *const *rows, uint16_t *dst, int64_t ld);

@@ -12,10 +12,11 @@
  * of one sequence sharing a KV head (GQA heads, consecutive tokens) are computed together by
  * the table's attention tiles (att_scores4, att_wsum4: each K/V row load serves all of them);
  * the tiles' contract is the one-row order for every row, so the grouping, like the thread
- * split, cannot change a bit. A prompt's rows (ATT_VT_MIN_TOKENS or more of a sequence in the
- * batch) weigh V through a copy of it transposed once a thread and KV head (att_wsumt4: the
- * same bits, the sums as dot products): recur-bench pp512 at a depth of 4096, qwen3-0.6b
- * Q4_K_M, 2 threads, 3 alternating runs, 46.4 -> 57.2 t/s (medians). */
+ * split, cannot change a bit. A prompt's rows (enough of them a KV head: the table's
+ * att_wsumt4_min_rows) weigh V through a copy of it transposed once a thread and KV head
+ * (att_wsumt4: the same bits, the sums as dot products): recur-bench pp512 at a depth of
+ * 4096, 2 threads, 3 alternating runs, medians: qwen3-0.6b Q4_K_M on an AVX2 machine 46.4 ->
+ * 57.2 t/s, qwen3-0.6b Q8_0 on the Zen 5 class (AVX-512) 98.1 -> 112.8. */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -68,12 +69,6 @@ typedef struct att_scratch {
     int64_t          ldv;
 } att_scratch;
 
-/* A sequence's weighted sums go through V transposed where the batch holds at least this many
- * of its tokens, so that the transposition (every position's V row once a thread and KV head)
- * serves many rows; a decode step or a short suffix keeps att_wsum4. The figure is a guess
- * (at a depth of 4096 the transposition is ~1 % of a 512-token prompt's time), not measured. */
-#define ATT_VT_MIN_TOKENS 32
-
 /* Share ith's workspace: ATT_ROWS row slots of [qr dk][sc n_cells + 16] (returned, *slot
  * floats apart), then *w's q16 [dk], K and V row pointers [n_cells] each and vt [dv][n_cells
  * rounded up to 16], listing nothing yet (att_ws_floats in context.c). */
@@ -90,13 +85,16 @@ static float *att_workspace(const model_fwd *f, int ith, int dk, int64_t *slot, 
 }
 
 /* The positions the batch's tokens of t's sequence see (their largest position + 1; they sit
- * side by side: att_cold), or 0 where the batch holds fewer than ATT_VT_MIN_TOKENS of them. */
-static int32_t att_run_span(const model_fwd *f, int32_t t) {
+ * side by side: att_cold), or 0 where they make fewer query rows a KV head (r a token) than
+ * the table's att_wsumt4_min_rows: a sequence's weighted sums go through V transposed only
+ * where the transposition (every position's V row once a thread and KV head) serves enough
+ * rows; a decode step or a short suffix keeps att_wsum4. */
+static int32_t att_run_span(const model_fwd *f, int32_t t, int r) {
     const recur_seq_id s = f->seq[t];
     int32_t a = t, b = t;
     while (a > 0 && f->seq[a - 1] == s) a--;
     while (b + 1 < f->n_tok && f->seq[b + 1] == s) b++;
-    if (b - a + 1 < ATT_VT_MIN_TOKENS) return 0;
+    if ((int64_t)(b - a + 1) * r < f->kern->att_wsumt4_min_rows) return 0;
     int32_t n = 0;
     for (int32_t u = a; u <= b; u++) n = f->pos[u] + 1 > n ? f->pos[u] + 1 : n;
     return n;
@@ -154,7 +152,7 @@ static void att_group(const att_job *j, att_row *r, int nr, int g, att_scratch *
     const bool cold = att_cold(f, r[0].t);
     if (w->seq != seq || w->g != g) {
         w->seq = seq, w->g = g, w->n = 0;
-        const int32_t n_run = f->kern->att_wsumt4 && !cold ? att_run_span(f, r[0].t) : 0;
+        const int32_t n_run = f->kern->att_wsumt4 && !cold ? att_run_span(f, r[0].t, hp->n_head / hp->n_head_kv) : 0;
         w->use_vt = n_run > 0;
         if (w->use_vt) {
             att_list(w, f, j->kv_layer, n_run);

@@ -113,4 +113,10 @@ static void att_wsumt4(int nr, int64_t dv, const uint16_t *vt, int64_t ldv, cons
 
 void rt_fill_att_vt_avx512(tensor_kernels *k) {
     k->att_wsumt4 = att_wsumt4;
+    /* att_wsum4 is faster here, so more rows must share the transposition: recur-bench -p N
+     * -n 0 -d 4096, 2 threads, 3 alternating runs, medians, through vt against att_wsum4:
+     * qwen3-0.6b Q8_0 (2 query heads a KV head, dim 128) 8 tokens 91.2 / 131.5 t/s, 16
+     * 115.2 / 150.9, 24 136.3 / 168.9, 32 155.5 / 178.6, 64 186.7 / 195.8, 128 207.8 / 201.1;
+     * qwen35-0.8b Q8_0 (4 a KV head, dim 256) 32 tokens 339.3 / 357.3, 64 417.3 / 415.0 */
+    k->att_wsumt4_min_rows = 256;
 }
