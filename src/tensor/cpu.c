@@ -91,7 +91,7 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->att_scores4 = rt_att_scores4;
     k->att_wsum4 = rt_att_wsum4;
     k->att_wsumt4 = rt_att_wsumt4;
-    k->att_wsumt4_min_rows = 64;   /* the oracle's: any */
+    k->att_wsumt4_min_rows = 64;   /* AVX2's figure: the scalar tiles were not measured */
     k->f16_cols = rt_f16_cols;
     k->dot_f32 = rt_dot_f32_f32;
     k->f32_to_f16_row = rt_f32_to_f16_row;
@@ -107,6 +107,7 @@ void tensor_fill_scalar(tensor_kernels *k) {
     k->sumsq_rows = rt_sumsq_rows;
     k->scale_round_f16 = rt_scale_round_f16;
     k->exp_sum_f32 = rt_exp_sum_f32;
+    k->max_f32 = rt_max_f32;
 }
 
 static void init_once(void) {

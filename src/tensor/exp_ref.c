@@ -55,6 +55,12 @@ double rt_exp_sum_f32(int64_t n, float *x, float max) {
     return sum;
 }
 
+float rt_max_f32(int64_t n, const float *x) {
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    return max;
+}
+
 void rt_silu_f32(int64_t n, const float *x, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + rt_vexpf(0.0f - x[i]));
 }

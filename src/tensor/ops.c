@@ -85,25 +85,11 @@ void op_rope_apply(const tensor_kernels *k, float *head, const float *cos_sin, i
     k->rope_f32(head, cos_sin, n_rot, kind == OP_ROPE_NEOX);   /* ggml's contractions: rope_ref.c */
 }
 
-/* The largest element (-INFINITY when n == 0; NaNs never win). 16 running maxima let the
- * compiler use vector max instructions; the maximum is the same value in any order (only a
- * zero's sign may differ, and x - (+0) and x - (-0) have the same exp). */
-static float row_max(const float *x, int64_t n) {
-    float m[16], max = -INFINITY;
-    for (int j = 0; j < 16; j++) m[j] = -INFINITY;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
-    for (; i < n; i++) max = x[i] > max ? x[i] : max;
-    for (int j = 0; j < 16; j++) max = m[j] > max ? m[j] : max;
-    return max;
-}
-
 /* ggml_vec_soft_max_f32 on AVX-512: exps in chunks of 16 (the vectorised exp) whose float
  * sums (reduced as _mm512_reduce_add_ps) are added in double, the tail element by element
  * (libm's expf) in double; then (op_softmax) one multiplication by (float)(1/sum). */
 float op_softmax_exp(const tensor_kernels *k, float *x, int64_t n) {
-    const float max = row_max(x, n);
+    const float max = k->max_f32(n, x);   /* the table's: a pass of 16-lane maxima, not of 4 */
     const int64_t nv = n - n % OP_GGML_LANES;
     double sum = nv > 0 ? k->exp_sum_f32(nv, x, max) : 0.0;
     for (int64_t i = nv; i < n; i++) {

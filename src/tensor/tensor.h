@@ -179,6 +179,10 @@ typedef struct tensor_kernels {
      * multiple of 16); returns the sum over the chunks of 16, in order, of
      * (double)rt_hsum16_ggml(chunk). */
     double (*exp_sum_f32)(int64_t n, float *x, float max);
+    /* The largest of x[0..n) (-INFINITY when n is 0; a NaN never wins), softmax's maximum: a
+     * value, so a table takes the elements in any order (only a zero's sign may differ, and
+     * x - (+0) and x - (-0) have the same exp). */
+    float (*max_f32)(int64_t n, const float *x);
     /* s[r] = sum over i < n, in index order, of (double)(x_r[i] * x_r[i]) for the rows
      * x_r = x + r*stride, r < rows: the serial double sum of ggml's rms_norm and l2_norm (the
      * square rounded to float, then added in double), bit-identical in every table (a table

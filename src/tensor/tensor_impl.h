@@ -276,6 +276,7 @@ void  rt_exp_f32(int64_t n, const float *x, float *y);
 void  rt_silu_f32(int64_t n, const float *x, float *y);
 void  rt_swiglu_f32(int64_t n, const float *x, const float *g, float *y);
 double rt_exp_sum_f32(int64_t n, float *x, float max);
+float rt_max_f32(int64_t n, const float *x);
 void  rt_rope_f32(float *head, const float *cos_sin, int n_rot, bool neox);
 void  rt_sumsq_rows(int64_t n, const float *x, int64_t stride, int64_t rows, double *s);   /* norm_ref.c */
 /* The scans (scan_ref.c); rt_scan_reduce64 is their lane reduction:

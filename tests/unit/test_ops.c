@@ -264,11 +264,35 @@ static void test_softmax_tables(void **state) {
     }
 }
 
+/* max_f32 of every table: the largest value at every length and place, -INFINITY for none,
+ * NaNs never the answer, zeros of both signs equal. */
+static void test_max_tables(void **state) {
+    (void)state;
+    const tensor_kernels *tab[3];
+    const int nt = get_tables(tab);
+    rng r = { 5 };
+    float x[300];
+    for (int k = 0; k < nt; k++) assert_true(tab[k]->max_f32(0, x) == -INFINITY);
+    for (int n = 1; n <= 300; n += (n < 80 ? 1 : 17))
+        for (int at = 0; at < n; at += (n < 20 ? 1 : n / 7)) {
+            for (int i = 0; i < n; i++) x[i] = -fabsf(rng_gauss(&r)) - 1.0f;
+            if (n > 2) x[(at + 1) % n] = NAN, x[(at + n / 2) % n] = -INFINITY;
+            if (n > 64) x[(at + 32) % n] = x[(at + 64) % n] = NAN;   /* after the maximum in its lane */
+            x[at] = at % 3 == 0 ? 0.5f : at % 3 == 1 ? -0.0f : -0.25f;
+            for (int k = 0; k < nt; k++) {
+                const float m = tab[k]->max_f32(n, x);
+                if (!(m == x[at])) fail_msg("%s max_f32 n %d at %d: %g, want %g", tab[k]->isa, n, at, m, x[at]);
+            }
+        }
+    for (int i = 0; i < 40; i++) x[i] = NAN;
+    for (int k = 0; k < nt; k++) assert_true(tab[k]->max_f32(40, x) == -INFINITY);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_l2norm), cmocka_unit_test(test_norm_rows), cmocka_unit_test(test_rope), cmocka_unit_test(test_rope_tables),
         cmocka_unit_test(test_softmax_silu), cmocka_unit_test(test_ggml_lanes), cmocka_unit_test(test_softmax_lanes),
-        cmocka_unit_test(test_softmax_tables),
+        cmocka_unit_test(test_softmax_tables), cmocka_unit_test(test_max_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -85,8 +85,24 @@ static double exp_sum_f32(int64_t n, float *x, float max) {
     return sum;
 }
 
+/* rt_max_f32: four vectors of running maxima (max(x, m) keeps m where x is NaN), the tail
+ * element by element. */
+static float max_f32(int64_t n, const float *x) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m[4] = { ninf, ninf, ninf, ninf };
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int j = 0; j < 4; j++) m[j] = _mm256_max_ps(_mm256_loadu_ps(x + i + 8 * j), m[j]);
+    float l[8], max = -INFINITY;
+    _mm256_storeu_ps(l, _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3])));
+    for (int j = 0; j < 8; j++) max = l[j] > max ? l[j] : max;
+    for (; i < n; i++) max = x[i] > max ? x[i] : max;
+    return max;
+}
+
 void rt_fill_exp_avx2(tensor_kernels *k) {
     k->exp_sum_f32 = exp_sum_f32;
+    k->max_f32 = max_f32;
     k->exp_f32 = exp_f32;
     k->silu_f32 = silu_f32;
     k->swiglu_f32 = swiglu_f32;

@@ -71,8 +71,22 @@ static double exp_sum_f32(int64_t n, float *x, float max) {
     return sum;
 }
 
+/* rt_max_f32: four vectors of running maxima (max(x, m) keeps m where x is NaN), the tail
+ * masked in as -INFINITY. */
+static float max_f32(int64_t n, const float *x) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m[4] = { ninf, ninf, ninf, ninf };
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int j = 0; j < 4; j++) m[j] = _mm512_max_ps(_mm512_loadu_ps(x + i + 16 * j), m[j]);
+    for (; i + 16 <= n; i += 16) m[0] = _mm512_max_ps(_mm512_loadu_ps(x + i), m[0]);
+    if (i < n) m[1] = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, tail_mask(n - i), x + i), m[1]);
+    return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3])));
+}
+
 void rt_fill_exp_avx512(tensor_kernels *k) {
     k->exp_sum_f32 = exp_sum_f32;
+    k->max_f32 = max_f32;
     k->exp_f32 = exp_f32;
     k->silu_f32 = silu_f32;
     k->swiglu_f32 = swiglu_f32;
