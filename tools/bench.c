@@ -243,16 +243,18 @@ static int bench_setting_tests(recur_model *m, const bench_opts *o, const bench_
         /* a tg test's roofline: the bandwidth right around it (a shared machine's moves by 2x
          * within a run), the mean of a measurement before and one after */
         const bool near = r.hw && r.n_gen > 0 && r.n_prompt == 0;   /* a tg test, at any depth */
-        const double bw0 = near ? bench_read_bw(r.n_threads, (size_t)o->bw_mib << 20) : 0;
+        double by0[3] = { 0 }, by1[3] = { 0 };
+        const double bw0 = near ? bench_read_bw(r.n_threads, (size_t)o->bw_mib << 20, by0) : 0;
         if (bench_run_test(m, o, &r, err, sizeof err)) {
             fprintf(stderr, "recur-bench: %s: %s\n", r.bm->filename, err);
             fails++;
             continue;
         }
-        const double bw1 = near ? bench_read_bw(r.n_threads, (size_t)o->bw_mib << 20) : 0;
+        const double bw1 = near ? bench_read_bw(r.n_threads, (size_t)o->bw_mib << 20, by1) : 0;
         if (bw0 > 0 && bw1 > 0) {
             r.near_read_gbs = (bw0 + bw1) / 2;
             r.near_read_ends[0] = bw0, r.near_read_ends[1] = bw1;
+            for (int i = 0; i < 3; i++) r.near_read_by[i] = (by0[i] + by1[i]) / 2;
         }
         bench_out_test(out, &r);
     }

@@ -59,6 +59,7 @@ typedef struct bench_hw {
     int    n_threads;
     bool   ok;
     double read_gbs;       /* streaming read, best pass, GB/s (1e9 bytes) */
+    double read_gbs_by[3]; /* the best pass of each pattern: 1, 2 and 4 streams a thread */
     double fma_gflops;     /* fp32 FMA peak, all threads, GFLOP/s */
     char   fma_isa[16];    /* "avx512", "avx2" or "scalar": the FMA kernel that ran */
     double int8_gops;      /* int8 dot peak (vpdpbusd, 2 ops per byte product), all threads,
@@ -90,6 +91,7 @@ typedef struct bench_result {
     double             near_read_gbs;   /* tg tests: the read bandwidth measured right before and
                                          * right after the runs, their mean (0: not measured) */
     double             near_read_ends[2];   /* those two measurements, before and after (0: not measured) */
+    double             near_read_by[3];     /* their mean for each pattern: 1, 2 and 4 streams a thread */
     uint64_t           pf_calls[2];     /* matmul calls timed for the prefetch choice during the
                                          * timed runs: with, without (recur.h recur_prefetch_calls) */
     double             tok_ms[4];       /* tg tests: one generated token's time over all timed runs,
@@ -117,7 +119,7 @@ void bench_sort_doubles(double *v, int n);
  * so that the buffer never counts in this process's peak RSS. */
 void bench_hw_measure(int n_threads, size_t bw_bytes, bench_hw *out);
 /* The read bandwidth alone, measured as bench_hw_measure does (GB/s; 0 when it failed). */
-double bench_read_bw(int n_threads, size_t bw_bytes);
+double bench_read_bw(int n_threads, size_t bw_bytes, double by[3]);
 /* VmRSS / VmHWM of this process in bytes (0 when /proc is unreadable). */
 uint64_t bench_rss(void);
 uint64_t bench_rss_peak(void);

@@ -177,6 +177,13 @@ static int result_fields(const bench_out *out, const bench_result *r, bench_fiel
     BENCH_D("read_bw_near_gbs", hw && r->near_read_gbs > 0 ? r->near_read_gbs : NAN);
     BENCH_D("read_bw_before_gbs", hw && r->near_read_gbs > 0 ? r->near_read_ends[0] : NAN);
     BENCH_D("read_bw_after_gbs", hw && r->near_read_gbs > 0 ? r->near_read_ends[1] : NAN);
+    /* each read pattern's bandwidth (the machine's, and around a tg test): a kernel that reads
+     * one stream a thread is bound by the first, whatever the fastest pattern does */
+    static const char *const by_name[3] = { "read_bw_1stream_gbs", "read_bw_2streams_gbs", "read_bw_4streams_gbs" };
+    static const char *const near_name[3] = { "read_bw_near_1stream_gbs", "read_bw_near_2streams_gbs",
+                                              "read_bw_near_4streams_gbs" };
+    for (int i = 0; i < 3; i++) BENCH_D(by_name[i], hw && r->hw->read_gbs_by[i] > 0 ? r->hw->read_gbs_by[i] : NAN);
+    for (int i = 0; i < 3; i++) BENCH_D(near_name[i], hw && r->near_read_by[i] > 0 ? r->near_read_by[i] : NAN);
     BENCH_D("fma_peak_gflops", hw ? r->hw->fma_gflops : NAN);
     BENCH_S("fma_isa", hw ? r->hw->fma_isa : "");
     BENCH_D("bytes_per_token", bench_bytes_per_token(r));
@@ -354,9 +361,10 @@ static void md_efficiency(const bench_out *out) {
         if (dup || n_seen == BENCH_MAX_LIST) continue;
         seen[n_seen++] = hw;
         if (hw->ok)
-            printf("machine, %d threads: read %.1f GB/s (%zu MiB buffer, best of 9 passes, 1, 2 and 4 streams a thread)"
-                   ", fp32 FMA peak %.1f GFLOP/s (%s), int8 dot peak %.1f GOP/s%s\n",
-                   hw->n_threads, hw->read_gbs, hw->bw_bytes >> 20, hw->fma_gflops, hw->fma_isa, hw->int8_gops,
+            printf("machine, %d threads: read %.1f GB/s (%zu MiB buffer, best of 9 passes; 1, 2 and 4 streams a thread:"
+                   " %.1f, %.1f, %.1f), fp32 FMA peak %.1f GFLOP/s (%s), int8 dot peak %.1f GOP/s%s\n",
+                   hw->n_threads, hw->read_gbs, hw->bw_bytes >> 20, hw->read_gbs_by[0], hw->read_gbs_by[1],
+                   hw->read_gbs_by[2], hw->fma_gflops, hw->fma_isa, hw->int8_gops,
                    hw->int8_gops > 0 ? " (vpdpbusd)" : " (no VNNI: not measured)");
         else
             printf("machine, %d threads: not measured (the measurement failed)\n", hw->n_threads);

@@ -67,7 +67,8 @@ llama_fields = ["model_filename", "model_type", "model_size", "model_n_params", 
 ours = ["read_bw_gbs", "read_bw_near_gbs", "read_bw_before_gbs", "read_bw_after_gbs", "fma_peak_gflops", "bytes_per_token", "weight_bytes_per_token",
         "state_bytes_per_token", "kv_bytes_per_token", "flops_per_token", "bw_efficiency",
         "fma_efficiency", "int8_peak_gops", "pp_efficiency", "rss_load_bytes", "rss_bytes", "rss_peak_bytes",
-        "token_ms_p50", "token_ms_p90", "token_ms_p99", "token_ms_max", "bw_efficiency_p50"]
+        "token_ms_p50", "token_ms_p90", "token_ms_p99", "token_ms_max", "bw_efficiency_p50",
+        "read_bw_1stream_gbs", "read_bw_2streams_gbs", "read_bw_4streams_gbs"]
 for r in rows:
     missing = [f for f in llama_fields + ours if f not in r]
     assert not missing, f"missing {missing}"
@@ -103,6 +104,13 @@ for m in (qwen3, moe):
     assert tg["read_bw_before_gbs"] > 0 and tg["read_bw_after_gbs"] > 0
     assert abs(tg["read_bw_near_gbs"] - (tg["read_bw_before_gbs"] + tg["read_bw_after_gbs"]) / 2) < 1e-6 * tg["read_bw_near_gbs"]
     assert pp["read_bw_before_gbs"] is None and pp["read_bw_after_gbs"] is None
+    # each read pattern's best pass (1, 2, 4 streams a thread): the roofline is the fastest of them
+    pats = ("1stream", "2streams", "4streams")
+    by_m = [tg["read_bw_%s_gbs" % k] for k in pats]
+    assert all(v > 0 for v in by_m) and abs(max(by_m) - tg["read_bw_gbs"]) < 1e-6 * tg["read_bw_gbs"], by_m
+    by_n = [tg["read_bw_near_%s_gbs" % k] for k in pats]
+    assert all(v > 0 for v in by_n) and max(by_n) <= tg["read_bw_near_gbs"] * (1 + 1e-9), by_n
+    assert all(pp["read_bw_near_%s_gbs" % k] is None for k in pats)
     # tg tokens one by one: ordered percentiles; the longest at least the run's mean token; pp none
     q = [tg["token_ms_" + k] for k in ("p50", "p90", "p99", "max")]
     assert 0 < q[0] <= q[1] <= q[2] <= q[3], q
