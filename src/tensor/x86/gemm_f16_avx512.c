@@ -148,6 +148,10 @@ static void f16_cols_h(int T, int64_t n, const uint8_t *W, size_t ws, int64_t n_
  * rows pass; a larger panel, read from L2, was slower than converting in the tile (n 2048,
  * 3072 on Zen 5). */
 #define PMAXN 1664
+/* Converting a row block's weights to float once (96 KB in L2) so that the tile converts
+ * nothing was slower on Zen 5: one thread, 256 x 1024, 512 tokens (a program outside the repo,
+ * best of 5) 203 against 228 GFLOP/s, ~87 % of the fp32 FMA peak already: the conversions are
+ * not what this tile waits for. */
 #define WBLK  (128 * 1024)   /* weight bytes per row block */
 
 /* Row blocks of about WBLK bytes (in L2) against every token, GT tokens at a time; a token

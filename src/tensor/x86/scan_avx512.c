@@ -248,7 +248,10 @@ static inline float ssm2_tail(int64_t np, int64_t ds, float *s, const float *B, 
 }
 
 /* ds = 128 (Mamba-2's d_state): B and C stay in registers for all the rows, so a row costs
- * only its own loads and stores. Same operations as ssm2_row. */
+ * only its own loads and stores. Same operations as ssm2_row.
+ * A decode step is bound by the state's traffic: 48 layers x 1 MiB stepped by 2 threads (a
+ * program outside the repo, medians of 40 tokens) took 2.01-2.07 ms against 1.93-2.00 for a
+ * plain in-place multiply-add over the same bytes, and 2.27-2.29 with streaming stores. */
 #define SSM2_V(k, acc)                                                                                   \
     do {                                                                                                 \
         const __m512 st_ = _mm512_fmadd_ps(_mm512_loadu_ps(sp + 16 * (k)), va, _mm512_mul_ps(b##k, vx)); \
