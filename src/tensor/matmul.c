@@ -192,11 +192,12 @@ static void mm_dot_rows(const mm_job *j, const uint8_t *base, long lo, long hi) 
 /* A packed matrix's rows [lo, hi) (multiples of 16) for n_tok > 1. Where the table has a
  * several-token kernel for the layout (tensor_gemv.tokens: each group's bytes read once for
  * all the tokens, the values split once for up to four), it takes every call of a type
- * without a packed gemm (Q6_K on AVX-512, Q8_0 in the block order; Q4_K on AVX2) and, below
+ * without a packed gemm (Q8_0 in the block order; Q4_K on AVX2; Q6_K on AVX-512 below its
+ * tokens_max) and, below
  * MM_R16_TOKENS_Q4_GEMM, MM_R16_TOKENS_Q8_GEMM or MM_R16_TOKENS_Q6_GEMM tokens, of one with
  * (Q4_K and Q5_K, whose gemm is Q4_K's; Q8_0 in ggml's order; Q6_K on AVX2): a parallel-slot
  * decode step, a short prompt; in either case only below the
- * kernel's own tokens_max where it has one (AVX2 Q6_K: 256). Otherwise a few tokens take the
+ * kernel's own tokens_max where it has one (Q6_K: AVX2 256, AVX-512 160). Otherwise a few tokens take the
  * packed single-token kernel once per token over MM_R16_SLAB rows at a time, which stay in cache
  * between the tokens: the same bits (the kernel's rows get the file layout's dot, as the gemms'
  * do). More take the table's packed gemm where it has one (Q8_0 in ggml's order, Q4_K in the

@@ -268,7 +268,7 @@ static void test_matmul_r16(void **state) {
     /* 1024 x 768: past matmul's one-thread size; 2, 7 and 33 tokens: the several-token
      * kernels' tiles of 1-4 tokens (matmul.c mm_dot_r16); 100: past MM_R16_TOKENS_Q4_GEMM and
      * MM_R16_TOKENS_Q8_GEMM, the packed gemms (and 33 past MM_R16_TOKENS_Q6_GEMM); 300: past
-     * a tokens kernel's tokens_max (AVX2 Q6_K); 8448-long rows: past a packed gemm's panel
+     * a tokens kernel's tokens_max (Q6_K: AVX2 256, AVX-512 160); 8448-long rows: past a packed gemm's panel
      * (Q8_0: 256 blocks), so it takes its other way; 12544-long rows with 100 tokens: past the
      * Q4_K and Q6_K gemms' panel buffers (48 blocks; the Q5_K gemm is Q4_K's), the Q8_0 and
      * Q4_0 ones' (256 blocks), their pieces */

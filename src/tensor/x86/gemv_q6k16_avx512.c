@@ -163,10 +163,21 @@ static inline __attribute__((always_inline)) void q6r16_tile(int T, int64_t nb, 
     for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-/* Several tokens (tensor.h tensor_gemv.tokens). */
+/* Several tokens (tensor.h tensor_gemv.tokens), below Q6_TOKENS_MAX: it reads each packed
+ * block once for 4 tokens and splits its values again for the next 4, ~420 GOP/s on one
+ * thread whatever the count, where the rows unpacked 64 at a time (matmul.c) for gemm[Q6_K]
+ * (x86/gemm_q6k_avx512.c) run 350-360 at 64 tokens, 420-430 at 96, 460-500 at 128 and
+ * 650-660 at 512 (a program outside the repo, one thread, 1024 x 3072 and 3072 x 1024 from
+ * L3, best of 5; the same bits either way, checked). In the model, with the weights coming from
+ * memory, the unpacking pays later: recur-bench -p N -n 0, 2 threads, qwen3-0.6b Q6_K (every
+ * matrix Q6_K), 2 alternating rounds, tokens kernel against unpacking: 128 tokens 883-885
+ * against 811-818 t/s, 192 748-836 / 921-931, 256 795-799 / 942-945, 512 734-767 / 949-950.
+ * Before, it took every prompt (AVX-512 has no packed Q6_K gemm). */
 X86_GEMM_R16_TOKENS(gemm_q6_K_r16_tokens, q6r16_tile, QK_K)
+#define Q6_TOKENS_MAX 160
 
 void rt_fill_gemv_q6k16_avx512(tensor_kernels *k) {
-    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0, gemm_q6_K_r16_tokens, 0 };
+    k->gemv_q6_K_r16 = (tensor_gemv){ gemv_q6_K_r16, TENSOR_R16_ROWS, gemv_q6_K_r16_lean, 0, gemm_q6_K_r16_tokens,
+                                       Q6_TOKENS_MAX };
     k->q6_K_r16_native = true;
 }
