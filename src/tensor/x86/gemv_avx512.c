@@ -51,9 +51,10 @@ static inline __m256i bcast_h(const uint8_t *p) { return _mm256_set1_epi16((shor
  * in L2 (one thread, 256 x 1024) 0.87x, where generation does not run. */
 #define Q8_PF X86_Q8_PF
 /* The activation side of each block (−128 · Σ4 x and the scale as a float) made once per call
- * instead of once per block and row quad: 77-80 against 77-79 GB/s in L2 (one thread, 256 x
- * 1024, a program outside the repo), no gain; from memory (2 threads, 600 MB) the kernel reads
- * at a plain read's rate in the same minutes, so its vector work is not the limit there. */
+ * instead of once per block and row quad: 79.3-79.8 against 76.8-77.3 GB/s in L2 (one thread,
+ * 256 x 1024, a program outside the repo); not kept, since from memory (2 threads, 600 MB) the
+ * kernel already reads at a plain read's rate in the same minutes (51.7-53.4 against 49.0-49.7
+ * GB/s): its vector work is not the limit there. */
 
 /* Software prefetch distance of the Q4_K streams (gemv_q4_K_rp): 4608 bytes = 8 rows of 1024
  * elements ahead. recur-bench tg64, 8 alternating rounds against 2304 and 9216: 0.97x, 0.93x. */
