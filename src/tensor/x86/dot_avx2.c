@@ -428,7 +428,6 @@ void tensor_fill_avx2(tensor_kernels *k) {
     rt_fill_rope_avx2(k);
     rt_fill_gemm_q4k_avx2(k);
     rt_fill_gemm_q6k_avx2(k);
-    rt_fill_gemm_q40_avx2(k);
     rt_fill_gemm_f16_avx2(k);
     rt_fill_gemv_avx2(k);
     rt_fill_gemm_avx2(k);   /* after the gemvs: it gives gemv[Q8_0] its several-token kernel */

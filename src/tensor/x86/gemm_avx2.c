@@ -14,6 +14,8 @@
  *  - below 8 tokens, and as the gemm's fallback, the dot's sign trick (maddubs of |w| and x
  *    with w's sign, then madd with ones: exact, the activation bytes are never -128), R8 rows
  *    × T8 tokens a tile.
+ * Q4_0 (gemm_q4_0, from Q40_W16_TOK tokens): the same widened gemm over its values q − 8,
+ * with rt_dot_q4_0_avx2's two chains (even blocks, odd blocks) side by side (gemm_w16).
  * Tokens go in chunks whose activations stay in L2 while every row tile passes over them.
  * Any n (a multiple of 32), any row and token counts, unaligned rows and strides. */
 #include <string.h>
@@ -157,43 +159,55 @@ _Static_assert(T16 == 4 && T16P == 2 * T16, "q8_piece16: two tiles a piece, tail
 #define YG 16              /* row blocks are a multiple of it */
 #define W16_ROWS (512 << 10)   /* widened rows of a row block, held in L2 (128 and 256 KB no better) */
 
-/* The 32 quants at q widened to int16 in w16's order: *a words 0..15, *b words 16..31. */
-static inline __attribute__((always_inline)) void w16_split(const uint8_t *q, __m256i *a, __m256i *b) {
+/* The 32 signed bytes of q widened to int16 in w16's order: *a words 0..15, *b words 16..31. */
+static inline __attribute__((always_inline)) void w16_split(__m256i q, __m256i *a, __m256i *b) {
     const __m256i idx = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
                                          0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
     /* per 128-bit lane the pairs (4l, 4l+1), then (4l+2, 4l+3); qwords [0 2 1 3]: all first ones low */
-    const __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)q), idx), 0xD8);
+    const __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(q, idx), 0xD8);
     *a = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
     *b = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1));
 }
 
-/* The block's quants at q widened (w16_split) to the 32 words at dst (32-byte aligned). */
-static inline void w16_store(const uint8_t *q, int16_t *dst) {
+/* A block's 32 signed values widened (w16_split) to the 32 words at dst (32-byte aligned). */
+static inline void w16_store(__m256i q, int16_t *dst) {
     __m256i a, b;
     w16_split(q, &a, &b);
     _mm256_store_si256((__m256i *)dst, a);
     _mm256_store_si256((__m256i *)dst + 1, b);
 }
 
+/* A block's 32 values in element order: Q8_0's bytes, or Q4_0's nibbles less 8. */
+static inline __m256i w16_values(bool q40, const uint8_t *blk) {
+    return q40 ? _mm256_sub_epi8(x86_unpack_nib16(blk + Q4_0_QS), _mm256_set1_epi8(8))
+               : _mm256_loadu_si256((const __m256i *)(blk + Q8_0_QS));
+}
+
+/* How a chain's last piece ends (q8_tile16): its lanes reduced as they are (Q8_0), or first
+ * added to those of Q4_0's even blocks (parked at pe), or to +0 where there are none (an odd
+ * last block is the even chain's: rt_dot_q4_0_avx2 still adds its odd accumulator, zeros). */
+enum { FIN_Q8, FIN_PE, FIN_ZERO };
+
 /* Blocks [b0, b0 + np) of R rows (widened at w16, s16 words apart) against T ≤ T16 widened
  * tokens (at x16, s16 words apart too); the scale product of row r, token t, block b0 + i at
- * pr[i][r][t0 + t]. The accumulators start at zero for the first piece (b0 = 0) and otherwise
- * come from park (row r, token t at park + (r·T16P + t)·8); they go back there, so the tiles
- * pass over the blocks a piece at a time, a piece of the token group's widened rows staying in
- * L1 for all the row tiles, and the blocks still go in order for every element. After the
- * last piece (out set) they are reduced instead, row r's output of token t going to
- * out[t·so + r]. A block's row vectors are loaded once into registers for the T tokens, a
- * token's two vectors once for the R rows. */
+ * pr[i][r][t0 + t]. The accumulators start at zero for a chain's first piece (from NULL) and
+ * otherwise come from from (row r, token t at from + (r·T16P + t)·8); they go to `to`, laid out
+ * the same, so the tiles pass over the blocks a piece at a time, a piece of the token group's
+ * widened rows staying in L1 for all the row tiles, and the blocks still go in order for every
+ * element. After the last piece (out set) they are reduced instead (as fin says), row r's
+ * output of token t going to out[t·so + r]. A block's row vectors are loaded once into
+ * registers for the T tokens, a token's two vectors once for the R rows. */
 static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_t b0, int np, size_t s16,
                                                              const int16_t *w16, const int16_t *x16,
-                                                             const float (*pr)[R16][T16P], int t0, float *park,
-                                                             float *out, size_t so) {
+                                                             const float (*pr)[R16][T16P], int t0, const float *from,
+                                                             float *to, int fin, const float *pe, float *out,
+                                                             size_t so) {
     __m256 acc[R16][T16];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++)
-            acc[r][t] = b0 ? _mm256_loadu_ps(park + ((size_t)r * T16P + (size_t)t) * 8) : _mm256_setzero_ps();
+            acc[r][t] = from ? _mm256_loadu_ps(from + ((size_t)r * T16P + (size_t)t) * 8) : _mm256_setzero_ps();
     for (int i = 0; i < np; i++) {
         const int64_t b = b0 + i;
         __m256i wa[R16], wc[R16];
@@ -220,8 +234,18 @@ static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_
         _Pragma("GCC unroll 4")
         for (int r = 0; r < R; r++)
             _Pragma("GCC unroll 8")
-            for (int t = 0; t < T; t++) _mm256_storeu_ps(park + ((size_t)r * T16P + (size_t)t) * 8, acc[r][t]);
-    } else if (R == 2 && T == 4) {   /* lanes 2t, 2t + 1: rows 0, 1 of token t */
+            for (int t = 0; t < T; t++) _mm256_storeu_ps(to + ((size_t)r * T16P + (size_t)t) * 8, acc[r][t]);
+        return;
+    }
+    if (fin != FIN_Q8)   /* rt_dot_q4_0_avx2's acc0 + acc1 */
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < T; t++)
+                acc[r][t] = _mm256_add_ps(fin == FIN_PE ? _mm256_loadu_ps(pe + ((size_t)r * T16P + (size_t)t) * 8)
+                                                        : _mm256_setzero_ps(),
+                                          acc[r][t]);
+    if (R == 2 && T == 4) {   /* lanes 2t, 2t + 1: rows 0, 1 of token t */
         const __m256 v[8] = { acc[0][0], acc[1][0], acc[0][1], acc[1][1], acc[0][2], acc[1][2], acc[0][3], acc[1][3] };
         const __m256 h = x86_hsum8_ps(v);
         const __m128 lo = _mm256_castps256_ps128(h), hi = _mm256_extractf128_ps(h, 1);
@@ -237,15 +261,23 @@ static inline __attribute__((always_inline)) void q8_tile16(int R, int T, int64_
     }
 }
 
+/* Where a piece's lanes come from and go (q8_tile16's from, to, fin and pe), for the row
+ * tile's first token: token t's are 8·t floats on. */
+typedef struct q8_lanes {
+    const float *from;   /* NULL: a chain's first piece */
+    float       *to;
+    int          fin;
+    const float *pe;
+} q8_lanes;
+
 /* A piece of blocks [b0, b0 + np) for a group of up to T16P tokens: their scale products with
  * the rows' (row scales at dw[r·nb + b], token t's of block b at dx[b·T16P + t]) made 8 tokens
  * to one multiply before the tiles read any (a product stored just before its broadcast loads
  * would wait for the store), then the tiles of T16 tokens and the 1-3 left; the lanes of row r,
- * token t at park + (r·T16P + t)·8, or for the last piece (out set) its output at
- * out[t·so + r]. */
+ * token t as ln says, or for the last piece (out set) its output at out[t·so + r]. */
 static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int64_t b0, int np, int64_t nb,
                                                               const int16_t *w16, const float *dw, const int16_t *x16,
-                                                              size_t s16, const float *dx, float *park, float *out,
+                                                              size_t s16, const float *dx, q8_lanes ln, float *out,
                                                               size_t so) {
     _Alignas(32) float pr[QP][R16][T16P];
     for (int i = 0; i < np; i++) {
@@ -254,15 +286,18 @@ static inline __attribute__((always_inline)) void q8_piece16(int R, int nt, int6
         for (int r = 0; r < R; r++)
             _mm256_store_ps(pr[i][r], _mm256_mul_ps(_mm256_broadcast_ss(&dw[(size_t)r * (size_t)nb + (size_t)(b0 + i)]), dxv));
     }
+#define Q8_TILE(T)                                                                                                   \
+    q8_tile16(R, T, b0, np, s16, w16, x16 + t * s16, pr, t, ln.from ? ln.from + t * 8 : NULL, ln.to + t * 8, ln.fin, \
+              ln.pe ? ln.pe + t * 8 : NULL, out ? out + t * so : NULL, so)
     int t = 0;
-    for (; t + T16 <= nt; t += T16)
-        q8_tile16(R, T16, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8, out ? out + t * so : NULL, so);
+    for (; t + T16 <= nt; t += T16) Q8_TILE(T16);
     switch (nt - t) {
-    case 3: q8_tile16(R, 3, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8, out ? out + t * so : NULL, so); break;
-    case 2: q8_tile16(R, 2, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8, out ? out + t * so : NULL, so); break;
-    case 1: q8_tile16(R, 1, b0, np, s16, w16, x16 + t * s16, pr, t, park + t * 8, out ? out + t * so : NULL, so); break;
+    case 3: Q8_TILE(3); break;
+    case 2: Q8_TILE(2); break;
+    case 1: Q8_TILE(1); break;
     default: break;
     }
+#undef Q8_TILE
 }
 
 static const int64_t row_order[R8] = { 0, 1 };   /* y offsets of neighbouring rows */
@@ -291,10 +326,18 @@ static void gemm_q8_0_sign(int64_t n, const void *w, size_t ws, int64_t n_rows, 
     }
 }
 
-static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
-                      float *y, int64_t ldy) {
-    const uint8_t *W = w, *X = x;
-    const int64_t nb = n / QK8_0;
+/* The widened gemm of Q8_0 rows, or of Q4_0 rows (q40: their values q − 8 widened as Q8_0's
+ * bytes are, the same integers, so the same lanes as rt_dot_q4_0_avx2's x86_dot_i8). Q4_0's dot
+ * keeps two chains, the even blocks' and the odd blocks', added before the reduction; here a
+ * row's blocks (and every token's with them) are widened even ones first, then odd ones, each
+ * chain passing over its own range of pieces: the even chain's last lanes are parked apart
+ * (park_e) and added to the odd chain's before the sums. Returns false where its buffers cannot
+ * be allocated (nothing written). */
+static inline __attribute__((always_inline)) bool gemm_w16(bool q40, int64_t n, const uint8_t *W, size_t ws,
+                                                          int64_t n_rows, const uint8_t *X, size_t xs, int64_t n_tok,
+                                                          float *y, int64_t ldy) {
+    const int64_t nb = n / QK8_0, ne = q40 ? (nb + 1) / 2 : nb;   /* [0, ne): the first chain's blocks */
+    const size_t wb = q40 ? Q4_0_BYTES : Q8_0_BYTES;
     const size_t s16 = W16_STRIDE(nb);
     int64_t tc = (int64_t)(W16_CHUNK / (s16 * 2)) / T16P * T16P;
     if (tc < W16_MIN_TOK) tc = W16_MIN_TOK;
@@ -302,23 +345,22 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
     int64_t mb = (int64_t)(W16_ROWS / (s16 * 2)) / YG * YG;   /* rows of a row block */
     if (mb < YG) mb = YG;
     if (mb > n_rows) mb = n_rows;
-    const size_t x16b = (size_t)tc * s16 * 2, w16b = (size_t)mb * s16 * 2;
+    const size_t x16b = (size_t)tc * s16 * 2, w16b = (size_t)mb * s16 * 2, parkb = (size_t)mb * T16P * 32;
     const size_t bytes = x16b + w16b + (size_t)mb * (size_t)nb * sizeof(float) + (size_t)nb * (size_t)tc * sizeof(float) +
-                         (size_t)mb * T16P * 32;
+                         (q40 ? 2 : 1) * parkb;
     int16_t *x16 = aligned_alloc(32, (bytes + 31) / 32 * 32);   /* (a multiple of the alignment) */
-    if (!x16) {
-        gemm_q8_0_sign(n, w, ws, n_rows, x, xs, n_tok, y, ldy);
-        return;
-    }
+    if (!x16) return false;
     int16_t *w16 = x16 + x16b / 2;   /* a row block's widened rows */
     float *dw = (float *)(w16 + w16b / 2), *dx = dw + (size_t)mb * (size_t)nb, *park = dx + (size_t)nb * (size_t)tc;
+    float *park_e = q40 ? park + parkb / sizeof(float) : NULL;
     for (int64_t t0 = 0; t0 < n_tok; t0 += tc) {
         const int64_t nt = n_tok - t0 < tc ? n_tok - t0 : tc;
         for (int64_t t = 0; t < nt; t++)
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *xb = X + (t0 + t) * xs + (size_t)b * Q8_0_BYTES;
-                w16_store(xb + Q8_0_QS, x16 + (size_t)t * s16 + (size_t)b * QK8_0);
-                dx[DX16(nb, b, t)] = x86_f16_tab[rd_u16(xb)];
+                const int64_t c = q40 ? (b & 1 ? ne + b / 2 : b / 2) : b;   /* its place */
+                w16_store(w16_values(false, xb), x16 + (size_t)t * s16 + (size_t)c * QK8_0);
+                dx[DX16(nb, c, t)] = x86_f16_tab[rd_u16(xb)];
             }
         for (int64_t b = 0; b < nb; b++)   /* the last tile's tokens past nt: read, never used */
             for (int64_t t = nt; t < tc; t++) dx[DX16(nb, b, t)] = 0;
@@ -326,31 +368,59 @@ static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
             const int64_t ng = n_rows - g < mb ? n_rows - g : mb;
             for (int64_t r = 0; r < ng; r++)
                 for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *blk = W + (size_t)(g + r) * ws + (size_t)b * Q8_0_BYTES;
-                    w16_store(blk + Q8_0_QS, w16 + (size_t)r * s16 + (size_t)b * QK8_0);
-                    dw[(size_t)r * (size_t)nb + (size_t)b] = x86_f16_tab[rd_u16(blk)];
+                    const uint8_t *blk = W + (size_t)(g + r) * ws + (size_t)b * wb;
+                    const int64_t c = q40 ? (b & 1 ? ne + b / 2 : b / 2) : b;
+                    w16_store(w16_values(q40, blk), w16 + (size_t)r * s16 + (size_t)c * QK8_0);
+                    dw[(size_t)r * (size_t)nb + (size_t)c] = x86_f16_tab[rd_u16(blk)];
                 }
             /* T16P tokens (a piece of them in L1) against every row of the block (from L2),
              * a piece of blocks at a time, the lanes parked between pieces */
             for (int64_t t = 0; t < nt; t += T16P) {
                 const int nt8 = nt - t < T16P ? (int)(nt - t) : T16P;
-                for (int64_t b0 = 0; b0 < nb; b0 += QP) {
-                    const int np = nb - b0 < QP ? (int)(nb - b0) : QP;
-                    float *const out = b0 + np == nb ? y + (t0 + t) * ldy + g : NULL;   /* the last piece: the sums */
-                    int64_t r = 0;
-                    for (; r + R16 <= ng; r += R16)
-                        q8_piece16(R16, nt8, b0, np, nb, w16 + (size_t)r * s16, dw + (size_t)r * (size_t)nb,
-                                   x16 + t * s16, s16, dx + DX16(nb, 0, t), park + (size_t)r * T16P * 8,
-                                   out ? out + r : NULL, (size_t)ldy);
-                    for (; r < ng; r++)
-                        q8_piece16(1, nt8, b0, np, nb, w16 + (size_t)r * s16, dw + (size_t)r * (size_t)nb,
-                                   x16 + t * s16, s16, dx + DX16(nb, 0, t), park + (size_t)r * T16P * 8,
-                                   out ? out + r : NULL, (size_t)ldy);
+                for (int h = 0; h < (q40 ? 2 : 1); h++) {   /* the chains */
+                    const int64_t lo = h ? ne : 0, hi = h ? nb : ne;
+                    const bool last_chain = h == 1 || ne == nb;
+                    for (int64_t b0 = lo; b0 < hi; b0 += QP) {
+                        const int np = hi - b0 < QP ? (int)(hi - b0) : QP;
+                        /* the last piece of the last chain: the sums */
+                        float *const out = b0 + np == hi && last_chain ? y + (t0 + t) * ldy + g : NULL;
+                        const bool first = b0 == lo, to_e = q40 && !h && b0 + np == hi;
+                        int64_t r = 0;
+#define Q8_PIECE(R)                                                                                                 \
+    q8_piece16(R, nt8, b0, np, nb, w16 + (size_t)r * s16, dw + (size_t)r * (size_t)nb, x16 + t * s16, s16,          \
+               dx + DX16(nb, 0, t),                                                                                  \
+               (q8_lanes){ first ? NULL : park + (size_t)r * T16P * 8, (to_e ? park_e : park) + (size_t)r * T16P * 8, \
+                           !q40 ? FIN_Q8 : h ? FIN_PE : FIN_ZERO, h ? park_e + (size_t)r * T16P * 8 : NULL },        \
+               out ? out + r : NULL, (size_t)ldy)
+                        for (; r + R16 <= ng; r += R16) Q8_PIECE(R16);
+                        for (; r < ng; r++) Q8_PIECE(1);
+#undef Q8_PIECE
+                    }
                 }
             }
         }
     }
     free(x16);
+    return true;
+}
+
+static void gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                      float *y, int64_t ldy) {
+    if (!gemm_w16(false, n, w, ws, n_rows, x, xs, n_tok, y, ldy)) gemm_q8_0_sign(n, w, ws, n_rows, x, xs, n_tok, y, ldy);
+}
+
+/* Q4_0 rows: fewer than Q40_W16_TOK tokens (the rows widened for too few), or no room for the
+ * widened buffers, take gemm_q40_avx2.c's tiles. Measured (/tmp/s34/g40.c outside the repo:
+ * one thread, 1024 x 3072, best of 5, GOP/s) against those tiles, which took every call
+ * before: 4 tokens 47 / 81-83, 64 137-145 / 100,
+ * 512 141-148 / 88-94 (3072 x 1024: 138 / 98); 3 alternating runs: 8 tokens 112-114 / 93-94,
+ * 16 130-131 / 98; the same bits (the dot's). recur-bench -p 512 -n 0, 2 threads, RECUR_ISA=avx2,
+ * qwen3-0.6b Q4_0 (llama-quantize), 2 alternating runs: 184-187 -> 259-263 t/s. */
+#define Q40_W16_TOK 8
+static void gemm_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                      float *y, int64_t ldy) {
+    if (n_tok >= Q40_W16_TOK && gemm_w16(true, n, w, ws, n_rows, x, xs, n_tok, y, ldy)) return;
+    rt_gemm_q4_0_few_avx2(n, w, ws, n_rows, x, xs, n_tok, y, ldy);
 }
 
 /* ---- a few tokens: the even/odd int16 form -------------------------------------------------
@@ -480,6 +550,7 @@ static void gemm_q8_0_streams(int64_t n, const void *w, size_t ws, int64_t n_row
 
 void rt_fill_gemm_avx2(tensor_kernels *k) {
     k->gemm[GGUF_T_Q8_0] = gemm_q8_0;
+    k->gemm[GGUF_T_Q4_0] = gemm_q4_0;
     k->gemv[GGUF_T_Q8_0].tokens = gemm_q8_0_streams;
     k->gemv[GGUF_T_Q8_0].tokens_max = X86_Q8_STREAMS_MAX_AVX2;
 }

@@ -1,5 +1,6 @@
-/* gemm_q40_avx2.c — AVX2 tiles of Q4_0 weight rows × Q8_0 activation rows (tensor.h, gemm),
- * for CPUs without AVX-512.
+/* gemm_q40_avx2.c — AVX2 tiles of Q4_0 weight rows × a few Q8_0 activation rows, for CPUs
+ * without AVX-512: the AVX2 table's gemm[Q4_0] (gemm_avx2.c) below Q40_W16_TOK tokens, where
+ * widening every row for its gemm costs more than the tokens then gain.
  *
  * Every output element performs exactly the AVX2 table's dot_q4_0 operations (dot_avx2.c):
  * per block, the 8 int32 lanes of x86_dot_i8 (the sign trick on q − 8 and the activation
@@ -8,7 +9,9 @@
  * x86_hsum_ps of their sum. Only the layout differs: a row's blocks are unpacked once per call
  * into a stack buffer (q − 8, |q − 8| and the scale as a float), and 4 tokens a tile then take
  * the sign trick and maddubs straight from it. Rows longer than QMAXB blocks, and calls of
- * fewer than QT tokens, take the dot. Any row and token counts, unaligned rows and strides. */
+ * fewer than QT tokens, take the dot. Any row and token counts, unaligned rows and strides.
+ * Against the widened gemm (/tmp/s34/g40.c outside the repo: one thread, 1024 x 3072, best of
+ * 5): 4 tokens 81-83 against 47 GOP/s, 8 93 against 103-111, 16 96-98 against 129-131. */
 #include "tensor/x86/simd_x86.h"
 
 #define QT 4        /* tokens per register tile: 8 accumulators */
@@ -43,8 +46,8 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
     for (int t = 0; t < T; t++) y[t * ldy] = x86_hsum_ps(_mm256_add_ps(acc[0][t], acc[1][t]));
 }
 
-static void gemm_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
-                      float *y, int64_t ldy) {
+void rt_gemm_q4_0_few_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                           int64_t n_tok, float *y, int64_t ldy) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK4_0;
     if (nb > QMAXB || n_tok < QT) {   /* no room, or too few tokens to pay for the unpacking: the dot */
@@ -68,8 +71,4 @@ static void gemm_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, const
         default: break;
         }
     }
-}
-
-void rt_fill_gemm_q40_avx2(tensor_kernels *k) {
-    k->gemm[GGUF_T_Q4_0] = gemm_q4_0;
 }

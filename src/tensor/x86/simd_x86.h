@@ -510,13 +510,15 @@ float rt_dot_q4_K_rp_avx2(int64_t n, const void *w, const void *x);
 void rt_fill_gemm_q6k_avx2(tensor_kernels *k);
 /* The AVX2 table's Q5_K dot (dot_avx2.c: rt_dot_q5_K_rp's order), for the gemm's fallback. */
 float rt_dot_q5_K_rp_avx2(int64_t n, const void *w, const void *x);
-void rt_fill_gemm_q40_avx2(tensor_kernels *k);
 void rt_fill_gemm_f16_avx2(tensor_kernels *k);
 void rt_fill_gemv_avx2(tensor_kernels *k);
 void rt_fill_gemv_q4k16_avx2(tensor_kernels *k);
 void rt_fill_gemv_q6k16_avx2(tensor_kernels *k);
 /* The AVX2 table's Q4_0 dot (dot_avx2.c), for the gemm's fallback. */
 float rt_dot_q4_0_avx2(int64_t n, const void *w, const void *x);
+/* The AVX2 table's gemm[Q4_0] for a few tokens (gemm_q40_avx2.c; gemm_avx2.c takes more). */
+void rt_gemm_q4_0_few_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs,
+                           int64_t n_tok, float *y, int64_t ldy);
 /* The AVX2 table's Q6_K dot (dot_avx2.c), for the gemm's fallback. */
 float rt_dot_q6_K_avx2(int64_t n, const void *w, const void *x);
 void rt_fill_rope_avx2(tensor_kernels *k);
