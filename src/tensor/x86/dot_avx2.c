@@ -17,7 +17,7 @@
 static inline __m256 q8_0_step(const uint8_t *a, const uint8_t *b, __m256 acc) {
     const __m256i p = x86_dot_i8(_mm256_loadu_si256((const __m256i *)(a + Q8_0_QS)),
                                  _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS)));
-    return _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p), acc);
+    return _mm256_fmadd_ps(_mm256_mul_ps(x86_f16_bcast(a), x86_f16_bcast(b)), _mm256_cvtepi32_ps(p), acc);
 }
 
 static float dot_q8_0(int64_t n, const void *w, const void *x) {
@@ -148,11 +148,11 @@ static void dot4_q8_0(int64_t n, const void *w, const void *x, size_t xs, float 
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     for (int64_t i = 0; i < nb; i++, a += Q8_0_BYTES, b += Q8_0_BYTES) {
         const __m256i qa = _mm256_loadu_si256((const __m256i *)(a + Q8_0_QS));
-        const float da = x86_f16(a);
+        const __m256 da = x86_f16_bcast(a);
         for (int j = 0; j < 4; j++) {
             const uint8_t *bj = b + j * xs;
             const __m256i p = x86_dot_i8(qa, _mm256_loadu_si256((const __m256i *)(bj + Q8_0_QS)));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(da * x86_f16(bj)), _mm256_cvtepi32_ps(p), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(da, x86_f16_bcast(bj)), _mm256_cvtepi32_ps(p), acc[j]);
         }
     }
     for (int j = 0; j < 4; j++) out[j] = x86_hsum_ps(acc[j]);
@@ -171,25 +171,26 @@ float rt_dot_q4_0_avx2(int64_t n, const void *w, const void *x) {
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2, a += 2 * Q4_0_BYTES, b += 2 * Q8_0_BYTES) {
         const __m256i p0 = q4_0_block(a, b), p1 = q4_0_block(a + Q4_0_BYTES, b + Q8_0_BYTES);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a + Q4_0_BYTES) * x86_f16(b + Q8_0_BYTES)),
+        acc0 = _mm256_fmadd_ps(_mm256_mul_ps(x86_f16_bcast(a), x86_f16_bcast(b)), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_mul_ps(x86_f16_bcast(a + Q4_0_BYTES), x86_f16_bcast(b + Q8_0_BYTES)),
                                _mm256_cvtepi32_ps(p1), acc1);
     }
     if (i < nb)
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * x86_f16(b)), _mm256_cvtepi32_ps(q4_0_block(a, b)), acc0);
+        acc0 = _mm256_fmadd_ps(_mm256_mul_ps(x86_f16_bcast(a), x86_f16_bcast(b)), _mm256_cvtepi32_ps(q4_0_block(a, b)),
+                               acc0);
     return x86_hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
 /* One block of one row for gemv_q4_0: dot_q4_0's 8 lanes, as madd(maddubs(q, y), 1) − 8·Σ4 y
  * with q the unsigned nibbles (pairs <= 2·15·127: no saturation), the same integers as
  * x86_dot_i8(q − 8, y); c8 = 8·Σ4 y of the activation block, dx its scale. */
-static inline __m256 q4_0_gemv_step(const uint8_t *a, __m256i yv, __m256i c8, float dx, __m256 acc) {
+static inline __m256 q4_0_gemv_step(const uint8_t *a, __m256i yv, __m256i c8, __m256 dx, __m256 acc) {
     /* the 16 bytes in both halves, the upper half shifted by 4: low nibbles, then high */
     const __m256i q = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(a + Q4_0_QS))),
                                                          _mm256_setr_epi64x(0, 0, 4, 4)),
                                        _mm256_set1_epi8(0x0F));
     const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), _mm256_set1_epi16(1));
-    return _mm256_fmadd_ps(_mm256_set1_ps(x86_f16(a) * dx), _mm256_cvtepi32_ps(_mm256_sub_epi32(p, c8)), acc);
+    return _mm256_fmadd_ps(_mm256_mul_ps(x86_f16_bcast(a), dx), _mm256_cvtepi32_ps(_mm256_sub_epi32(p, c8)), acc);
 }
 
 /* The single-token matmul in dot_q4_0's order: rows r + k·q (k = 0..3, q = n_rows / 4) side by
@@ -198,9 +199,21 @@ static inline __m256 q4_0_gemv_step(const uint8_t *a, __m256i yv, __m256i c8, fl
  * is loaded or computed once for the four rows. The 0-3 rows left take the dot. The two
  * accumulator sets are named (an index of the block's parity put them on the stack) and the
  * nibbles come from one broadcast load, a per-half shift and a mask: one thread, 512 x 1024
- * in L2, min of 10 alternating runs (gq outside the repo), 21.7 -> 17.4 us. */
-static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
-                      const void *x, float *y) {
+ * in L2, min of 10 alternating runs (gq outside the repo), 21.7 -> 17.4 us. The scale product
+ * as a vector multiply of two table broadcasts (x86_f16_bcast) instead of a scalar multiply
+ * then broadcast (the same product): one thread, 512 x 1024 in L2 (/tmp/s34/gq.c outside the
+ * repo), 2.13 -> 1.56 TSC cycles a (row, block) on the Zen 5 class, where tokens had been bound
+ * by it (recur-bench -p 0 -n 64, 2 threads, RECUR_ISA=avx2, qwen3-0.6b Q4_0, 3 alternating
+ * pairs: 95.6-100.8 -> 110.1-114.1 t/s, 74.5-77.8 -> 83.8-87.5 % of the read bandwidth; the
+ * dots and gemm_q40_avx2.c's tiles alike: 2 tokens 53-54 -> 72-73 GOP/s, 4 78-79 -> 94-95).
+ * With pf, each stream is fetched Q4_PF bytes ahead, a line every Q4_PF_EVERY blocks
+ * (gemv_q8_0's reasons; recur-bench --prefetch-ab 32, RECUR_ISA=avx2: the chooser against
+ * prefetch off 0.977 the time a token). */
+#define Q4_PF 2048
+#define Q4_PF_EVERY 2   /* 36 bytes: every line of the stream asked for, some twice */
+static inline __attribute__((always_inline)) void gemv_q4_0_pf(int64_t n, const void *w, size_t ws, int64_t n_rows,
+                                                               int64_t g0, int64_t g1, const void *x, float *y,
+                                                               bool pf) {
     const uint8_t *W = w, *X = x;
     const int64_t nb = n / QK4_0, q = n_rows / 4, e = g1 < q ? g1 : q;
     const __m256i eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
@@ -211,10 +224,13 @@ static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64
         _Pragma("GCC unroll 4")
         for (int k = 0; k < 4; k++) a0[k] = a1[k] = _mm256_setzero_ps();
         for (int64_t i = 0; i < nb; i++) {
+            if (pf && i % Q4_PF_EVERY == 0)
+                _Pragma("GCC unroll 4")
+                for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(wr[k] + i * Q4_0_BYTES + Q4_PF), _MM_HINT_T0);
             const uint8_t *b = X + (size_t)i * Q8_0_BYTES;
             const __m256i yv = _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS));
             const __m256i c8 = _mm256_madd_epi16(_mm256_maddubs_epi16(eight, yv), ones);
-            const float dx = x86_f16(b);
+            const __m256 dx = x86_f16_bcast(b);
             if (i & 1) {   /* an odd last block has an even index */
                 _Pragma("GCC unroll 4")
                 for (int k = 0; k < 4; k++) a1[k] = q4_0_gemv_step(wr[k] + (size_t)i * Q4_0_BYTES, yv, c8, dx, a1[k]);
@@ -228,6 +244,8 @@ static void gemv_q4_0(int64_t n, const void *w, size_t ws, int64_t n_rows, int64
     }
     for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) y[r] = rt_dot_q4_0_avx2(n, W + (size_t)r * ws, x);
 }
+
+X86_GEMV_PF_TWINS(gemv_q4_0)
 
 /* Chunk j (64 elements) of a Q4_K/Q5_K block: the 32 bytes qs[32j..] give sub-block 2j (low
  * nibbles) and 2j+1 (high nibbles); hb holds the fifth bits (bit 2j / 2j+1 of each byte;
@@ -412,7 +430,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
     k->gemv[GGUF_T_Q8_0] = (tensor_gemv){ gemv_q8_0, 4, gemv_q8_0_lean, 0, NULL, 0 };
     k->gemv[GGUF_T_Q6_K] = (tensor_gemv){ gemv_q6_K, 2, NULL, 0, NULL, 0 };
-    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 4, NULL, 0, NULL, 0 };
+    k->gemv[GGUF_T_Q4_0] = (tensor_gemv){ gemv_q4_0, 4, gemv_q4_0_lean, 0, NULL, 0 };
     k->vec_dot[GGUF_T_Q4_0] = rt_dot_q4_0_avx2;
     k->vec_dot[GGUF_T_Q4_K] = dot_q4_K;
     k->dot_q4_K_rp = rt_dot_q4_K_rp_avx2;

@@ -11,7 +11,9 @@
  * the sign trick and maddubs straight from it. Rows longer than QMAXB blocks, and calls of
  * fewer than QT tokens, take the dot. Any row and token counts, unaligned rows and strides.
  * Against the widened gemm (/tmp/s34/g40.c outside the repo: one thread, 1024 x 3072, best of
- * 5): 4 tokens 81-83 against 47 GOP/s, 8 93 against 103-111, 16 96-98 against 129-131. */
+ * 5): 4 tokens 81-83 against 47 GOP/s, 8 93 against 103-111, 16 96-98 against 129-131; with
+ * the scale product as a vector multiply (dot_avx2.c gemv_q4_0 says why) 4 tokens 94-95, 7 98-99
+ * against 8 tokens widened 112-114. */
 #include "tensor/x86/simd_x86.h"
 
 #define QT 4        /* tokens per register tile: 8 accumulators */
@@ -37,7 +39,7 @@ static inline __attribute__((always_inline)) void tile(int T, int64_t nb, const 
             const uint8_t *b = x + t * xs + (size_t)i * Q8_0_BYTES;
             const __m256i yv = _mm256_loadu_si256((const __m256i *)(b + Q8_0_QS));
             const __m256i pr = _mm256_madd_epi16(_mm256_maddubs_epi16(p->aq, _mm256_sign_epi8(yv, p->q)), _mm256_set1_epi16(1));
-            const __m256 d = _mm256_set1_ps(p->d * x86_f16(b));
+            const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&p->d), x86_f16_bcast(b));
             if (e) acc[1][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(pr), acc[1][t]);
             else acc[0][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(pr), acc[0][t]);
         }
