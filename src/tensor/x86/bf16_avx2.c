@@ -233,8 +233,12 @@ void rt_gemm_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, cons
 
 #define GV_R RT_GEMV_BF16_GROUP
 
-/* Rows w[0..GV_R) against x: the plain-FMA sums and each row's least exponent. */
-static void gv_rows(int64_t n, const uint8_t *const *w, const uint8_t *x, float out[GV_R], int least[GV_R]) {
+/* Rows w[0..GV_R) against x: the plain-FMA sums and each row's least exponent; with pf, each
+ * row fetched X86_Q8_PF bytes ahead, a line a block (bf16_avx512.c's gemv does it always):
+ * recur-bench --prefetch-ab 24, RECUR_ISA=avx2, qwen3-0.6b BF16, the chooser against prefetch
+ * off 0.929 the time a token (before, this kernel had none). */
+static inline __attribute__((always_inline)) void gv_rows(int64_t n, const uint8_t *const *w, const uint8_t *x,
+                                                           float out[GV_R], int least[GV_R], bool pf) {
     const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
     __m256 acc[GV_R][2];   /* unrolled loops keep these in registers */
     __m256i m[GV_R];
@@ -243,7 +247,10 @@ static void gv_rows(int64_t n, const uint8_t *const *w, const uint8_t *x, float 
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
         m[r] = _mm256_set1_epi16(-1);
     }
-    for (int64_t i = 0; i < n; i += RT_BF16_BLOCK)
+    for (int64_t i = 0; i < n; i += RT_BF16_BLOCK) {
+        if (pf)
+            _Pragma("GCC unroll 8")
+            for (int r = 0; r < GV_R; r++) _mm_prefetch((const char *)(w[r] + 2 * i + X86_Q8_PF), _MM_HINT_T0);
         _Pragma("GCC unroll 2")
         for (int c = 0; c < 2; c++) {   /* chain c: elements 16c .. 16c + 15 of the block */
             const __m256i xv = _mm256_loadu_si256((const __m256i *)(x + 2 * i + 32 * c));
@@ -256,6 +263,7 @@ static void gv_rows(int64_t n, const uint8_t *const *w, const uint8_t *x, float 
                 acc[r][c] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, acc[r][c]);
             }
         }
+    }
     _Pragma("GCC unroll 8")
     for (int r = 0; r < GV_R; r++) {
         out[r] = x86_hsum_ps(_mm256_add_ps(acc[r][0], acc[r][1]));
@@ -263,8 +271,9 @@ static void gv_rows(int64_t n, const uint8_t *const *w, const uint8_t *x, float 
     }
 }
 
-void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
-                       const void *x, float *y) {
+static inline __attribute__((always_inline)) void gemv_bf16_pf(int64_t n, const void *w, size_t ws, int64_t n_rows,
+                                                               int64_t g0, int64_t g1, const void *x, float *y,
+                                                               bool pf) {
     const uint8_t *W = w, *X = x;
     const int64_t q = n_rows / GV_R, e = g1 < q ? g1 : q;
     const bool blocks = n % RT_BF16_BLOCK == 0;   /* otherwise the dot alone, row by row */
@@ -278,14 +287,21 @@ void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, int6
             for (int k = 0; k < GV_R; k++) y[r + k * q] = vec_dot_bf16(n, wr[k], X);
             continue;
         }
-        gv_rows(n, wr, X, out, least);
+        gv_rows(n, wr, X, out, least, pf);
         for (int k = 0; k < GV_R; k++) y[r + k * q] = least[k] + ex >= BG_EMIN ? out[k] : vec_dot_bf16(n, wr[k], X);
     }
     for (int64_t r = g1 > q ? GV_R * q : n_rows; r < n_rows; r++) y[r] = vec_dot_bf16(n, W + (size_t)r * ws, X);
 }
 
+X86_GEMV_PF_TWINS(gemv_bf16)
+
+void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1,
+                       const void *x, float *y) {
+    gemv_bf16(n, w, ws, n_rows, g0, g1, x, y);
+}
+
 void rt_fill_bf16_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_BF16] = vec_dot_bf16;
     k->gemm[GGUF_T_BF16] = rt_gemm_bf16_avx2;
-    k->gemv[GGUF_T_BF16] = (tensor_gemv){ rt_gemv_bf16_avx2, GV_R, NULL, 0, NULL, 0 };
+    k->gemv[GGUF_T_BF16] = (tensor_gemv){ gemv_bf16, GV_R, gemv_bf16_lean, 0, NULL, 0 };
 }
