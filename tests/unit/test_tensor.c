@@ -503,6 +503,14 @@ static void test_gemm_panel(void **state) {
             check_panel_gemm_toks(tab[k], GGUF_T_Q5_K, tab[k]->gemm[GGUF_T_Q5_K], dot, 256 * 49, few, 1, long_toks, &r);
             checked++;
         }
+        if (tab[k]->gemm[GGUF_T_IQ4_XS]) {   /* that table's dot; 4-row tiles and their tails, token
+                                                * tiles, chunks of 64 tokens (70: two) */
+            const tensor_vec_dot_fn dot = tab[k]->vec_dot[GGUF_T_IQ4_XS];
+            check_panel_gemm(tab[k], GGUF_T_IQ4_XS, tab[k]->gemm[GGUF_T_IQ4_XS], dot, 256 * 3, rows, 6, &r);
+            check_panel_gemm_toks(tab[k], GGUF_T_IQ4_XS, tab[k]->gemm[GGUF_T_IQ4_XS], dot, 256 * 12, rows + 1, 2,
+                                  long_toks, &r);
+            checked++;
+        }
     }
     /* the AVX-512 and the AVX2 tables have all five (gemm_*_avx2.c for the latter) */
     if (tensor_kernels_avx2()) {
@@ -512,7 +520,7 @@ static void test_gemm_panel(void **state) {
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q5_K]);
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q4_0]);
     }
-    if (tensor_kernels_avx512()) assert_int_equal(checked, 10);
+    if (tensor_kernels_avx512()) assert_int_equal(checked, 11);   /* IQ4_XS: the AVX-512 table's only */
 }
 
 /* ---- f16 helpers ------------------------------------------------------------------------------ */
