@@ -512,15 +512,16 @@ static void test_gemm_panel(void **state) {
             checked++;
         }
     }
-    /* the AVX-512 and the AVX2 tables have all five (gemm_*_avx2.c for the latter) */
+    /* the AVX-512 and the AVX2 tables have all six (gemm_*_avx2.c and dot_avx2.c for the latter) */
     if (tensor_kernels_avx2()) {
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q8_0]);
         assert_non_null(tensor_kernels_avx2()->gemm_q4_K_rp);
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q6_K]);
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q5_K]);
         assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_Q4_0]);
+        assert_non_null(tensor_kernels_avx2()->gemm[GGUF_T_IQ4_XS]);
     }
-    if (tensor_kernels_avx512()) assert_int_equal(checked, 11);   /* IQ4_XS: the AVX-512 table's only */
+    if (tensor_kernels_avx512()) assert_int_equal(checked, 12);
 }
 
 /* ---- f16 helpers ------------------------------------------------------------------------------ */

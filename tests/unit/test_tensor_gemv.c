@@ -36,7 +36,12 @@ static void fill_rough(rng *r, float *x, int64_t n) { fill_rough_spread(r, x, n,
 static void fill_raw(rng *r, uint32_t wt, uint8_t *w, int64_t n, int64_t rows) {
     const size_t wb = tensor_row_bytes(wt, n);
     for (size_t i = 0; i < wb * (size_t)rows; i++) w[i] = (uint8_t)rng_u64(r);
-    const size_t bb = wt == GGUF_T_Q8_0 ? 34 : wt == GGUF_T_Q4_0 ? 18 : wt == GGUF_T_Q4_K ? 144 : wt == GGUF_T_Q5_K ? 176 : 210;
+    const size_t bb = wt == GGUF_T_Q8_0   ? 34
+                      : wt == GGUF_T_Q4_0 ? 18
+                      : wt == GGUF_T_Q4_K ? 144
+                      : wt == GGUF_T_Q5_K ? 176
+                      : wt == GGUF_T_IQ4_XS ? 136
+                                            : 210;
     const bool k4 = wt == GGUF_T_Q4_K || wt == GGUF_T_Q5_K;   /* d, then dmin */
     const size_t f16s[2] = { wt == GGUF_T_Q6_K ? 208 : 0, k4 ? 2 : SIZE_MAX };
     for (size_t b = 0; b < wb * (size_t)rows / bb; b++)
@@ -112,7 +117,7 @@ static int list_cases(gv_case *out, int max) {
     int nt = get_tables(tab);
     for (int k = 0, n0 = nt; k < n0; k++)
         if (tensor_kernels_q8blk(tab[k])->gemv[GGUF_T_Q8_0].fn) tab[nt++] = tensor_kernels_q8blk(tab[k]);
-    static const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q4_0, GGUF_T_Q4_K, GGUF_T_Q5_K, GGUF_T_Q6_K };
+    static const uint32_t types[] = { GGUF_T_Q8_0, GGUF_T_Q4_0, GGUF_T_Q4_K, GGUF_T_Q5_K, GGUF_T_Q6_K, GGUF_T_IQ4_XS };
     int m = 0;
     for (int k = 0; k < nt; k++) {
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
@@ -135,15 +140,18 @@ static int list_cases(gv_case *out, int max) {
 static void test_gemv_bits(void **state) {
     (void)state;
     rng r = { 2024 };
-    gv_case cs[48];
-    const int m = list_cases(cs, 48);
+    gv_case cs[64];
+    const int m = list_cases(cs, 64);
     /* block-32 types; 32 * 513: past the Q4_0 kernel's activation panel (its fallback); 32 *
      * 1025: past the AVX2 Q8_0 kernel's widened activation (its sign-trick fallback) */
-    static const int64_t n_q8[] = { 32, 64, 96, 160, 1056, 3072 + 32, 32 * 513, 32 * 1025 }, n_k[] = { 256, 768, 2816 };
+    static const int64_t n_q8[] = { 32, 64, 96, 160, 1056, 3072 + 32, 32 * 513, 32 * 1025 };
+    /* 256 * 65: past the AVX-512 IQ4_XS kernel's activation buffer (its fallback) */
+    static const int64_t n_k[] = { 256, 768, 2816, 256 * 65 };
     for (int i = 0; i < m; i++) {
         const bool q8 = cs[i].wt == GGUF_T_Q8_0 || cs[i].wt == GGUF_T_Q4_0;
         const int64_t *ns = q8 ? n_q8 : n_k;
-        const size_t nn = q8 ? sizeof n_q8 / sizeof n_q8[0] : sizeof n_k / sizeof n_k[0];
+        const size_t nn = q8 ? sizeof n_q8 / sizeof n_q8[0]
+                             : sizeof n_k / sizeof n_k[0] - (cs[i].wt == GGUF_T_IQ4_XS ? 0 : 1);
         for (size_t l = 0; l < nn; l++) check_gemv(&cs[i], ns[l], &r);
     }
     /* both tables have the Q8_0, Q4_0, Q4_K, Q5_K and Q6_K kernels: they were compared above */
@@ -157,6 +165,7 @@ static void test_gemv_bits(void **state) {
     if (tensor_kernels_avx512()) {
         assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q8_0].fn);
         assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q4_0].fn);
+        assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_IQ4_XS].fn);
         assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q5_K].fn);
         assert_non_null(tensor_kernels_avx512()->gemv_q4_K_rp.fn);
         assert_non_null(tensor_kernels_avx512()->gemv[GGUF_T_Q6_K].fn);
@@ -168,8 +177,8 @@ static void test_gemv_bits(void **state) {
 static void test_gemv_q8_raw_x(void **state) {
     (void)state;
     rng r = { 77 };
-    gv_case cs[48];
-    const int m = list_cases(cs, 48);
+    gv_case cs[64];
+    const int m = list_cases(cs, 64);
     const int64_t n = 1056;
     const size_t wb = tensor_row_bytes(GGUF_T_Q8_0, n);
     uint8_t *w = xalloc(wb * MAX_ROWS), *x = xalloc(tensor_act_row_bytes(GGUF_T_Q8_0, n));
@@ -198,8 +207,8 @@ static void test_gemv_q8_raw_x(void **state) {
 static void test_gemv_tokens(void **state) {
     (void)state;
     rng r = { 4242 };
-    gv_case cs[48];
-    const int m = list_cases(cs, 48);
+    gv_case cs[64];
+    const int m = list_cases(cs, 64);
     static const int64_t ns[] = { 32, 224, 1056, 3072 + 32, 32 * 1025 }, rows[] = { 1, 3, 4, 5, 9, 37 };
     enum { LDY = MAX_ROWS + 3 };
     int kernels = 0;

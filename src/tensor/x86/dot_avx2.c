@@ -424,6 +424,107 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
     return x86_hsum_ps(acc);
 }
 
+/* IQ4_XS prompts: tiles of rows × tokens with exactly dot_iq4_xs's operations per output
+ * element (iq4_sub's 8 lanes of each sub-block, summed in int32 in any order: the same exact
+ * integers; one FMA a block; x86_hsum_ps at the end), a row's levels, their magnitudes and
+ * its scales unpacked once per token chunk (dot_avx512.c's gemm does the same), read from L1
+ * for 2 rows × 3 tokens a tile. Before, every IQ4_XS call took the dot row by row: one thread,
+ * 1024 x 3072 (/tmp/s34/g40.c outside the repo), 48-512 tokens 152-157 GOP/s; recur-bench -p
+ * 512 -n 0, 2 threads, RECUR_ISA=avx2, qwen3-0.6b IQ4_XS, 2 alternating runs: 173 -> 302-311 t/s. */
+typedef struct iq4_unp2 {
+    __m256i v[8], av[8], sc[8];   /* sub-block ib's levels, |levels|, scale (ls - 32) in every word */
+    float   d, pad[7];
+} iq4_unp2;
+
+static inline void iq4_unpack2(const uint8_t *a, iq4_unp2 *u) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)rt_kvalues_iq4nl));
+    const __m256i ls = _mm256_sub_epi16(x86_u8x8_to_i16x2(x86_iq4xs_scales(a)), _mm256_set1_epi16(32));
+    for (int ib = 0; ib < 8; ib++) {
+        const __m256i v = _mm256_shuffle_epi8(table, x86_unpack_nib16(a + IQ4_XS_QS + 16 * ib));
+        u->v[ib] = v;
+        u->av[ib] = _mm256_sign_epi8(v, v);
+        u->sc[ib] = x86_bcast_i16(ls, ib);
+    }
+    u->d = x86_f16(a);
+}
+
+/* R <= 2 rows (unpacked blocks at u[r·us]) × T <= 3 tokens: y[t·ldy + r]. */
+static inline __attribute__((always_inline)) void iq4_tile2(int R, int T, int64_t nb, const iq4_unp2 *u, size_t us,
+                                                            const uint8_t *x, size_t xs, float *y, int64_t ldy) {
+    __m256 acc[2][3];
+    _Pragma("GCC unroll 2")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 3")
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i sum[2][3];
+        _Pragma("GCC unroll 2")
+        for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 3")
+            for (int t = 0; t < T; t++) sum[r][t] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8")
+        for (int ib = 0; ib < 8; ib++)
+            _Pragma("GCC unroll 3")
+            for (int t = 0; t < T; t++) {
+                __m256i yv = _mm256_loadu_si256((const __m256i *)(x + t * xs + (size_t)i * Q8_K_BYTES + Q8_K_QS + 32 * ib));
+                __asm__("" : "+x"(yv));   /* one load for the R rows */
+                _Pragma("GCC unroll 2")
+                for (int r = 0; r < R; r++) {
+                    const iq4_unp2 *ur = u + (size_t)r * us + i;
+                    const __m256i p16 = _mm256_maddubs_epi16(ur->av[ib], _mm256_sign_epi8(yv, ur->v[ib]));
+                    sum[r][t] = _mm256_add_epi32(sum[r][t], _mm256_madd_epi16(p16, ur->sc[ib]));
+                }
+            }
+        _Pragma("GCC unroll 3")
+        for (int t = 0; t < T; t++) {
+            const __m256 dx = _mm256_set1_ps(rd_f32(x + t * xs + (size_t)i * Q8_K_BYTES));
+            _Pragma("GCC unroll 2")
+            for (int r = 0; r < R; r++)
+                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_broadcast_ss(&u[(size_t)r * us + i].d), dx),
+                                            _mm256_cvtepi32_ps(sum[r][t]), acc[r][t]);
+        }
+    }
+    _Pragma("GCC unroll 2")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 3")
+        for (int t = 0; t < T; t++) y[t * ldy + r] = x86_hsum_ps(acc[r][t]);
+}
+
+static inline __attribute__((always_inline)) void iq4_rows_tok2(int R, int64_t nb, const iq4_unp2 *u, size_t us,
+                                                                const uint8_t *x, size_t xs, int64_t n_tok, float *y,
+                                                                int64_t ldy) {
+    int64_t t = 0;
+    for (; t + 3 <= n_tok; t += 3) iq4_tile2(R, 3, nb, u, us, x + t * xs, xs, y + t * ldy, ldy);
+    switch (n_tok - t) {
+    case 2: iq4_tile2(R, 2, nb, u, us, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 1: iq4_tile2(R, 1, nb, u, us, x + t * xs, xs, y + t * ldy, ldy); break;
+    default: break;
+    }
+}
+
+#define IQ4_TC2 48   /* tokens per chunk: every chunk unpacks the rows again */
+static void gemm_iq4_xs(int64_t n, const void *w, size_t ws, int64_t n_rows, const void *x, size_t xs, int64_t n_tok,
+                        float *y, int64_t ldy) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK_K;
+    iq4_unp2 *u = aligned_alloc(32, (size_t)2 * (size_t)nb * sizeof(iq4_unp2));
+    if (!u) {
+        x86_gemm_by_dot(dot_iq4_xs, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
+        return;
+    }
+    for (int64_t t0 = 0; t0 < n_tok; t0 += IQ4_TC2) {
+        const int64_t nt = n_tok - t0 < IQ4_TC2 ? n_tok - t0 : IQ4_TC2;
+        for (int64_t r = 0; r < n_rows; r += 2) {
+            const int R = n_rows - r < 2 ? 1 : 2;
+            for (int k = 0; k < R; k++)
+                for (int64_t i = 0; i < nb; i++) iq4_unpack2(W + (size_t)(r + k) * ws + (size_t)i * IQ4_XS_BYTES, u + k * nb + i);
+            if (R == 2) iq4_rows_tok2(2, nb, u, (size_t)nb, X + t0 * xs, xs, nt, y + t0 * ldy + r, ldy);
+            else iq4_rows_tok2(1, nb, u, (size_t)nb, X + t0 * xs, xs, nt, y + t0 * ldy + r, ldy);
+        }
+    }
+    free(u);
+}
+
 void tensor_fill_avx2(tensor_kernels *k) {
     for (uint32_t h = 0; h < 1u << 16; h++) x86_f16_tab[h] = _cvtsh_ss((unsigned short)h);   /* x86_f16's bits */
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
@@ -437,6 +538,7 @@ void tensor_fill_avx2(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q5_K] = rt_dot_q5_K_rp_avx2;
     k->vec_dot[GGUF_T_Q6_K] = rt_dot_q6_K_avx2;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
+    k->gemm[GGUF_T_IQ4_XS] = gemm_iq4_xs;
     rt_fill_float_avx2(k);
     rt_fill_att_vt_avx2(k);
     rt_fill_quant_avx2(k);

@@ -260,9 +260,9 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *x) {
  * class: one thread, 1024 x 3072, best of 3 (/tmp/s34/g40.c outside the repo), 4 tokens 200
  * GOP/s, 64-512 358-365 (the tokens' vectors held instead and the rows' read for each: 290);
  * recur-bench -p 512 -n 0, 2 threads, qwen3-0.6b IQ4_XS (llama-quantize), 3 alternating runs:
- * 233-247 -> 597-614 t/s (ik_llama.cpp: 803). The single-token matmul keeps the dot: four rows
- * side by side, each block unpacked as it streamed past, took 15.5 TSC cycles a (row, block)
- * in L2 against the dot's 11.3. */
+ * 233-247 -> 597-614 t/s (ik_llama.cpp: 803). (For single tokens, four rows side by side with
+ * each block unpacked so as it streamed past took 15.5 TSC cycles a (row, block) in L2 against
+ * the dot's 11.3: gemv_iq4_xs below reaches the integers another way.) */
 
 /* One block of one row, unpacked for the tiles. */
 typedef struct iq4_unp {
@@ -374,6 +374,101 @@ static void gemm_iq4_xs(int64_t n, const void *w, size_t ws, int64_t n_rows, con
     free(u);
 }
 
+/* IQ4_XS single tokens: four rows side by side (rows r + k·q, q = n_rows / 4: straight
+ * streams), with dot_iq4_xs's integers reached by fewer operations. A chunk's 32 nibble bytes
+ * are taken as [low nibbles | high nibbles] of the whole 32 (a shift and an insert, where the
+ * dot interleaves 16-byte halves), so its blocks of 16 elements come in the order 0, 2, 1, 3,
+ * and the token's 64 bytes are put in that order once per call; the levels come from the table
+ * plus 128 (unsigned), so one dpbusd from −128 · Σ4 y (the token's, made once per call) gives
+ * lane l the exact Σ4 level · y; times the sub-block's scale (mullo) and added over the chunks,
+ * those are iq4_pair's lanes with lanes 4-7 and 8-11 swapped, which one permute puts back
+ * before the float steps: the same integers in the same lanes, so the dot's bits. One thread,
+ * 256 x 1024 in L2 (/tmp/s34/gq2.c outside the repo): 8.6-8.8 TSC cycles a (row, block)
+ * against the dot's 11.3; recur-bench -p 0 -n 64, 2 threads, qwen3-0.6b IQ4_XS, 6 alternating
+ * pairs against the dot row by row: 103.9-107.8 -> 126.4-127.3 t/s in five (76-82 -> 90-92 %
+ * of the read bandwidth; ik_llama.cpp 100.6). */
+#define IQ4_GV_MAXB 64   /* blocks (16384 elements): the token's side on the stack, 32 KB */
+
+typedef struct iq4_gv_x {
+    __m512i y[4], c[4];   /* chunk j's bytes in the order of the levels, and −128 · Σ4 of them */
+    float   d, pad[15];
+} iq4_gv_x;
+
+static inline __attribute__((always_inline)) void iq4_gv_rows(int R, int64_t nb, const uint8_t *const *wr,
+                                                              const iq4_gv_x *xp, float *const *yr, bool pf) {
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_add_epi8(_mm_loadu_si128((const __m128i *)rt_kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* scale lanes of chunk j: sub-block 2j in lanes 0-3 and 8-11, 2j+1 in 4-7 and 12-15 */
+    const __m512i back = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+    __m512 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const iq4_gv_x *xb = xp + i;
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            const uint8_t *a = wr[r] + (size_t)i * IQ4_XS_BYTES;
+            if (pf)
+                for (int o = 0; o < IQ4_XS_BYTES; o += 64) _mm_prefetch((const char *)(a + X86_Q8_PF + o), _MM_HINT_T0);
+            const __m512i ls = _mm512_cvtepi8_epi32(_mm_sub_epi8(_mm_cvtsi64_si128((long long)x86_iq4xs_scales(a)),
+                                                                 _mm_set1_epi8(32)));
+            __m512i sum = _mm512_setzero_si512();
+            _Pragma("GCC unroll 4")
+            for (int j = 0; j < 4; j++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(a + IQ4_XS_QS + 32 * j));
+                const __m512i nib = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+                const __m512i lv = _mm512_shuffle_epi8(table, nib);
+                const __m512i idx = _mm512_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
+                                                      2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1);
+                const __m512i s4 = _mm512_dpbusd_epi32(xb->c[j], lv, xb->y[j]);
+                sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(s4, _mm512_permutexvar_epi32(idx, ls)));
+            }
+            sum = _mm512_permutexvar_epi32(back, sum);
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x86_f16(a)), _mm512_set1_ps(xb->d)), _mm512_cvtepi32_ps(sum),
+                                     acc[r]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) *yr[r] = hsum512(acc[r]);
+}
+
+static inline __attribute__((always_inline)) void gemv_iq4_xs_pf(int64_t n, const void *w, size_t ws, int64_t n_rows,
+                                                                 int64_t g0, int64_t g1, const void *x, float *y,
+                                                                 bool pf) {
+    const uint8_t *W = w, *X = x;
+    const int64_t nb = n / QK_K, q = n_rows / 4, e = g1 < q ? g1 : q;
+    if (nb > IQ4_GV_MAXB) {
+        for (int64_t r = g0; r < e; r++)
+            for (int k = 0; k < 4; k++) y[r + k * q] = dot_iq4_xs(n, W + (size_t)(r + k * q) * ws, X);
+    } else if (g0 < e) {
+        iq4_gv_x xp[IQ4_GV_MAXB];
+        for (int64_t i = 0; i < nb; i++) {
+            const uint8_t *b = X + (size_t)i * Q8_K_BYTES;
+            for (int j = 0; j < 4; j++) {
+                const __m512i yv = _mm512_shuffle_i64x2(_mm512_loadu_si512(b + Q8_K_QS + 64 * j), _mm512_loadu_si512(b + Q8_K_QS + 64 * j),
+                                                        _MM_SHUFFLE(3, 1, 2, 0));
+                xp[i].y[j] = yv;
+                xp[i].c[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), yv));
+            }
+            xp[i].d = rd_f32(b);
+        }
+        const uint8_t *wr[4];
+        float *yq[4];
+        for (int64_t r = g0; r < e; r++) {
+            for (int k = 0; k < 4; k++) {
+                wr[k] = W + (size_t)(r + k * q) * ws;
+                yq[k] = y + r + k * q;
+            }
+            iq4_gv_rows(4, nb, wr, xp, yq, pf);
+        }
+    }
+    for (int64_t r = g1 > q ? 4 * q : n_rows; r < n_rows; r++) y[r] = dot_iq4_xs(n, W + (size_t)r * ws, X);
+}
+
+X86_GEMV_PF_TWINS(gemv_iq4_xs)
+
 void tensor_fill_avx512(tensor_kernels *k) {
     k->vec_dot[GGUF_T_Q8_0] = dot_q8_0;
     k->vec_dot4[GGUF_T_Q8_0] = dot4_q8_0;
@@ -389,6 +484,7 @@ void tensor_fill_avx512(tensor_kernels *k) {
     k->gemm_q6_K_r16 = NULL;
     k->vec_dot[GGUF_T_IQ4_XS] = dot_iq4_xs;
     k->gemm[GGUF_T_IQ4_XS] = gemm_iq4_xs;
+    k->gemv[GGUF_T_IQ4_XS] = (tensor_gemv){ gemv_iq4_xs, 4, gemv_iq4_xs_lean, 0, NULL, 0 };
     rt_fill_float_avx512(k);
     rt_fill_quant_avx512(k);
     rt_fill_exp_avx512(k);
