@@ -1,5 +1,6 @@
 /* dot_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) dot products of the quantized weight types,
- * and the AVX-512 table.
+ * IQ4_XS's prompt gemm and single-token kernel (the same bits as its dot), and the AVX-512
+ * table.
  *
  * Contract as dot_avx2.c: n a multiple of the block size, unaligned loads only, exact
  * integer parts per block, float FMA of the block scales into 16-lane accumulators reduced
@@ -287,10 +288,9 @@ static inline void iq4_unpack(const uint8_t *a, iq4_unp *u) {
 }
 
 /* R rows (their unpacked blocks at u[r · us], nb each) × T tokens (Q8_K rows xs apart): out
- * y[t · ldy + yo[r]]. */
+ * y[t · ldy + r]. */
 static inline __attribute__((always_inline)) void iq4_tile(int R, int T, int64_t nb, const iq4_unp *u, size_t us,
-                                                           const uint8_t *x, size_t xs, float *y, int64_t ldy,
-                                                           const int64_t *yo) {
+                                                           const uint8_t *x, size_t xs, float *y, int64_t ldy) {
     __m512 acc[4][4];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
@@ -327,19 +327,19 @@ static inline __attribute__((always_inline)) void iq4_tile(int R, int T, int64_t
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < T; t++) y[t * ldy + yo[r]] = hsum512(acc[r][t]);
+        for (int t = 0; t < T; t++) y[t * ldy + r] = hsum512(acc[r][t]);
 }
 
 /* R rows against n_tok tokens in tiles of 4 and the 1-3 left. */
 static inline __attribute__((always_inline)) void iq4_rows_tok(int R, int64_t nb, const iq4_unp *u, size_t us,
                                                                const uint8_t *x, size_t xs, int64_t n_tok, float *y,
-                                                               int64_t ldy, const int64_t *yo) {
+                                                               int64_t ldy) {
     int64_t t = 0;
-    for (; t + 4 <= n_tok; t += 4) iq4_tile(R, 4, nb, u, us, x + t * xs, xs, y + t * ldy, ldy, yo);
+    for (; t + 4 <= n_tok; t += 4) iq4_tile(R, 4, nb, u, us, x + t * xs, xs, y + t * ldy, ldy);
     switch (n_tok - t) {
-    case 3: iq4_tile(R, 3, nb, u, us, x + t * xs, xs, y + t * ldy, ldy, yo); break;
-    case 2: iq4_tile(R, 2, nb, u, us, x + t * xs, xs, y + t * ldy, ldy, yo); break;
-    case 1: iq4_tile(R, 1, nb, u, us, x + t * xs, xs, y + t * ldy, ldy, yo); break;
+    case 3: iq4_tile(R, 3, nb, u, us, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 2: iq4_tile(R, 2, nb, u, us, x + t * xs, xs, y + t * ldy, ldy); break;
+    case 1: iq4_tile(R, 1, nb, u, us, x + t * xs, xs, y + t * ldy, ldy); break;
     default: break;
     }
 }
@@ -354,7 +354,6 @@ static void gemm_iq4_xs(int64_t n, const void *w, size_t ws, int64_t n_rows, con
         x86_gemm_by_dot(dot_iq4_xs, n, W, ws, n_rows, X, xs, n_tok, y, ldy);
         return;
     }
-    static const int64_t yo[4] = { 0, 1, 2, 3 };
     for (int64_t t0 = 0; t0 < n_tok; t0 += IQ4_TC) {
         const int64_t nt = n_tok - t0 < IQ4_TC ? n_tok - t0 : IQ4_TC;
         for (int64_t r = 0; r < n_rows; r += 4) {
@@ -364,10 +363,10 @@ static void gemm_iq4_xs(int64_t n, const void *w, size_t ws, int64_t n_rows, con
             float *yr = y + t0 * ldy + r;
             const uint8_t *xt = X + t0 * xs;
             switch (R) {
-            case 4: iq4_rows_tok(4, nb, u, (size_t)nb, xt, xs, nt, yr, ldy, yo); break;
-            case 3: iq4_rows_tok(3, nb, u, (size_t)nb, xt, xs, nt, yr, ldy, yo); break;
-            case 2: iq4_rows_tok(2, nb, u, (size_t)nb, xt, xs, nt, yr, ldy, yo); break;
-            default: iq4_rows_tok(1, nb, u, (size_t)nb, xt, xs, nt, yr, ldy, yo); break;
+            case 4: iq4_rows_tok(4, nb, u, (size_t)nb, xt, xs, nt, yr, ldy); break;
+            case 3: iq4_rows_tok(3, nb, u, (size_t)nb, xt, xs, nt, yr, ldy); break;
+            case 2: iq4_rows_tok(2, nb, u, (size_t)nb, xt, xs, nt, yr, ldy); break;
+            default: iq4_rows_tok(1, nb, u, (size_t)nb, xt, xs, nt, yr, ldy); break;
             }
         }
     }
