@@ -352,7 +352,8 @@ static void test_gemm(void **state) {
     rng r = { 8 };
     const tensor_kernels *tab[3];
     const int nt = get_tables(tab);
-    const int64_t ns[] = { 160, 7, 16, 85, 224, 317, 1032, 1655, 1749, 1792 }, rows[] = { 1, 2, 7, 8, 9, 17, 33, 40 };
+    const int64_t ns[] = { 160, 7, 16, 48, 64, 85, 112, 224, 317, 1032, 1655, 1749, 1792 };
+    const int64_t rows[] = { 1, 2, 7, 8, 9, 17, 33, 40 };
     const int64_t toks[] = { 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12 };
     int float_checked = 0;
     for (int k = 0; k < nt; k++)

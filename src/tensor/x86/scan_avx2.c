@@ -356,8 +356,8 @@ static inline void transpose8(__m256 v[8]) {
  * (gemm_q8_0 40.6 %); with the softplus here, 8 at a time, ssm1_step takes 16.6 % and the
  * libm calls nothing (gemm_q8_0 42.0 %): the scan and its softplus 0.45 -> 0.39 of the gemm. */
 #define SSM1_DS 64
-static void ssm1_step(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C,
-                      const float *dt, const float *x, float *y) {
+void rt_ssm1_step_avx2(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C,
+                       const float *dt, const float *x, float *y) {
     int64_t c = 0;
     if (ds % 8 == 0 && ds <= SSM1_DS)
         for (; c + 8 <= n; c += 8) {
@@ -476,7 +476,7 @@ void rt_fill_scan_avx2(tensor_kernels *k) {
     k->gdn_step = gdn_step;
     k->ssm2_rows = ssm2_rows;
     k->ssm2_tokens = ssm2_tokens;
-    k->ssm1_step = ssm1_step;
+    k->ssm1_step = rt_ssm1_step_avx2;
     k->conv_step = conv_step;
     k->conv_run = conv_run;
 }

@@ -463,10 +463,213 @@ static void conv_run(float *state, const float *w, int K, int64_t C, int64_t lo,
         for (int64_t t = 0; t < n; t++) conv_step(state, w, K, C, ch, hi, in + t * is, out + t * os);
 }
 
+/* ---- Mamba-1 ------------------------------------------------------------------------------ */
+
+/* Two 8-float halves as one vector. */
+static inline __m512 x86_join8(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
+
+/* rt_expf_libm of 8 floats in double lanes (expf_libm_ref.c: the same operations, so the same
+ * bits) for |x| < 88 (the caller checks): the table's 32 entries held in four registers and
+ * picked by two permutes and a blend instead of a gather. */
+typedef struct expf_tab512 {
+    __m512i lo0, lo1, hi0, hi1;   /* entries 0-7, 8-15, 16-23, 24-31 */
+} expf_tab512;
+
+static inline expf_tab512 expf_tab_load(void) {
+    const __m512i *t = (const __m512i *)(const void *)rt_expf_tab;
+    return (expf_tab512){ _mm512_loadu_si512(t), _mm512_loadu_si512(t + 1), _mm512_loadu_si512(t + 2),
+                          _mm512_loadu_si512(t + 3) };
+}
+
+static inline __m256 expf8d_libm(__m256 x, const expf_tab512 *tb) {
+    const __m512d invln2n = _mm512_castsi512_pd(_mm512_set1_epi64((long long)RT_EXPF_INVLN2N));
+    const __m512d shift = _mm512_castsi512_pd(_mm512_set1_epi64((long long)RT_EXPF_SHIFT));
+    const __m512d xd = _mm512_cvtps_pd(x);
+    const __m512d t = _mm512_fmadd_pd(xd, invln2n, shift);
+    const __m512i ki = _mm512_castpd_si512(t);
+    const __m512d r = _mm512_fmsub_pd(invln2n, xd, _mm512_sub_pd(t, shift));
+    const __m512i lo = _mm512_permutex2var_epi64(tb->lo0, ki, tb->lo1), hi = _mm512_permutex2var_epi64(tb->hi0, ki, tb->hi1);
+    const __m512i tab = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(tab, _mm512_slli_epi64(ki, 47)));
+    const __m512d z = _mm512_fmadd_pd(r, _mm512_castsi512_pd(_mm512_set1_epi64((long long)RT_EXPF_C0)),
+                                      _mm512_castsi512_pd(_mm512_set1_epi64((long long)RT_EXPF_C1)));
+    const __m512d y0 = _mm512_fmadd_pd(r, _mm512_castsi512_pd(_mm512_set1_epi64((long long)RT_EXPF_C2)), _mm512_set1_pd(1.0));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_fmadd_pd(z, _mm512_mul_pd(r, r), y0), sc));
+}
+
+/* The lanes of x whose exp needs libm's checks (|x| >= 88 and the like: the top 12 bits of x
+ * above RT_EXPF_TOP_MAX). */
+static inline __mmask16 expf_needs_checks(__m512 x) {
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 20), _mm512_set1_epi32(0x7ff));
+    return _mm512_cmpgt_epi32_mask(top, _mm512_set1_epi32(RT_EXPF_TOP_MAX));
+}
+
+/* rt_expf_libm of 16 floats: the vector formula, or lane by lane where a lane needs the checks. */
+static inline __m512 expf16_libm(__m512 x, const expf_tab512 *tb) {
+    if (expf_needs_checks(x)) {
+        float v[16];
+        _mm512_storeu_ps(v, x);
+        for (int l = 0; l < 16; l++) v[l] = rt_expf_libm(v[l]);
+        return _mm512_loadu_ps(v);
+    }
+    return x86_join8(expf8d_libm(_mm512_castps512_ps256(x), tb), expf8d_libm(_mm512_extractf32x8_ps(x, 1), tb));
+}
+
+/* rt_logf_libm's table split into its two columns, 16 doubles each in two registers. */
+typedef struct logf_tab512 {
+    __m512d inv0, inv1, log0, log1;   /* 1/c and log c of entries 0-7 and 8-15 */
+} logf_tab512;
+
+static inline logf_tab512 logf_tab_load(void) {
+    const double *t = (const double *)(const void *)rt_logf_tab;
+    const __m512i ev = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), od = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    const __m512d r0 = _mm512_loadu_pd(t), r1 = _mm512_loadu_pd(t + 8), r2 = _mm512_loadu_pd(t + 16), r3 = _mm512_loadu_pd(t + 24);
+    return (logf_tab512){ _mm512_permutex2var_pd(r0, ev, r1), _mm512_permutex2var_pd(r2, ev, r3),
+                          _mm512_permutex2var_pd(r0, od, r1), _mm512_permutex2var_pd(r2, od, r3) };
+}
+
+/* rt_logf_libm of 8 positive normal floats (bits ix) in double lanes (logf_libm_ref.c: the same
+ * operations, so the same bits). */
+static inline __m256 logf8d_libm(__m256i ix, const logf_tab512 *tb) {
+    const __m256i tmp = _mm256_sub_epi32(ix, _mm256_set1_epi32((int)RT_LOGF_OFF));
+    const __m512i i = _mm512_cvtepu32_epi64(_mm256_and_si256(_mm256_srli_epi32(tmp, 19), _mm256_set1_epi32(15)));
+    const __m256i iz = _mm256_sub_epi32(ix, _mm256_and_si256(tmp, _mm256_set1_epi32((int)0xff800000u)));
+    const __m512d invc = _mm512_permutex2var_pd(tb->inv0, i, tb->inv1), logc = _mm512_permutex2var_pd(tb->log0, i, tb->log1);
+    const __m512d r = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_castsi256_ps(iz)), invc, _mm512_set1_pd(-1.0));
+    const __m512d y0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm256_srai_epi32(tmp, 23)),
+                                       _mm512_castsi512_pd(_mm512_set1_epi64((long long)RT_LOGF_LN2)), logc);
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    const __m512d y = _mm512_fmadd_pd(_mm512_castsi512_pd(_mm512_set1_epi64((long long)RT_LOGF_A0)), r2,
+                                      _mm512_fmadd_pd(r, _mm512_castsi512_pd(_mm512_set1_epi64((long long)RT_LOGF_A1)),
+                                                      _mm512_castsi512_pd(_mm512_set1_epi64((long long)RT_LOGF_A2))));
+    return _mm512_cvtpd_ps(_mm512_fmadd_pd(r2, y, _mm512_add_pd(r, y0)));
+}
+
+/* rt_softplus_libm of 16 floats: expf, 1 + e, logf, then x where x > 20; lanes that need logf's
+ * checks (an infinite or NaN 1 + e) go one by one. */
+static inline __m512 softplus16_libm(__m512 x, const expf_tab512 *et, const logf_tab512 *lt) {
+    const __m512 a = _mm512_add_ps(_mm512_set1_ps(1.0f), expf16_libm(x, et));
+    const __m512i ia = _mm512_castps_si512(a);
+    __m512 l;
+    if (_mm512_cmpgt_epi32_mask(_mm512_set1_epi32(0x00800000), ia) | _mm512_cmpgt_epi32_mask(ia, _mm512_set1_epi32(0x7f7fffff))) {
+        float v[16];
+        _mm512_storeu_ps(v, a);
+        for (int k = 0; k < 16; k++) v[k] = rt_logf_libm(v[k]);
+        l = _mm512_loadu_ps(v);
+    } else
+        l = x86_join8(logf8d_libm(_mm512_castsi512_si256(ia), lt), logf8d_libm(_mm512_extracti64x4_epi64(ia, 1), lt));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(20.0f), _CMP_GT_OQ), l, x);
+}
+
+/* v[0..15] (rows) transposed in place: v[k] lane j = old v[j] lane k. */
+static inline __attribute__((always_inline)) void transpose16(__m512 v[16]) {
+    __m512 a[16], b[16];
+    /* a[2i + h], 128-bit lane g: rows 2i, 2i + 1 interleaved, elements 4g + 2h, 4g + 2h + 1 */
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    /* b[4i + m], lane g: rows 4i .. 4i + 3 of element 4g + m */
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++)
+        _Pragma("GCC unroll 2")
+        for (int h = 0; h < 2; h++) {
+            const __m512d x = _mm512_castps_pd(a[4 * i + h]), y = _mm512_castps_pd(a[4 * i + 2 + h]);
+            b[4 * i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
+            b[4 * i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
+        }
+    /* a[8i + m]: lanes (row group 2i, element group 0), (2i, 2), (2i + 1, 0), (2i + 1, 2) of
+     * element offset m; a[8i + 4 + m] the same with element groups 1 and 3 */
+    _Pragma("GCC unroll 2")
+    for (int i = 0; i < 2; i++)
+        _Pragma("GCC unroll 4")
+        for (int m = 0; m < 4; m++) {
+            a[8 * i + m] = _mm512_shuffle_f32x4(b[8 * i + m], b[8 * i + 4 + m], _MM_SHUFFLE(2, 0, 2, 0));
+            a[8 * i + 4 + m] = _mm512_shuffle_f32x4(b[8 * i + m], b[8 * i + 4 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        }
+    _Pragma("GCC unroll 8")
+    for (int k = 0; k < 8; k++) {
+        v[k] = _mm512_shuffle_f32x4(a[k], a[8 + k], _MM_SHUFFLE(2, 0, 2, 0));
+        v[8 + k] = _mm512_shuffle_f32x4(a[k], a[8 + k], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* rt_ssm1_step, 16 channels at a time for ds a multiple of 16 (up to SSM1_DS; Mamba-1's d_state
+ * is 16): the channels' softplus 16 at a time, each channel's new state 16 elements a vector (the
+ * exps 16 at a time, in double lanes as libm computes them, the table read by permutes instead
+ * of the AVX2 step's gathers), kept, then turned so that a vector holds one element of the 16
+ * channels and each channel's sum chain runs in its lane, element by element as in the
+ * reference. Other channels and sizes: the AVX2 table's step. Until this the AVX-512 table ran
+ * that AVX2 step: one thread, 768 channels of d_state 16 a call (/tmp/s35/s1.c outside the
+ * repo, best of 20 x 64 calls) 48-61 -> 19-25 TSC cycles a channel (the machine busy with a
+ * build beside it); recur-bench -t 2 -p 512 -n 0 -r 1 --bw-mib 0, mamba-130m Q8_0 synth, the
+ * same minutes (with the F16 short rows of gemm_f16_avx512.c): 886-902 -> 1234-1271 t/s. */
+#define SSM1_DS 64
+
+/* Channels in groups of 16 (s and A at the first of n), DS state elements each: y[0..n / 16 * 16).
+ * The exps take the vector formula throughout and a group's states are written only once no lane
+ * needed libm's checks (|x| >= 88, not met by trained models' dt · A); else the group goes to the
+ * AVX2 step (whose exps check lane by lane), from the states as they were. */
+static inline __attribute__((always_inline)) void ssm1_groups(int64_t DS, int64_t n, float *s, const float *A,
+                                                              const float *B, const float *C, const float *dt,
+                                                              const float *x, float *y) {
+    const expf_tab512 tb = expf_tab_load();
+    const logf_tab512 lt = logf_tab_load();
+    __m512 bv[SSM1_DS / 16];
+    for (int64_t q = 0; q < DS / 16; q++) bv[q] = _mm512_loadu_ps(B + 16 * q);
+    for (int64_t c = 0; c + 16 <= n; c += 16) {
+        float *sc = s + c * DS;
+        const float *ac = A + c * DS;
+        __m512 st[SSM1_DS / 16][16];
+        const __m512 dsp = softplus16_libm(_mm512_loadu_ps(dt + c), &tb, &lt);
+        float d[16], xd[16];
+        _mm512_storeu_ps(d, dsp);
+        _mm512_storeu_ps(xd, _mm512_mul_ps(_mm512_loadu_ps(x + c), dsp));
+        __mmask16 checks = 0;
+        _Pragma("GCC unroll 16")
+        for (int j = 0; j < 16; j++) {
+            const __m512 vd = _mm512_set1_ps(d[j]), vx = _mm512_set1_ps(xd[j]);
+            for (int64_t q = 0; q < DS / 16; q++) {
+                const __m512 a = _mm512_mul_ps(vd, _mm512_loadu_ps(ac + j * DS + 16 * q));
+                checks |= expf_needs_checks(a);
+                const __m512 e = x86_join8(expf8d_libm(_mm512_castps512_ps256(a), &tb),
+                                           expf8d_libm(_mm512_extractf32x8_ps(a, 1), &tb));
+                st[q][j] = _mm512_fmadd_ps(_mm512_loadu_ps(sc + j * DS + 16 * q), e, _mm512_mul_ps(bv[q], vx));
+            }
+        }
+        if (checks) {
+            rt_ssm1_step_avx2(DS, 16, sc, ac, B, C, dt + c, x + c, y + c);
+            continue;
+        }
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t q = 0; q < DS / 16; q++) {
+            _Pragma("GCC unroll 16")
+            for (int j = 0; j < 16; j++) _mm512_storeu_ps(sc + j * DS + 16 * q, st[q][j]);
+            transpose16(st[q]);
+            _Pragma("GCC unroll 16")
+            for (int k = 0; k < 16; k++) sum = _mm512_fmadd_ps(st[q][k], _mm512_set1_ps(C[16 * q + k]), sum);
+        }
+        _mm512_storeu_ps(y + c, sum);
+    }
+}
+
+static void ssm1_step(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C,
+                      const float *dt, const float *x, float *y) {
+    int64_t c = 0;
+    if (ds % 16 == 0 && ds <= SSM1_DS) {
+        if (ds == 16) ssm1_groups(16, n, s, A, B, C, dt, x, y);   /* Mamba-1's size: a group's states in registers */
+        else ssm1_groups(ds, n, s, A, B, C, dt, x, y);
+        c = n / 16 * 16;
+    }
+    if (c < n) rt_ssm1_step_avx2(ds, n - c, s + c * ds, A + c * ds, B, C, dt + c, x + c, y + c);
+}
+
 void rt_fill_scan_avx512(tensor_kernels *k) {
     k->gdn_step = gdn_step;
     k->ssm2_rows = ssm2_rows;
     k->ssm2_tokens = ssm2_tokens;
+    k->ssm1_step = ssm1_step;
     k->conv_step = conv_step;
     k->conv_run = conv_run;
 }

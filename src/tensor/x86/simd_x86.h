@@ -503,6 +503,9 @@ void rt_gemm_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, cons
 void rt_gemv_bf16_avx2(int64_t n, const void *w, size_t ws, int64_t n_rows, int64_t g0, int64_t g1, const void *x,
                        float *y);
 void rt_fill_scan_avx2(tensor_kernels *k);
+/* The AVX2 table's Mamba-1 step (scan_avx2.c), for the AVX-512 one's other sizes and tails. */
+void rt_ssm1_step_avx2(int64_t ds, int64_t n, float *s, const float *A, const float *B, const float *C,
+                       const float *dt, const float *x, float *y);
 void rt_fill_gemm_avx2(tensor_kernels *k);
 void rt_fill_gemm_q4k_avx2(tensor_kernels *k);
 /* The AVX2 table's dot_q4_K_rp (dot_avx2.c), for the gemm's fallback. */
