@@ -466,7 +466,7 @@ static void conv_run(float *state, const float *w, int K, int64_t C, int64_t lo,
 /* ---- Mamba-1 ------------------------------------------------------------------------------ */
 
 /* Two 8-float halves as one vector. */
-static inline __m512 x86_join8(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
+static inline __m512 join8(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 
 /* rt_expf_libm of 8 floats in double lanes (expf_libm_ref.c: the same operations, so the same
  * bits) for |x| < 88 (the caller checks): the table's 32 entries held in four registers and
@@ -512,7 +512,7 @@ static inline __m512 expf16_libm(__m512 x, const expf_tab512 *tb) {
         for (int l = 0; l < 16; l++) v[l] = rt_expf_libm(v[l]);
         return _mm512_loadu_ps(v);
     }
-    return x86_join8(expf8d_libm(_mm512_castps512_ps256(x), tb), expf8d_libm(_mm512_extractf32x8_ps(x, 1), tb));
+    return join8(expf8d_libm(_mm512_castps512_ps256(x), tb), expf8d_libm(_mm512_extractf32x8_ps(x, 1), tb));
 }
 
 /* rt_logf_libm's table split into its two columns, 16 doubles each in two registers. */
@@ -557,7 +557,7 @@ static inline __m512 softplus16_libm(__m512 x, const expf_tab512 *et, const logf
         for (int k = 0; k < 16; k++) v[k] = rt_logf_libm(v[k]);
         l = _mm512_loadu_ps(v);
     } else
-        l = x86_join8(logf8d_libm(_mm512_castsi512_si256(ia), lt), logf8d_libm(_mm512_extracti64x4_epi64(ia, 1), lt));
+        l = join8(logf8d_libm(_mm512_castsi512_si256(ia), lt), logf8d_libm(_mm512_extracti64x4_epi64(ia, 1), lt));
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(20.0f), _CMP_GT_OQ), l, x);
 }
 
@@ -633,7 +633,7 @@ static inline __attribute__((always_inline)) void ssm1_groups(int64_t DS, int64_
             for (int64_t q = 0; q < DS / 16; q++) {
                 const __m512 a = _mm512_mul_ps(vd, _mm512_loadu_ps(ac + j * DS + 16 * q));
                 checks |= expf_needs_checks(a);
-                const __m512 e = x86_join8(expf8d_libm(_mm512_castps512_ps256(a), &tb),
+                const __m512 e = join8(expf8d_libm(_mm512_castps512_ps256(a), &tb),
                                            expf8d_libm(_mm512_extractf32x8_ps(a, 1), &tb));
                 st[q][j] = _mm512_fmadd_ps(_mm512_loadu_ps(sc + j * DS + 16 * q), e, _mm512_mul_ps(bv[q], vx));
             }
